@@ -1,0 +1,19 @@
+// Turns a ModelSpec and the fine-tuning/attention options into the OpGraph of one
+// training micro-batch (forward + loss), dispatching to the family's builder.
+#pragma once
+
+#include "models/layer_builder.h"
+#include "models/model_spec.h"
+#include "planner/op_graph.h"
+#include "planner/result.h"
+
+namespace headroom {
+
+Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options);
+
+// Per-family builders; BuildGraph validates options first.
+void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers);
+void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers);
+void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers);
+
+}  // namespace headroom

@@ -1,0 +1,58 @@
+#include "models/catalog.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "models/hf_config.h"
+#include "planner/name_suggest.h"
+
+namespace headroom {
+
+std::vector<std::string> CatalogModelNames() {
+  std::vector<std::string> names;
+  for (const EmbeddedFile& f : ModelCatalogFiles()) names.emplace_back(f.name);
+  return names;
+}
+
+std::string CatalogDescription(std::string_view name) {
+  for (const EmbeddedFile& f : ModelCatalogFiles()) {
+    if (f.name != name) continue;
+    if (!f.text.starts_with("# ")) return "";
+    return std::string(f.text.substr(2, f.text.find('\n') - 2));
+  }
+  return "";
+}
+
+Result<ModelSpec> LoadCatalogModel(std::string_view name) {
+  for (const EmbeddedFile& f : ModelCatalogFiles()) {
+    if (f.name == name) return ParseModelSpecYaml(f.text, fmt::format("built-in model {}", name));
+  }
+  return MakeError(fmt::format("unknown model '{}'.{} Run `headroom models` for the catalog, or pass a YAML spec "
+                               "or a Hugging Face config.json path.",
+                               name, DidYouMean(name, CatalogModelNames())));
+}
+
+Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
+  namespace fs = std::filesystem;
+  fs::path path(name_or_path);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    const bool looks_like_path = name_or_path.find('/') != std::string_view::npos ||
+                                 path.extension() == ".json" || path.extension() == ".yaml" ||
+                                 path.extension() == ".yml";
+    if (looks_like_path) return MakeError(fmt::format("model file '{}' does not exist", name_or_path));
+    return LoadCatalogModel(name_or_path);
+  }
+  if (fs::is_directory(path, ec)) path /= "config.json";
+  std::ifstream in(path);
+  if (!in) return MakeError(fmt::format("cannot read model file '{}'", path.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (path.extension() == ".json") return ParseHfConfigJson(text.str(), path.string());
+  return ParseModelSpecYaml(text.str(), path.string());
+}
+
+}  // namespace headroom

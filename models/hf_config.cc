@@ -1,0 +1,136 @@
+#include "models/hf_config.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace headroom {
+namespace {
+
+using nlohmann::json;
+
+// Reads config fields with errors that name the field and the file.
+class FieldReader {
+ public:
+  FieldReader(const json& root, std::string_view origin) : root_(root), origin_(origin) {}
+
+  Result<int64_t> Int(const char* key) const {
+    if (!root_.contains(key) || root_[key].is_null()) {
+      return MakeError(fmt::format("{}: missing field '{}'", origin_, key));
+    }
+    if (!root_[key].is_number_integer()) {
+      return MakeError(fmt::format("{}: field '{}' must be an integer", origin_, key));
+    }
+    return root_[key].get<int64_t>();
+  }
+  int64_t IntOr(const char* key, int64_t fallback) const {
+    return root_.contains(key) && root_[key].is_number_integer() ? root_[key].get<int64_t>() : fallback;
+  }
+  double NumberOr(const char* key, double fallback) const {
+    return root_.contains(key) && root_[key].is_number() ? root_[key].get<double>() : fallback;
+  }
+  bool BoolOr(const char* key, bool fallback) const {
+    return root_.contains(key) && root_[key].is_boolean() ? root_[key].get<bool>() : fallback;
+  }
+
+ private:
+  const json& root_;
+  std::string_view origin_;
+};
+
+#define HEADROOM_ASSIGN_OR_RETURN(target, expr) \
+  do {                                          \
+    auto _r = (expr);                           \
+    if (!_r) return _r.error();                 \
+    (target) = *_r;                             \
+  } while (0)
+
+Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type, ModelSpec spec) {
+  spec.family = ModelFamily::kLlama;
+  HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("hidden_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("num_hidden_layers"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.Int("num_attention_heads"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.Int("intermediate_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("max_position_embeddings"));
+  spec.num_kv_heads = f.IntOr("num_key_value_heads", spec.num_heads);
+  spec.head_dim = f.IntOr("head_dim", 0);
+  spec.tie_embeddings = f.BoolOr("tie_word_embeddings", false);
+  spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
+  spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
+  spec.qkv_bias = type == "qwen2";
+  if (type == "llama" && f.BoolOr("attention_bias", false)) {
+    return MakeError("llama config with attention_bias=true (bias on the output projection) is not supported");
+  }
+  if (f.BoolOr("mlp_bias", false)) return MakeError("llama config with mlp_bias=true is not supported");
+  return spec;
+}
+
+Result<ModelSpec> ImportGpt2(const FieldReader& f, ModelSpec spec) {
+  spec.family = ModelFamily::kGpt2;
+  HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("n_embd"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("n_layer"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.Int("n_head"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("n_positions"));
+  spec.intermediate_size = f.IntOr("n_inner", 4 * spec.hidden_size);
+  spec.tie_embeddings = f.BoolOr("tie_word_embeddings", true);
+  spec.norm_eps = f.NumberOr("layer_norm_epsilon", 1e-5);
+  spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.1);
+  spec.attention_dropout = f.NumberOr("attn_pdrop", 0.1);
+  return spec;
+}
+
+Result<ModelSpec> ImportBert(const FieldReader& f, const json& root, ModelSpec spec) {
+  spec.family = ModelFamily::kBert;
+  HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("hidden_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("num_hidden_layers"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.Int("num_attention_heads"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.Int("intermediate_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("max_position_embeddings"));
+  spec.type_vocab_size = f.IntOr("type_vocab_size", 2);
+  spec.norm_eps = f.NumberOr("layer_norm_eps", 1e-12);
+  spec.hidden_dropout = f.NumberOr("hidden_dropout_prob", 0.1);
+  spec.attention_dropout = f.NumberOr("attention_probs_dropout_prob", 0.1);
+  spec.num_labels = root.contains("id2label") && root["id2label"].is_object()
+                        ? static_cast<int64_t>(root["id2label"].size())
+                        : f.IntOr("num_labels", 2);
+  return spec;
+}
+
+}  // namespace
+
+Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view origin) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    return MakeError(fmt::format("{}: malformed JSON at byte {}: not a valid config.json", origin, e.byte));
+  }
+  if (!root.is_object()) return MakeError(fmt::format("{}: config.json must be a JSON object", origin));
+  if (!root.contains("model_type") || !root["model_type"].is_string()) {
+    return MakeError(fmt::format("{}: missing field 'model_type'", origin));
+  }
+  const std::string type = root["model_type"].get<std::string>();
+  FieldReader reader(root, origin);
+  ModelSpec spec;
+  spec.name = root.contains("_name_or_path") && root["_name_or_path"].is_string() &&
+                      !root["_name_or_path"].get<std::string>().empty()
+                  ? root["_name_or_path"].get<std::string>()
+                  : std::string(origin);
+  Result<ModelSpec> imported = MakeError("");
+  if (type == "llama" || type == "mistral" || type == "qwen2") {
+    imported = ImportLlamaLike(reader, type, spec);
+  } else if (type == "gpt2") {
+    imported = ImportGpt2(reader, spec);
+  } else if (type == "bert") {
+    imported = ImportBert(reader, root, spec);
+  } else {
+    return MakeError(fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, gpt2, bert)",
+                                 origin, type));
+  }
+  if (!imported) return imported.error();
+  return Validate(std::move(imported).value());
+}
+
+}  // namespace headroom

@@ -1,0 +1,14 @@
+// Import of a Hugging Face `config.json` (model_type llama, mistral, qwen2, gpt2, bert)
+// into a ModelSpec. Missing fields and unsupported types are errors naming the problem.
+#pragma once
+
+#include <string_view>
+
+#include "models/model_spec.h"
+#include "planner/result.h"
+
+namespace headroom {
+
+Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view origin);
+
+}  // namespace headroom

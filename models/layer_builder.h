@@ -1,0 +1,84 @@
+// Building blocks shared by the per-family graph builders: linear layers (with LoRA
+// adapters and QLoRA quantization as the fine-tuning mode asks), norms, dropout,
+// attention and the language-model loss. Each call appends ops to the OpGraph in the
+// order PyTorch eager would run them.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "models/model_spec.h"
+#include "planner/op_graph.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+struct GraphOptions {
+  AttentionImpl attention = AttentionImpl::kSdpa;
+  FineTuneConfig fine_tune;
+};
+
+// [b, s, n]
+SymShape TokenShape(int64_t n);
+// [b, heads, s, head_dim]
+SymShape HeadsShape(int64_t heads, int64_t head_dim);
+
+class LayerBuilder {
+ public:
+  // `lora_roles`: the linear roles (q, k, v, o, gate, up, down, qkv, ...) that get adapters.
+  LayerBuilder(OpGraph& graph, const ModelSpec& spec, const GraphOptions& options, std::set<std::string> lora_roles);
+
+  OpGraph& graph() { return graph_; }
+  const ModelSpec& spec() const { return spec_; }
+
+  // A parameter outside the LoRA/QLoRA machinery: trainable in full fine-tuning only,
+  // or always when `always_trainable` (a classification head PEFT keeps trainable).
+  TensorId Param(const std::string& name, SymShape shape, bool always_trainable = false);
+
+  // x [b, s, in] (or [b, in] when `per_sequence`) -> [.., out]. Quantized under QLoRA
+  // when `in_block`; adapters added when `role` is a LoRA target.
+  TensorId Linear(const std::string& name, const std::string& role, TensorId x, int64_t in, int64_t out,
+                  bool bias, bool in_block = true, bool per_sequence = false);
+  // A linear whose weight already exists (tied LM head).
+  TensorId LinearWithWeight(const std::string& name, TensorId x, TensorId weight, SymShape out_shape);
+
+  TensorId Embedding(const std::string& name, TensorId ids, TensorId weight, SymShape out_shape);
+  TensorId Dropout(const std::string& name, TensorId x, double p);
+  TensorId LayerNorm(const std::string& name, TensorId x, int64_t width);
+  TensorId RmsNorm(const std::string& name, TensorId x, int64_t width);
+  TensorId Unary(OpKind kind, const std::string& name, TensorId x);
+  TensorId Binary(OpKind kind, const std::string& name, TensorId a, TensorId b);
+  TensorId View(const std::string& name, TensorId x, SymShape shape);
+  // One op producing several views of x (split): its backward builds one gradient of x.
+  std::vector<TensorId> SplitView(const std::string& name, TensorId x, const std::vector<std::string>& parts,
+                                  SymShape part_shape);
+
+  // Eager attention in a decoder reads a bool [s, s] mask built once per forward;
+  // SDPA takes is_causal instead. Returns an invalid id for SDPA.
+  TensorId CausalMaskIfEager();
+
+  // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
+  // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
+  TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask, bool causal);
+
+  // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
+  TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
+  // Classification loss over [b, num_labels] logits.
+  TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
+
+ private:
+  TensorId Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, SymShape out_shape,
+              double dropout_p = 0.0);
+
+  OpGraph& graph_;
+  const ModelSpec& spec_;
+  const GraphOptions& options_;
+  std::set<std::string> lora_roles_;
+};
+
+// The LoRA roles a family's linears have, and the roles named by user targets (short
+// names like q,v or Hugging Face module names like q_proj, c_attn). Unknown targets are
+// an error listing what exists.
+Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec, const std::vector<std::string>& targets);
+
+}  // namespace headroom

@@ -1,0 +1,54 @@
+// LLaMA family (Llama 2/3, Mistral, Qwen2): RMSNorm, rotary embeddings, grouped-query
+// attention, SwiGLU MLP, no dropout, optional qkv bias, tied or untied LM head.
+#include <fmt/format.h>
+
+#include "models/build_graph.h"
+
+namespace headroom {
+
+void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
+  OpGraph& g = layers.graph();
+  const int64_t h = spec.hidden_size, heads = spec.num_heads, kv = spec.num_kv_heads, d = spec.head_dim;
+  TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
+
+  TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
+  TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));
+  // HF computes cos/sin once per forward in the hidden states' dtype.
+  auto tables = g.AddOp({.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}},
+                        {{.name = "rope.cos", .shape = {Dim::B(), Dim::S(), Dim::C(d)}},
+                         {.name = "rope.sin", .shape = {Dim::B(), Dim::S(), Dim::C(d)}}});
+  TensorId mask = layers.CausalMaskIfEager();
+
+  for (int64_t i = 0; i < spec.num_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}", i);
+    g.BeginBlock(x);
+    TensorId n1 = layers.RmsNorm(p + ".input_layernorm", x, h);
+    TensorId q = layers.Linear(p + ".self_attn.q_proj", "q", n1, h, heads * d, spec.qkv_bias);
+    TensorId k = layers.Linear(p + ".self_attn.k_proj", "k", n1, h, kv * d, spec.qkv_bias);
+    TensorId v = layers.Linear(p + ".self_attn.v_proj", "v", n1, h, kv * d, spec.qkv_bias);
+    q = layers.View(p + ".self_attn.q_heads", q, HeadsShape(heads, d));
+    k = layers.View(p + ".self_attn.k_heads", k, HeadsShape(kv, d));
+    v = layers.View(p + ".self_attn.v_heads", v, HeadsShape(kv, d));
+    q = g.AddOp({.kind = OpKind::kRope, .name = p + ".self_attn.rope_q", .inputs = {q, tables[0], tables[1]}},
+                {{.name = p + ".self_attn.rope_q", .shape = HeadsShape(heads, d)}})[0];
+    k = g.AddOp({.kind = OpKind::kRope, .name = p + ".self_attn.rope_k", .inputs = {k, tables[0], tables[1]}},
+                {{.name = p + ".self_attn.rope_k", .shape = HeadsShape(kv, d)}})[0];
+    TensorId attn = layers.Attention(p + ".self_attn", q, k, v, mask, true);
+    attn = layers.Linear(p + ".self_attn.o_proj", "o", attn, heads * d, h, false);
+    x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
+    TensorId n2 = layers.RmsNorm(p + ".post_attention_layernorm", x, h);
+    TensorId gate = layers.Linear(p + ".mlp.gate_proj", "gate", n2, h, spec.intermediate_size, false);
+    TensorId up = layers.Linear(p + ".mlp.up_proj", "up", n2, h, spec.intermediate_size, false);
+    TensorId act = layers.Unary(OpKind::kSilu, p + ".mlp.act", gate);
+    TensorId prod = layers.Binary(OpKind::kMul, p + ".mlp.gate_mul", act, up);
+    TensorId down = layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
+    x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);
+    g.EndBlock(x);
+  }
+  x = layers.RmsNorm("model.norm", x, h);
+  TensorId lm_weight = spec.tie_embeddings ? embed : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
+  layers.LanguageModelLoss(x, lm_weight, labels);
+}
+
+}  // namespace headroom

@@ -1,0 +1,47 @@
+// ModelSpec: the architecture facts the graph builders need, for three families —
+// GPT-2 style decoders, LLaMA style decoders (also Mistral, Qwen2) and BERT encoders.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "planner/result.h"
+
+namespace headroom {
+
+enum class ModelFamily { kGpt2, kLlama, kBert };
+
+std::string_view FamilyName(ModelFamily family);
+
+struct ModelSpec {
+  std::string name;
+  ModelFamily family = ModelFamily::kLlama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;       // < num_heads: grouped-query attention (LLaMA family)
+  int64_t head_dim = 0;           // defaults to hidden_size / num_heads
+  int64_t intermediate_size = 0;  // MLP width (GPT-2: 4 * hidden by default)
+  int64_t max_positions = 0;      // longest sequence the model supports
+  bool tie_embeddings = false;    // LM head shares the token embedding
+  bool qkv_bias = false;          // LLaMA family: biases on q/k/v (Qwen2)
+  double norm_eps = 1e-5;
+  double hidden_dropout = 0.0;     // residual / embedding / MLP dropout probability
+  double attention_dropout = 0.0;  // dropout on attention probabilities
+  int64_t type_vocab_size = 0;     // BERT token types
+  int64_t num_labels = 0;          // BERT classification head outputs
+
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  int64_t q_dim() const { return num_heads * head_dim; }
+};
+
+// Fills defaults (head_dim, num_kv_heads, intermediate_size) and checks that sizes are
+// positive and consistent; the error names the field.
+Result<ModelSpec> Validate(ModelSpec spec);
+
+// Parses the YAML spec format documented in docs/model-spec.md.
+Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_view origin);
+
+}  // namespace headroom

@@ -1,0 +1,27 @@
+// A planning request — model spec, training config, device — validated as a whole
+// (sizes, sequence length against the model, bf16 against the GPU, LoRA targets), and
+// the one call that turns it into a prediction.
+#pragma once
+
+#include "models/build_graph.h"
+#include "models/model_spec.h"
+#include "planner/gpu_catalog.h"
+#include "planner/result.h"
+#include "planner/step_prediction.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+struct PlanRequest {
+  ModelSpec model;
+  TrainingConfig config;
+  DeviceSpec device;
+};
+
+// The user-facing checks of a request; the message says what is wrong.
+std::optional<Error> ValidateRequest(const PlanRequest& request);
+
+// Validates, builds the graph and predicts one training step.
+Result<StepPrediction> Predict(const PlanRequest& request);
+
+}  // namespace headroom

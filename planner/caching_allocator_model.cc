@@ -1,0 +1,115 @@
+#include "planner/caching_allocator_model.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace headroom {
+
+int64_t CachingAllocatorModel::RoundSize(int64_t bytes) {
+  if (bytes < kMinBlockSize) return kMinBlockSize;
+  return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+int64_t CachingAllocatorModel::SegmentSize(int64_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+CachingAllocatorModel::FreeKey CachingAllocatorModel::KeyOf(int block) const {
+  const Block& b = blocks_[block];
+  return {b.size, segments_[b.segment].address + b.offset, block};
+}
+
+int CachingAllocatorModel::NewSegment(int64_t size, bool small) {
+  segments_.push_back({size, small, true, next_address_});
+  next_address_ += size;
+  reserved_ += size;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  blocks_.push_back({static_cast<int>(segments_.size() - 1), 0, size, false, -1, -1});
+  return static_cast<int>(blocks_.size() - 1);
+}
+
+void CachingAllocatorModel::ReleaseFreeSegments() {
+  for (auto* free_set : {&small_free_, &large_free_}) {
+    for (auto it = free_set->begin(); it != free_set->end();) {
+      const Block& b = blocks_[std::get<2>(*it)];
+      Segment& seg = segments_[b.segment];
+      if (b.prev == -1 && b.next == -1 && b.size == seg.size) {
+        seg.alive = false;
+        reserved_ -= seg.size;
+        it = free_set->erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
+  const int64_t size = RoundSize(event.bytes);
+  const bool small = size <= kSmallSize;
+  auto& free_set = pool(small);
+  auto it = free_set.lower_bound({size, INT64_MIN, -1});
+  int block;
+  if (it != free_set.end()) {
+    block = std::get<2>(*it);
+    free_set.erase(it);
+  } else {
+    const int64_t segment_size = SegmentSize(size);
+    if (options_.capacity_bytes > 0 && reserved_ + segment_size > options_.capacity_bytes) {
+      ReleaseFreeSegments();
+      if (reserved_ + segment_size > options_.capacity_bytes && oom_phase_ < 0) oom_phase_ = event.phase;
+    }
+    block = NewSegment(segment_size, small);
+  }
+  // Split off the remainder when it is worth keeping as a free block.
+  const int64_t remaining = blocks_[block].size - size;
+  if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
+    Block rest{blocks_[block].segment, blocks_[block].offset + size, remaining, false, block, blocks_[block].next};
+    blocks_.push_back(rest);
+    const int rest_index = static_cast<int>(blocks_.size() - 1);
+    if (rest.next != -1) blocks_[rest.next].prev = rest_index;
+    blocks_[block].next = rest_index;
+    blocks_[block].size = size;
+    free_set.insert(KeyOf(rest_index));
+  }
+  blocks_[block].allocated = true;
+  block_of_buffer_[event.buffer] = block;
+  allocated_ += blocks_[block].size;
+  peak_allocated_ = std::max(peak_allocated_, allocated_);
+}
+
+void CachingAllocatorModel::Free(const MemoryEvent& event) {
+  auto found = block_of_buffer_.find(event.buffer);
+  if (found == block_of_buffer_.end()) throw std::logic_error("allocator model: free of an unknown buffer");
+  int block = found->second;
+  block_of_buffer_.erase(found);
+  allocated_ -= blocks_[block].size;
+  blocks_[block].allocated = false;
+  auto& free_set = pool(segments_[blocks_[block].segment].small);
+  // Coalesce with free neighbours.
+  for (int neighbour : {blocks_[block].prev, blocks_[block].next}) {
+    if (neighbour == -1 || blocks_[neighbour].allocated) continue;
+    free_set.erase(KeyOf(neighbour));
+    Block& b = blocks_[block];
+    Block& n = blocks_[neighbour];
+    if (neighbour == b.prev) {
+      b.offset = n.offset;
+      b.prev = n.prev;
+      if (n.prev != -1) blocks_[n.prev].next = block;
+    } else {
+      b.next = n.next;
+      if (n.next != -1) blocks_[n.next].prev = block;
+    }
+    b.size += n.size;
+    n.size = 0;
+  }
+  free_set.insert(KeyOf(block));
+}
+
+int CachingAllocatorModel::num_segments() const {
+  return static_cast<int>(std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.alive; }));
+}
+
+}  // namespace headroom

@@ -1,0 +1,84 @@
+// Consumer of the timeline that models PyTorch's CUDA caching allocator
+// (c10/cuda/CUDACachingAllocator.cpp) to predict `reserved` memory:
+//  - requests round up to 512 B;
+//  - requests <= 1 MiB come from the small pool, carved from 2 MiB segments;
+//  - larger requests: 1-10 MiB get a 20 MiB segment, >= 10 MiB round up to 2 MiB;
+//  - best-fit free block (smallest size, then lowest address) within the pool;
+//  - a block is split when the remainder is >= 512 B (small pool) or > 1 MiB (large);
+//  - freed blocks coalesce with free neighbours and stay reserved;
+//  - when a new segment would exceed the capacity, fully free segments are released
+//    and the allocation retried (what PyTorch does before raising OOM).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/memory_timeline.h"
+
+namespace headroom {
+
+struct CachingAllocatorOptions {
+  int64_t capacity_bytes = 0;  // memory the allocator may reserve; 0 means unlimited
+};
+
+class CachingAllocatorModel : public EventConsumer {
+ public:
+  static constexpr int64_t kMinBlockSize = 512;
+  static constexpr int64_t kSmallSize = 1 << 20;         // 1 MiB
+  static constexpr int64_t kSmallBuffer = 2 << 20;       // 2 MiB
+  static constexpr int64_t kLargeBuffer = 20 << 20;      // 20 MiB
+  static constexpr int64_t kMinLargeAlloc = 10 << 20;    // 10 MiB
+  static constexpr int64_t kRoundLarge = 2 << 20;        // 2 MiB
+
+  explicit CachingAllocatorModel(CachingAllocatorOptions options = {}) : options_(options) {}
+
+  void Alloc(const MemoryEvent& event) override;
+  void Free(const MemoryEvent& event) override;
+
+  static int64_t RoundSize(int64_t bytes);
+  static int64_t SegmentSize(int64_t rounded);
+
+  int64_t reserved_bytes() const { return reserved_; }
+  int64_t peak_reserved_bytes() const { return peak_reserved_; }
+  int64_t allocated_bytes() const { return allocated_; }    // rounded block sizes
+  int64_t peak_allocated_bytes() const { return peak_allocated_; }
+  bool out_of_memory() const { return oom_phase_ >= 0; }
+  int32_t oom_phase() const { return oom_phase_; }          // first event that could not fit
+  int num_segments() const;
+
+ private:
+  struct Block {
+    int segment;
+    int64_t offset;
+    int64_t size;
+    bool allocated;
+    int prev;  // neighbouring blocks in the same segment, -1 if none
+    int next;
+  };
+  struct Segment {
+    int64_t size;
+    bool small;
+    bool alive;
+    int64_t address;  // monotonically increasing, for best-fit tie breaks
+  };
+  using FreeKey = std::tuple<int64_t, int64_t, int>;  // size, address, block index
+
+  std::set<FreeKey>& pool(bool small) { return small ? small_free_ : large_free_; }
+  FreeKey KeyOf(int block) const;
+  int NewSegment(int64_t size, bool small);
+  void ReleaseFreeSegments();
+
+  CachingAllocatorOptions options_;
+  std::vector<Block> blocks_;
+  std::vector<Segment> segments_;
+  std::set<FreeKey> small_free_, large_free_;
+  std::unordered_map<int64_t, int> block_of_buffer_;
+  int64_t next_address_ = 0;
+  int64_t reserved_ = 0, peak_reserved_ = 0;
+  int64_t allocated_ = 0, peak_allocated_ = 0;
+  int32_t oom_phase_ = -1;
+};
+
+}  // namespace headroom

@@ -1,0 +1,43 @@
+// Consumer of the timeline that tracks live tensor bytes: the `allocated` peak
+// (torch.cuda.max_memory_allocated), the phase where it happens and the per-category
+// breakdown at that instant, plus the peak of each step.
+#pragma once
+
+#include <map>
+
+#include "planner/memory_timeline.h"
+
+namespace headroom {
+
+class LiveBytes : public EventConsumer {
+ public:
+  // `granularity`: sizes round up to a multiple of it (512 on CUDA, where the caching
+  // allocator's statistics count rounded blocks; 1 on CPU).
+  explicit LiveBytes(const Timeline& timeline, int64_t granularity = 1)
+      : timeline_(timeline), granularity_(granularity) {}
+
+  void Alloc(const MemoryEvent& event) override;
+  void Free(const MemoryEvent& event) override;
+
+  int64_t current_bytes() const { return current_; }
+  int64_t peak_bytes() const { return peak_; }
+  int32_t peak_phase() const { return peak_phase_; }
+  const CategoryBytes& breakdown_at_peak() const { return peak_breakdown_; }
+  const CategoryBytes& current_breakdown() const { return by_category_; }
+  // Peak of live bytes during each step (0 = setup).
+  const std::map<int, int64_t>& peak_by_step() const { return peak_by_step_; }
+
+ private:
+  int64_t Rounded(int64_t bytes) const { return (bytes + granularity_ - 1) / granularity_ * granularity_; }
+
+  const Timeline& timeline_;
+  int64_t granularity_;
+  int64_t current_ = 0;
+  int64_t peak_ = 0;
+  int32_t peak_phase_ = 0;
+  CategoryBytes by_category_{};
+  CategoryBytes peak_breakdown_{};
+  std::map<int, int64_t> peak_by_step_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,53 @@
+// The memory timeline of a training step: an ordered stream of alloc/free events, each
+// tagged with a category and the phase of the step it happened in. Consumers (live
+// bytes, the CUDA caching allocator model) replay it; see XLA's heap simulator for the
+// driver / strategy split.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/memory_category.h"
+#include "planner/op_graph.h"
+
+namespace headroom {
+
+struct Phase {
+  enum class Kind { kSetup, kForward, kRecompute, kBackward, kOptimizerStep, kZeroGrad };
+  Kind kind = Kind::kSetup;
+  int step = 0;         // 1-based optimizer step; 0 for setup
+  int micro_batch = 0;  // 1-based within the step; 0 outside forward/backward
+  OpId op;              // the op running, when there is one
+  int block = -1;
+};
+
+std::string_view PhaseKindName(Phase::Kind kind);
+// "step 2, backward, micro-batch 1/4, model.layers.31.mlp.down_proj"
+std::string DescribePhase(const Phase& phase, const OpGraph& graph, int micro_batches);
+
+struct MemoryEvent {
+  enum class Kind { kAlloc, kFree };
+  Kind kind = Kind::kAlloc;
+  int64_t buffer = 0;  // unique per allocation
+  int64_t bytes = 0;
+  Category category = Category::kActivations;
+  int32_t phase = 0;   // index into Timeline::phases
+};
+
+struct Timeline {
+  std::vector<Phase> phases;
+  std::vector<MemoryEvent> events;
+};
+
+// Something that replays a timeline (XLA's HeapAlgorithm): it sees every event in order.
+class EventConsumer {
+ public:
+  virtual ~EventConsumer() = default;
+  virtual void Alloc(const MemoryEvent& event) = 0;
+  virtual void Free(const MemoryEvent& event) = 0;
+};
+
+void Replay(const Timeline& timeline, EventConsumer& consumer);
+
+}  // namespace headroom

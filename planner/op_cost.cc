@@ -1,0 +1,242 @@
+#include "planner/op_cost.h"
+
+#include <stdexcept>
+
+namespace headroom {
+namespace {
+
+using Lifetime = InternalBuffer::Lifetime;
+
+struct OpView {
+  const OpGraph& graph;
+  const OpNode& op;
+  const TensorStates& states;
+  const ShapeEnv& env;
+
+  TensorId in(size_t i) const { return op.inputs.at(i); }
+  bool grad(size_t i) const { return states[in(i)].requires_grad; }
+  int64_t numel(TensorId t) const { return graph.tensor(t).shape.Numel(env); }
+  int64_t in_numel(size_t i) const { return numel(in(i)); }
+  int64_t out_numel() const { return numel(op.outputs.at(0)); }
+  int64_t out_bytes() const { return states.Bytes(graph, op.outputs.at(0), env); }
+  bool out_grad() const { return !op.outputs.empty() && states[op.outputs[0]].requires_grad; }
+  bool quantized_weight() const { return op.kind == OpKind::kLinear && states[in(1)].dtype == DType::kNF4; }
+  int64_t last_dim(size_t i) const { return graph.tensor(in(i)).shape.dims().back().value; }
+};
+
+// Autocast copies of inputs whose dtype changes; saved when the op saves that input.
+void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
+  for (size_t i = 0; i < v.op.inputs.size(); ++i) {
+    if (!v.states.IsCast(v.op, i)) continue;
+    if (v.quantized_weight() && i == 1) continue;  // NF4 is dequantized, not cast
+    const DType used = v.states.UsedDType(v.op, i);
+    cost.internals.push_back({.label = "autocast copy of " + v.graph.tensor(v.in(i)).name,
+                              .bytes = StorageBytes(used, v.in_numel(i)),
+                              .lifetime = cost.saves_input[i] ? Lifetime::kSaved : Lifetime::kTransient,
+                              .cast_of_input = static_cast<int>(i)});
+  }
+}
+
+}  // namespace
+
+ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env,
+                        bool grad_mode) {
+  const OpView v{graph, op, states, env};
+  ForwardCost cost;
+  cost.saves_input.assign(op.inputs.size(), false);
+  // Autograd saves only what the gradients of inputs that require grad need.
+  const bool record = grad_mode && v.out_grad();
+  auto save_if = [&](size_t i, bool cond) { cost.saves_input[i] = record && cond; };
+  auto saved_or = [&](bool cond) { return record && cond ? Lifetime::kSaved : Lifetime::kTransient; };
+
+  switch (op.kind) {
+    case OpKind::kEmbedding:
+      save_if(0, v.grad(1));  // indices, for the weight gradient
+      break;
+    case OpKind::kLinear:
+      if (v.quantized_weight()) {
+        // bitsandbytes dequantizes the NF4 weight into a compute-dtype buffer per call
+        // and saves only the quantized state.
+        cost.internals.push_back({.label = "NF4 dequantized weight",
+                                  .bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1)),
+                                  .lifetime = Lifetime::kTransient});
+        break;
+      }
+      save_if(0, v.grad(1));  // x for the weight gradient
+      save_if(1, v.grad(0));  // weight for the input gradient
+      break;
+    case OpKind::kLayerNorm: {
+      save_if(0, true);
+      const int64_t rows = v.in_numel(0) / v.last_dim(0);
+      cost.internals.push_back({"layer_norm mean", StorageBytes(DType::kF32, rows), saved_or(true)});
+      cost.internals.push_back({"layer_norm rstd", StorageBytes(DType::kF32, rows), saved_or(true)});
+      break;
+    }
+    case OpKind::kRmsNorm: {
+      // HF LlamaRMSNorm: x32 = x.float(); var = x32.pow(2).mean(-1); n32 = x32 * rsqrt(var + eps);
+      // out = weight * n32.to(x.dtype). pow and mul save x32; mul by weight saves n.
+      const int64_t n = v.in_numel(0), rows = n / v.last_dim(0);
+      const DType x_dtype = states[v.in(0)].dtype;
+      const bool upcast = x_dtype != DType::kF32;
+      if (upcast) {
+        cost.internals.push_back({"rms_norm fp32 upcast", StorageBytes(DType::kF32, n), saved_or(v.grad(0))});
+      } else {
+        save_if(0, v.grad(0));
+      }
+      cost.internals.push_back({"rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral});
+      cost.internals.push_back({"rms_norm rstd", StorageBytes(DType::kF32, rows), saved_or(v.grad(0))});
+      if (upcast) {
+        cost.internals.push_back({"rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient});
+      }
+      cost.internals.push_back({"rms_norm normalized", StorageBytes(x_dtype, n), saved_or(v.grad(1))});
+      break;
+    }
+    case OpKind::kMul:
+      save_if(0, v.grad(1));
+      save_if(1, v.grad(0));
+      break;
+    case OpKind::kGelu:
+    case OpKind::kGeluTanh:
+    case OpKind::kSilu:
+      save_if(0, true);
+      break;
+    case OpKind::kTanh:
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+      cost.saves_output = record;
+      break;
+    case OpKind::kDropout:
+      cost.internals.push_back({"dropout mask", StorageBytes(DType::kBool, v.in_numel(0)), saved_or(true)});
+      break;
+    case OpKind::kRope:
+      // q * cos + rotate_half(q) * sin: two full-size products live with the output.
+      save_if(1, v.grad(0));
+      save_if(2, v.grad(0));
+      cost.workspace_bytes = 2 * v.out_bytes();
+      break;
+    case OpKind::kView:
+      cost.output_aliases_input = true;
+      break;
+    case OpKind::kCastF32:
+      cost.output_aliases_input = states[v.in(0)].dtype == DType::kF32;
+      break;
+    case OpKind::kAttnScores:
+      save_if(0, v.grad(1));
+      save_if(1, v.grad(0));
+      if (op.inputs.size() > 2) save_if(2, true);  // masked_fill_ keeps the mask
+      break;
+    case OpKind::kAttnContext:
+      save_if(0, v.grad(1));
+      save_if(1, v.grad(0));
+      break;
+    case OpKind::kSdpa: {
+      for (size_t i = 0; i < 3; ++i) save_if(i, true);
+      cost.saves_output = record;
+      const int64_t rows = v.in_numel(0) / v.last_dim(0);  // b * heads * s
+      cost.internals.push_back({"sdpa logsumexp", StorageBytes(DType::kF32, rows), saved_or(true)});
+      break;
+    }
+    case OpKind::kNllLoss:
+      save_if(1, true);  // the targets
+      break;
+    case OpKind::kAdd:
+    case OpKind::kScale:
+    case OpKind::kRepeatKv:
+    case OpKind::kMergeHeads:
+    case OpKind::kRopeTables:
+    case OpKind::kCausalMask:
+      break;
+  }
+  AddAutocastCasts(v, cost);
+  return cost;
+}
+
+BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env) {
+  const OpView v{graph, op, states, env};
+  BackwardCost cost;
+  cost.input_grads.assign(op.inputs.size(), GradFlow::kNone);
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    if (v.grad(i)) cost.input_grads[i] = GradFlow::kNew;
+  }
+  const int64_t f32_in = StorageBytes(DType::kF32, op.inputs.empty() ? 0 : v.in_numel(0));
+  switch (op.kind) {
+    case OpKind::kAdd:
+      // The output gradient flows unchanged unless the input was broadcast or promoted.
+      for (size_t i = 0; i < 2; ++i) {
+        if (v.grad(i) && v.in_numel(i) == v.out_numel() && states[v.in(i)].dtype == states[op.outputs[0]].dtype) {
+          cost.input_grads[i] = GradFlow::kPassThrough;
+        }
+      }
+      break;
+    case OpKind::kView:
+      // Reshapes hand the gradient through; splits and selects build a full-size one.
+      if (v.grad(0) && op.outputs.size() == 1 && v.out_numel() == v.in_numel(0)) {
+        cost.input_grads[0] = GradFlow::kPassThrough;
+      }
+      break;
+    case OpKind::kCastF32:
+      if (v.grad(0) && states[v.in(0)].dtype == DType::kF32) cost.input_grads[0] = GradFlow::kPassThrough;
+      break;
+    case OpKind::kEmbedding:
+      cost.input_grads[0] = GradFlow::kNone;
+      break;
+    case OpKind::kNllLoss:
+      cost.input_grads[1] = GradFlow::kNone;
+      break;
+    case OpKind::kLinear:
+      if (v.quantized_weight()) {
+        cost.input_grads[1] = GradFlow::kNone;
+        if (v.grad(0)) cost.workspace_bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1));
+      }
+      break;
+    case OpKind::kRmsNorm:
+      // The decomposed backward (mul, to, mul, rsqrt, mean, pow) runs in fp32.
+      cost.workspace_bytes = 3 * f32_in;
+      break;
+    case OpKind::kRope:
+      cost.input_grads[1] = cost.input_grads[2] = GradFlow::kNone;
+      cost.workspace_bytes = 2 * states.Bytes(graph, v.in(0), env);
+      break;
+    case OpKind::kSdpa:
+      cost.workspace_bytes = f32_in;  // fp32 dq accumulator of the flash backward
+      break;
+    default:
+      break;
+  }
+  return cost;
+}
+
+OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env) {
+  const OpView v{graph, op, states, env};
+  OpFlops f;
+  switch (op.kind) {
+    case OpKind::kLinear: {
+      const double mm = 2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
+      f.forward = mm;
+      f.backward = (v.grad(0) ? mm : 0.0) + (v.grad(1) ? mm : 0.0);
+      break;
+    }
+    case OpKind::kAttnScores:
+    case OpKind::kSdpa:
+    case OpKind::kAttnContext: {
+      // q @ k^T and p @ v each cost 2 * (b * heads * s * d) * s.
+      const TensorId bhsd = op.kind == OpKind::kAttnContext ? op.outputs[0] : v.in(0);
+      const double one = 2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(env.seq_len);
+      f.forward = op.kind == OpKind::kSdpa ? 2 * one : one;
+      f.backward = 2 * f.forward;
+      break;
+    }
+    case OpKind::kView:
+    case OpKind::kRopeTables:
+    case OpKind::kCausalMask:
+      break;
+    default:
+      // Elementwise and normalization ops: a few FLOPs per element; memory-bound.
+      f.forward = 5.0 * static_cast<double>(op.outputs.empty() ? 0 : v.out_numel());
+      f.backward = v.out_grad() ? 2 * f.forward : 0.0;
+      break;
+  }
+  return f;
+}
+
+}  // namespace headroom

@@ -1,0 +1,153 @@
+// OpGraph: the single description of a model's training computation — ops and the
+// tensors between them, in the order PyTorch eager runs the forward pass. Shapes are
+// symbolic in micro-batch b and sequence length s; transformer blocks are marked as
+// checkpointable segments. The simulator and the LibTorch executor both walk it.
+//
+//   OpGraph g;
+//   TensorId x = g.AddTensor({.name = "x", .shape = {Dim::B(), Dim::S(), Dim::C(64)}});
+//   TensorId w = g.AddParameter("w", {Dim::C(64), Dim::C(64)}, ParamOptions{});
+//   TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
+//                        {{.name = "y", .shape = {Dim::B(), Dim::S(), Dim::C(64)}}})[0];
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "planner/dtype.h"
+#include "planner/sym_shape.h"
+
+namespace headroom {
+
+template <typename Tag>
+struct StrongId {
+  int32_t value = -1;
+  bool valid() const { return value >= 0; }
+  auto operator<=>(const StrongId&) const = default;
+};
+using TensorId = StrongId<struct TensorTag>;
+using OpId = StrongId<struct OpTag>;
+
+enum class TensorRole {
+  kInput,       // per-micro-batch data: token ids, labels (allocated with the batch)
+  kParameter,   // model weights; persistent
+  kActivation,  // produced by an op
+};
+
+enum class OpKind {
+  kEmbedding,     // (ids, weight) -> rows of weight
+  kLinear,        // (x, weight[, bias]) -> x @ weight^T + bias
+  kLayerNorm,     // (x, weight, bias)
+  kRmsNorm,       // (x, weight), HF decomposition: fp32 upcast, pow, mean, rsqrt, mul
+  kAdd,           // (a, b) -> a + b
+  kMul,           // (a, b) -> a * b, both activations
+  kScale,         // (x) -> x * constant (LoRA scaling)
+  kGelu,          // erf GELU
+  kGeluTanh,      // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
+  kSilu,
+  kTanh,
+  kDropout,       // (x) -> x * mask / (1 - p); saves a bool mask
+  kRopeTables,    // () -> cos, sin [s, head_dim], once per forward
+  kRope,          // (x, cos, sin) -> rotated x
+  kCausalMask,    // () -> bool [s, s], once per forward (eager attention)
+  kView,          // (x) -> a view of x (reshape, transpose, split, select); no bytes
+  kRepeatKv,      // (kv) -> kv repeated to all query heads (a copy)
+  kMergeHeads,    // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
+  kAttnScores,    // (q, k[, mask]) -> q @ k^T * scale, masked in place
+  kSoftmax,       // (scores) -> probabilities
+  kAttnContext,   // (probs, v) -> probs @ v
+  kSdpa,          // (q, k, v) -> flash / memory-efficient attention; saves out + logsumexp
+  kCastF32,       // (x) -> x.float(); an alias when x is already fp32
+  kLogSoftmax,    // (logits fp32) -> log-probabilities
+  kNllLoss,       // (log_probs, labels) -> scalar loss
+};
+
+const char* OpKindName(OpKind kind);
+
+struct ParamOptions {
+  bool trainable = true;     // receives a gradient and optimizer states
+  bool quantized = false;    // stored as 4-bit NF4 (QLoRA base linear weights)
+  bool lora_adapter = false; // LoRA A/B matrices (their dtype policy differs)
+};
+
+struct TensorInfo {
+  std::string name;
+  SymShape shape;
+  TensorRole role = TensorRole::kActivation;
+  std::optional<DType> fixed_dtype;  // ids, labels, masks; otherwise set by precision
+  ParamOptions param;                // meaningful for kParameter
+  std::optional<TensorId> alias_of;  // views share the storage of their base
+  OpId producer;                     // invalid for inputs and parameters
+  int block = -1;                    // transformer block index, -1 outside blocks
+};
+
+struct OpNode {
+  OpKind kind = OpKind::kView;
+  std::string name;
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  int block = -1;
+  double dropout_p = 0.0;  // kDropout
+  bool causal = false;     // kSdpa
+};
+
+// A transformer block: the checkpointable segment [first_op, last_op] whose only
+// input from outside is `input` and whose result is `output`.
+struct BlockSegment {
+  OpId first_op;
+  OpId last_op;
+  TensorId input;
+  TensorId output;
+};
+
+class OpGraph {
+ public:
+  TensorId AddTensor(TensorInfo info);
+  TensorId AddInput(std::string name, SymShape shape, DType dtype);
+  TensorId AddParameter(std::string name, SymShape shape, ParamOptions options);
+  // Adds an op and its output tensors (their producer and block are set here); returns
+  // the output ids. Inputs must already exist: ops are added in execution order.
+  std::vector<TensorId> AddOp(OpNode op, std::vector<TensorInfo> outputs);
+
+  void BeginBlock(TensorId input);    // ops added from now on belong to the next block
+  void EndBlock(TensorId output);
+  void SetLoss(TensorId loss) { loss_ = loss; }
+
+  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id.value); }
+  const OpNode& op(OpId id) const { return graph_[id.value]; }
+  int num_tensors() const { return static_cast<int>(tensors_.size()); }
+  int num_ops() const { return static_cast<int>(boost::num_vertices(graph_)); }
+  const std::vector<BlockSegment>& blocks() const { return blocks_; }
+  TensorId loss() const { return loss_; }
+
+  std::vector<TensorId> Parameters() const;
+  // Ops that read tensor `id` (directly; views are separate tensors), in execution order.
+  std::vector<OpId> Consumers(TensorId id) const;
+  // The tensor whose storage `id` uses (itself unless it is a view).
+  TensorId StorageOf(TensorId id) const;
+  // Throws std::logic_error unless the ops, in insertion order, are a topological order
+  // of the dependency DAG and every tensor is produced before it is read.
+  void CheckWellFormed() const;
+
+  int64_t ParameterCount() const;
+  int64_t TrainableParameterCount() const;
+
+ private:
+  struct EdgeInfo {
+    TensorId tensor;
+  };
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode, EdgeInfo>;
+
+  Graph graph_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<std::vector<OpId>> consumers_;  // per tensor
+  std::vector<BlockSegment> blocks_;
+  int current_block_ = -1;
+  TensorId loss_;
+};
+
+}  // namespace headroom

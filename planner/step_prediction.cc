@@ -1,0 +1,48 @@
+#include "planner/step_prediction.h"
+
+#include "planner/caching_allocator_model.h"
+#include "planner/live_bytes.h"
+#include "planner/step_simulator.h"
+
+namespace headroom {
+
+StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
+                           const DeviceSpec& device) {
+  StepPrediction p;
+  p.checkpointed = checkpointed;
+  p.params_total = graph.ParameterCount();
+  p.params_trainable = graph.TrainableParameterCount();
+  p.budget_bytes = device.memory_bytes;
+  SimulationOptions options;
+  options.cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0;
+  p.timeline = SimulateSteps(graph, config, checkpointed, options);
+
+  LiveBytes live(p.timeline, device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1);
+  Replay(p.timeline, live);
+  p.allocated_peak_bytes = live.peak_bytes();
+  p.breakdown = live.breakdown_at_peak();
+  p.peak_phase = p.timeline.phases[live.peak_phase()];
+  p.peak_phase_text = DescribePhase(p.peak_phase, graph, static_cast<int>(config.grad_accum_steps));
+  const auto& by_step = live.peak_by_step();
+  p.first_step_peak_bytes = by_step.count(1) ? by_step.at(1) : 0;
+  p.steady_step_peak_bytes = by_step.count(2) ? by_step.at(2) : p.first_step_peak_bytes;
+
+  if (device.is_cuda) {
+    CachingAllocatorModel allocator({.capacity_bytes = device.memory_bytes - device.context_bytes});
+    Replay(p.timeline, allocator);
+    p.reserved_peak_bytes = allocator.peak_reserved_bytes();
+    p.device_peak_bytes = p.reserved_peak_bytes + device.context_bytes;
+    p.fits = !allocator.out_of_memory();
+    if (allocator.out_of_memory()) {
+      p.oom_phase_text = DescribePhase(p.timeline.phases[allocator.oom_phase()], graph,
+                                       static_cast<int>(config.grad_accum_steps));
+    }
+  } else {
+    p.reserved_peak_bytes = p.allocated_peak_bytes;
+    p.device_peak_bytes = p.allocated_peak_bytes;
+    p.fits = p.allocated_peak_bytes <= device.memory_bytes;
+  }
+  return p;
+}
+
+}  // namespace headroom

@@ -1,0 +1,416 @@
+#include "planner/step_simulator.h"
+
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "planner/op_cost.h"
+#include "planner/optimizer_model.h"
+#include "planner/tensor_states.h"
+
+namespace headroom {
+namespace {
+
+constexpr int64_t kNoBuffer = -1;
+
+class StepSimulator {
+ public:
+  StepSimulator(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
+                const SimulationOptions& options)
+      : graph_(graph),
+        config_(config),
+        checkpointed_(checkpointed),
+        options_(options),
+        states_(graph, RegimeOf(config.precision)),
+        env_{config.micro_batch, config.seq_len} {
+    if (static_cast<int>(checkpointed.size()) != static_cast<int>(graph.blocks().size())) {
+      throw std::logic_error("SimulateSteps: checkpoint flags do not match the number of blocks");
+    }
+    block_of_op_.assign(graph.num_ops(), -1);
+    for (int o = 0; o < graph.num_ops(); ++o) block_of_op_[o] = graph.op(OpId{o}).block;
+  }
+
+  Timeline Run() {
+    Setup();
+    for (int step = 1; step <= options_.steps; ++step) {
+      for (int mb = 1; mb <= config_.grad_accum_steps; ++mb) {
+        Forward(step, mb);
+        Backward(step, mb);
+      }
+      OptimizerStep(step);
+      ZeroGrad(step);
+      CheckOnlyPersistentLive(step);
+    }
+    return std::move(timeline_);
+  }
+
+ private:
+  struct Buffer {
+    int64_t bytes;
+    Category category;
+    int refs;
+  };
+
+  // ---- buffers -------------------------------------------------------------------
+  int64_t Acquire(int64_t bytes, Category category, int refs = 1) {
+    const int64_t id = next_buffer_++;
+    live_.emplace(id, Buffer{bytes, category, refs});
+    timeline_.events.push_back({MemoryEvent::Kind::kAlloc, id, bytes, category, phase_});
+    return id;
+  }
+  void Retain(int64_t id) { live_.at(id).refs++; }
+  void Release(int64_t id) {
+    auto it = live_.find(id);
+    if (it == live_.end()) throw std::logic_error("simulator: release of a dead buffer");
+    if (--it->second.refs > 0) return;
+    timeline_.events.push_back({MemoryEvent::Kind::kFree, id, it->second.bytes, it->second.category, phase_});
+    live_.erase(it);
+  }
+  int refs(int64_t id) const { return live_.at(id).refs; }
+
+  void SetPhase(Phase::Kind kind, int step, int mb, OpId op = {}) {
+    timeline_.phases.push_back({kind, step, mb, op, op.valid() ? block_of_op_[op.value] : -1});
+    phase_ = static_cast<int32_t>(timeline_.phases.size() - 1);
+  }
+
+  bool IsParam(TensorId t) const { return graph_.tensor(t).role == TensorRole::kParameter; }
+  int64_t Bytes(TensorId t) const { return states_.Bytes(graph_, t, env_); }
+
+  // ---- tensor handles: uses left per tensor, each live tensor holds one buffer ref ---
+  void Bind(TensorId t, int64_t buffer, int uses) {
+    buffer_of_[t.value] = buffer;
+    uses_left_[t.value] = uses;
+    if (uses == 0) Release(buffer);
+  }
+  void UseDone(TensorId t) {
+    if (--uses_left_[t.value] == 0) Release(buffer_of_[t.value]);
+    if (uses_left_[t.value] < 0) throw std::logic_error("simulator: tensor used more often than counted");
+  }
+
+  // ---- setup ---------------------------------------------------------------------
+  void Setup() {
+    SetPhase(Phase::Kind::kSetup, 0, 0);
+    buffer_of_.assign(graph_.num_tensors(), kNoBuffer);
+    uses_left_.assign(graph_.num_tensors(), 0);
+    grad_of_.assign(graph_.num_tensors(), kNoBuffer);
+    param_grad_.assign(graph_.num_tensors(), kNoBuffer);
+    op_holds_.assign(graph_.num_ops(), {});
+    block_holds_.assign(graph_.blocks().size(), {});
+    const PrecisionRegime& regime = states_.regime();
+    for (TensorId p : graph_.Parameters()) {
+      buffer_of_[p.value] = Acquire(Bytes(p), Category::kWeights);
+      persistent_bytes_ += Bytes(p);
+      if (regime.master_weights && graph_.tensor(p).param.trainable) {
+        const int64_t master = StorageBytes(DType::kF32, graph_.tensor(p).shape.Numel({}));
+        Acquire(master, Category::kOptimizer);
+        persistent_bytes_ += master;
+      }
+    }
+    if (options_.cublas_workspace_bytes > 0) {
+      Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
+      persistent_bytes_ += options_.cublas_workspace_bytes;
+    }
+  }
+
+  // ---- forward -------------------------------------------------------------------
+  void Forward(int step, int mb) {
+    step_ = step;
+    mb_ = mb;
+    SetPhase(Phase::Kind::kForward, step, mb);
+    for (int i = 0; i < graph_.num_tensors(); ++i) {
+      const TensorId t{i};
+      if (graph_.tensor(t).role != TensorRole::kInput) continue;
+      Bind(t, Acquire(Bytes(t), Category::kActivations), static_cast<int>(graph_.Consumers(t).size()));
+    }
+    for (int o = 0; o < graph_.num_ops(); ++o) {
+      const int block = block_of_op_[o];
+      const bool ckpt = block >= 0 && checkpointed_[block];
+      if (ckpt && graph_.blocks()[block].first_op.value == o) HoldBlockInputs(block);
+      RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
+    }
+    ExitAutocast(nullptr);
+  }
+
+  // The checkpoint function saves the tensors its block reads from outside: the block
+  // input and per-forward tables (rotary cos/sin, the causal mask).
+  void HoldBlockInputs(int block) {
+    for (TensorId t : ExternalInputs(block)) {
+      Retain(buffer_of_[t.value]);
+      block_holds_[block].push_back(buffer_of_[t.value]);
+    }
+  }
+
+  std::vector<TensorId> ExternalInputs(int block) const {
+    const BlockSegment& seg = graph_.blocks()[block];
+    std::vector<TensorId> out;
+    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+      for (TensorId in : graph_.op(OpId{o}).inputs) {
+        if (IsParam(in) || IsInsideBlock(in, block)) continue;
+        if (std::find(out.begin(), out.end(), in) == out.end()) out.push_back(in);
+      }
+    }
+    return out;
+  }
+
+  bool IsInsideBlock(TensorId t, int block) const {
+    const TensorInfo& info = graph_.tensor(t);
+    return info.producer.valid() && block_of_op_[info.producer.value] == block;
+  }
+
+  // Autocast exit (end of forward, or end of a recomputed block's backward) drops the
+  // weight-cast cache; copies that ops saved stay alive through those ops.
+  void ExitAutocast(std::vector<int64_t>* keep_until_later) {
+    for (auto& [param, buffer] : cast_cache_) {
+      if (keep_until_later) {
+        keep_until_later->push_back(buffer);
+      } else {
+        Release(buffer);
+      }
+    }
+    cast_cache_.clear();
+  }
+
+  int UsesOf(TensorId t, int recompute_block) const {
+    if (t == graph_.loss()) return 1;  // the loss stays until backward starts
+    int uses = 0;
+    for (OpId c : graph_.Consumers(t)) {
+      if (recompute_block < 0 || block_of_op_[c.value] == recompute_block) ++uses;
+    }
+    return uses;
+  }
+
+  void RunOpForward(OpId op_id, bool grad_mode, int recompute_block) {
+    const OpNode& op = graph_.op(op_id);
+    const bool recompute = recompute_block >= 0;
+    SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
+    const ForwardCost cost = CostForward(graph_, op, states_, env_, grad_mode);
+    std::vector<int64_t>& holds = op_holds_[op_id.value];
+    std::vector<int64_t> transients;
+
+    for (const InternalBuffer& internal : cost.internals) {
+      using Lifetime = InternalBuffer::Lifetime;
+      int64_t buffer;
+      if (internal.cast_of_input >= 0) {
+        const TensorId src = op.inputs[internal.cast_of_input];
+        if (IsParam(src) && graph_.tensor(src).param.trainable) {
+          // Autocast caches casts of leaf fp32 weights that require grad.
+          auto it = cast_cache_.find(src.value);
+          if (it == cast_cache_.end()) it = cast_cache_.emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts)).first;
+          buffer = it->second;
+          Retain(buffer);
+        } else {
+          buffer = Acquire(internal.bytes, IsParam(src) ? Category::kWeightCasts : Category::kActivations);
+        }
+      } else {
+        const bool dequant = internal.label.starts_with("NF4");
+        const Category category = dequant ? Category::kWeightCasts
+                                  : internal.lifetime == Lifetime::kSaved ? Category::kActivations
+                                                                          : Category::kTemporaries;
+        buffer = Acquire(internal.bytes, category);
+      }
+      switch (internal.lifetime) {
+        case Lifetime::kEphemeral: Release(buffer); break;
+        case Lifetime::kTransient: transients.push_back(buffer); break;
+        case Lifetime::kSaved: holds.push_back(buffer); break;
+      }
+    }
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const TensorId in = op.inputs[i];
+      if (!cost.saves_input[i] || states_.IsCast(op, i) || IsParam(in)) continue;
+      Retain(buffer_of_[in.value]);
+      holds.push_back(buffer_of_[in.value]);
+    }
+    for (TensorId out : op.outputs) {
+      int64_t buffer;
+      if (cost.output_aliases_input) {
+        buffer = buffer_of_[op.inputs[0].value];
+        Retain(buffer);
+      } else {
+        buffer = Acquire(Bytes(out), Category::kActivations);
+      }
+      int uses = UsesOf(out, recompute_block);
+      if (recompute && out == graph_.blocks()[recompute_block].output) ++uses;  // held by the checkpoint backward
+      if (cost.saves_output) {
+        Retain(buffer);
+        holds.push_back(buffer);
+      }
+      Bind(out, buffer, uses);
+    }
+    if (cost.workspace_bytes > 0) Release(Acquire(cost.workspace_bytes, Category::kTemporaries));
+    for (int64_t b : transients) Release(b);
+    for (TensorId in : op.inputs) {
+      if (IsParam(in)) continue;
+      if (recompute && !IsInsideBlock(in, recompute_block)) continue;  // consumed in the first forward
+      UseDone(in);
+    }
+  }
+
+  // ---- backward ------------------------------------------------------------------
+  void Backward(int step, int mb) {
+    SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
+    const TensorId loss = graph_.loss();
+    grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
+    UseDone(loss);
+    for (int o = graph_.num_ops() - 1; o >= 0; --o) {
+      const int block = block_of_op_[o];
+      const bool ckpt = block >= 0 && checkpointed_[block];
+      if (ckpt && graph_.blocks()[block].last_op.value == o) Recompute(block);
+      RunOpBackward(OpId{o});
+      if (ckpt && graph_.blocks()[block].first_op.value == o) {
+        for (int64_t b : block_holds_[block]) Release(b);
+        block_holds_[block].clear();
+        UseDone(graph_.blocks()[block].output);
+      }
+    }
+    for (int i = 0; i < graph_.num_tensors(); ++i) {
+      if (grad_of_[i] != kNoBuffer) {
+        throw std::logic_error("simulator: gradient of " + graph_.tensor(TensorId{i}).name + " never consumed");
+      }
+    }
+  }
+
+  void Recompute(int block) {
+    const BlockSegment& seg = graph_.blocks()[block];
+    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+      RunOpForward(OpId{o}, /*grad_mode=*/true, block);
+    }
+    ExitAutocast(&block_holds_[block]);
+  }
+
+  void RunOpBackward(OpId op_id) {
+    const OpNode& op = graph_.op(op_id);
+    bool has_grad = false;
+    for (TensorId out : op.outputs) has_grad = has_grad || grad_of_[out.value] != kNoBuffer;
+    if (has_grad) {
+      SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
+      const BackwardCost cost = CostBackward(graph_, op, states_, env_);
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (cost.input_grads[i] == GradFlow::kNone) continue;
+        if (IsParam(op.inputs[i])) {
+          ParamGradient(op, i);
+        } else {
+          ActivationGradient(op, i, cost.input_grads[i]);
+        }
+      }
+      if (cost.workspace_bytes > 0) Release(Acquire(cost.workspace_bytes, Category::kTemporaries));
+    }
+    for (int64_t b : op_holds_[op_id.value]) Release(b);
+    op_holds_[op_id.value].clear();
+    for (TensorId out : op.outputs) {
+      if (grad_of_[out.value] == kNoBuffer) continue;
+      Release(grad_of_[out.value]);
+      grad_of_[out.value] = kNoBuffer;
+    }
+  }
+
+  void ActivationGradient(const OpNode& op, size_t i, GradFlow flow) {
+    const TensorId t = op.inputs[i];
+    int64_t buffer;
+    if (flow == GradFlow::kPassThrough) {
+      buffer = grad_of_[op.outputs[0].value];
+      Retain(buffer);
+    } else if (states_.IsCast(op, i)) {
+      // Gradient in the dtype the op used, then autocast's cast backward converts it.
+      const int64_t numel = graph_.tensor(t).shape.Numel(env_);
+      const int64_t used = Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
+      buffer = Acquire(Bytes(t), Category::kTemporaries);
+      Release(used);
+    } else {
+      buffer = Acquire(Bytes(t), Category::kTemporaries);
+    }
+    int64_t& slot = grad_of_[t.value];
+    if (slot == kNoBuffer) {
+      slot = buffer;
+    } else if (refs(slot) == 1) {
+      Release(buffer);  // accumulated in place
+    } else {
+      const int64_t sum = Acquire(Bytes(t), Category::kTemporaries);
+      Release(slot);
+      Release(buffer);
+      slot = sum;
+    }
+  }
+
+  void ParamGradient(const OpNode& op, size_t i) {
+    const TensorId p = op.inputs[i];
+    const int64_t numel = graph_.tensor(p).shape.Numel({});
+    int64_t used = kNoBuffer;
+    if (states_.IsCast(op, i)) used = Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
+    if (param_grad_[p.value] == kNoBuffer) {
+      // AccumulateGrad steals the first gradient as .grad.
+      param_grad_[p.value] = Acquire(Bytes(p), Category::kGradients);
+    } else {
+      Release(Acquire(Bytes(p), Category::kTemporaries));  // added in place into .grad
+    }
+    if (used != kNoBuffer) Release(used);
+  }
+
+  // ---- optimizer -----------------------------------------------------------------
+  void OptimizerStep(int step) {
+    const PrecisionRegime& regime = states_.regime();
+    for (TensorId p : graph_.Parameters()) {
+      if (!graph_.tensor(p).param.trainable) continue;
+      SetPhase(Phase::Kind::kOptimizerStep, step, 0);
+      const OptimizerParamCost cost =
+          CostOptimizer(config_.optimizer, graph_.tensor(p).shape, regime.optimizer_state_dtype, regime.master_weights);
+      if (step == 1) {
+        for (int64_t bytes : cost.state_bytes) {
+          Acquire(bytes, Category::kOptimizer);
+          persistent_bytes_ += bytes;
+        }
+      }
+      if (cost.step_temp_bytes > 0) Release(Acquire(cost.step_temp_bytes, Category::kTemporaries));
+    }
+  }
+
+  void ZeroGrad(int step) {
+    SetPhase(Phase::Kind::kZeroGrad, step, 0);
+    for (int64_t& g : param_grad_) {
+      if (g == kNoBuffer) continue;
+      Release(g);
+      g = kNoBuffer;
+    }
+  }
+
+  void CheckOnlyPersistentLive(int step) const {
+    int64_t live = 0;
+    for (const auto& [id, b] : live_) live += b.bytes;
+    if (live != persistent_bytes_) {
+      throw std::logic_error(fmt::format("simulator: {} bytes live after step {}, expected the {} persistent bytes",
+                                         live, step, persistent_bytes_));
+    }
+  }
+
+  const OpGraph& graph_;
+  const TrainingConfig& config_;
+  const std::vector<bool>& checkpointed_;
+  SimulationOptions options_;
+  TensorStates states_;
+  ShapeEnv env_;
+  std::vector<int> block_of_op_;
+
+  Timeline timeline_;
+  int32_t phase_ = 0;
+  int step_ = 0, mb_ = 0;
+  int64_t next_buffer_ = 0;
+  int64_t persistent_bytes_ = 0;
+  std::unordered_map<int64_t, Buffer> live_;
+  std::vector<int64_t> buffer_of_;
+  std::vector<int> uses_left_;
+  std::vector<int64_t> grad_of_;
+  std::vector<int64_t> param_grad_;
+  std::vector<std::vector<int64_t>> op_holds_;
+  std::vector<std::vector<int64_t>> block_holds_;
+  std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
+};
+
+}  // namespace
+
+Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
+                       const SimulationOptions& options) {
+  return StepSimulator(graph, config, checkpointed, options).Run();
+}
+
+}  // namespace headroom

@@ -1,0 +1,38 @@
+// Replays optimizer steps over an OpGraph as alloc/free events: setup (weights, master
+// weights, cuBLAS workspace), then per step the forward of each micro-batch, its loss
+// and backward (with recomputation of checkpointed blocks), gradient accumulation, the
+// optimizer step (states appear lazily at the first) and zero_grad(set_to_none=True).
+//
+// Stage 1. Forward: every tensor is allocated when produced and released at its last
+//          use, unless an op saved it; saved tensors live until that op's backward.
+// Stage 2. Backward: ops in reverse; gradients of inputs allocated, output gradients and
+//          saved tensors released; checkpointed blocks are recomputed first.
+// Stage 3. Optimizer step and zero_grad.
+// Invariants (checked, std::logic_error on violation): at the end of every step only
+// persistent buffers (weights, master weights, optimizer states, workspaces) are live.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/memory_timeline.h"
+#include "planner/op_graph.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+struct SimulationOptions {
+  // Steps to replay: the first step allocates optimizer states, the second is the
+  // steady state every later step repeats.
+  int steps = 2;
+  // cuBLAS workspace allocated through the CUDA caching allocator at the first matmul;
+  // 0 on CPU.
+  int64_t cublas_workspace_bytes = 0;
+};
+
+// `checkpointed[i]` says whether block i is checkpointed; its size must equal the
+// number of blocks.
+Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
+                       const SimulationOptions& options = {});
+
+}  // namespace headroom

@@ -1,0 +1,89 @@
+#include "planner/tensor_states.h"
+
+namespace headroom {
+namespace {
+
+bool LowersUnderAutocast(OpKind k) {
+  return k == OpKind::kLinear || k == OpKind::kAttnScores || k == OpKind::kAttnContext || k == OpKind::kSdpa;
+}
+
+bool Fp32UnderAutocast(OpKind k) {
+  return k == OpKind::kLayerNorm || k == OpKind::kSoftmax || k == OpKind::kLogSoftmax || k == OpKind::kNllLoss;
+}
+
+}  // namespace
+
+int64_t Nf4StorageBytes(int64_t numel) {
+  const int64_t blocks = (numel + 63) / 64;
+  return StorageBytes(DType::kNF4, numel) + blocks + 4 * ((blocks + 255) / 256);
+}
+
+TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime)
+    : regime_(regime), states_(graph.num_tensors()) {
+  for (int i = 0; i < graph.num_tensors(); ++i) {
+    const TensorInfo& t = graph.tensor(TensorId{i});
+    if (t.role == TensorRole::kParameter) {
+      states_[i].requires_grad = t.param.trainable;
+      states_[i].dtype = t.param.quantized ? DType::kNF4
+                         : t.param.lora_adapter ? AdapterDType(regime)
+                                                : regime.param_dtype;
+    } else if (t.role == TensorRole::kInput) {
+      states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
+    }
+  }
+  for (int o = 0; o < graph.num_ops(); ++o) {
+    const OpNode& op = graph.op(OpId{o});
+    bool any_grad = false;
+    for (TensorId in : op.inputs) any_grad = any_grad || states_[in.value].requires_grad;
+    if (op.kind == OpKind::kRopeTables || op.kind == OpKind::kCausalMask) any_grad = false;
+    const DType dtype = OutputDType(graph, op);
+    for (TensorId out : op.outputs) {
+      const TensorInfo& t = graph.tensor(out);
+      states_[out.value] = {t.fixed_dtype.value_or(dtype), any_grad};
+    }
+  }
+}
+
+DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
+  auto in = [&](size_t i) { return states_[op.inputs[i].value].dtype; };
+  (void)graph;
+  switch (op.kind) {
+    case OpKind::kEmbedding: return in(1);
+    case OpKind::kLinear:
+      if (regime_.autocast || in(1) == DType::kNF4) return regime_.compute_dtype;
+      return PromoteTypes(in(0), in(1));
+    case OpKind::kAttnScores:
+    case OpKind::kAttnContext:
+    case OpKind::kSdpa:
+      return regime_.autocast ? regime_.compute_dtype : PromoteTypes(in(0), in(1));
+    case OpKind::kLayerNorm:
+    case OpKind::kSoftmax:
+      return regime_.autocast ? DType::kF32 : in(0);
+    case OpKind::kRmsNorm: return PromoteTypes(in(0), in(1));
+    case OpKind::kAdd:
+    case OpKind::kMul:
+    case OpKind::kRope:
+      return PromoteTypes(in(0), in(1));
+    case OpKind::kCastF32:
+    case OpKind::kNllLoss:
+      return DType::kF32;
+    case OpKind::kCausalMask: return DType::kBool;
+    default: return in(0);
+  }
+}
+
+DType TensorStates::UsedDType(const OpNode& op, size_t index) const {
+  const DType d = states_.at(op.inputs[index].value).dtype;
+  if (!regime_.autocast || !IsFloatingPoint(d)) return d;
+  if (LowersUnderAutocast(op.kind)) return regime_.compute_dtype;
+  if (Fp32UnderAutocast(op.kind)) return DType::kF32;
+  return d;
+}
+
+int64_t TensorStates::Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const {
+  const int64_t numel = graph.tensor(id).shape.Numel(env);
+  const DType d = states_.at(id.value).dtype;
+  return d == DType::kNF4 ? Nf4StorageBytes(numel) : StorageBytes(d, numel);
+}
+
+}  // namespace headroom

@@ -1,0 +1,43 @@
+// Resolves, for one precision regime, each tensor's dtype and whether it requires grad
+// — the facts every per-op cost rule reads.
+#pragma once
+
+#include <vector>
+
+#include "planner/dtype.h"
+#include "planner/op_graph.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+struct TensorState {
+  DType dtype = DType::kF32;
+  bool requires_grad = false;
+};
+
+class TensorStates {
+ public:
+  TensorStates(const OpGraph& graph, const PrecisionRegime& regime);
+
+  const TensorState& operator[](TensorId id) const { return states_.at(id.value); }
+  const PrecisionRegime& regime() const { return regime_; }
+  // Storage bytes of a tensor at (b, s); parameters stored as NF4 include their
+  // quantization statistics.
+  int64_t Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const;
+  // The dtype input `index` of `op` is used in after autocast's casts.
+  DType UsedDType(const OpNode& op, size_t index) const;
+  // True when input `index` of `op` is cast to another dtype before use.
+  bool IsCast(const OpNode& op, size_t index) const { return UsedDType(op, index) != states_.at(op.inputs[index].value).dtype; }
+
+ private:
+  DType OutputDType(const OpGraph& graph, const OpNode& op) const;
+
+  PrecisionRegime regime_;
+  std::vector<TensorState> states_;
+};
+
+// NF4 with double quantization (QLoRA): 4 bits per weight, one 8-bit absmax per 64
+// weights, one fp32 absmax per 256 of those blocks.
+int64_t Nf4StorageBytes(int64_t numel);
+
+}  // namespace headroom
