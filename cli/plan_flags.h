@@ -1,0 +1,37 @@
+// The flags shared by `plan` and `simulate`, and their conversion into a PlanRequest.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "models/plan_request.h"
+#include "planner/result.h"
+
+namespace headroom {
+
+struct PlanFlags {
+  std::string model;
+  std::string gpu;
+  std::string gpu_mem;
+  std::string device;
+  int64_t seq_len = 512;
+  int64_t micro_batch = 1;
+  int64_t grad_accum = 1;
+  std::string precision;  // empty: amp-bf16 where supported, else amp-fp16
+  std::string optimizer = "adamw";
+  int64_t lora_rank = 0;
+  double lora_alpha = 0;  // 0: 2 * rank
+  double lora_dropout = 0;
+  std::vector<std::string> lora_targets;
+  bool qlora = false;
+  std::string checkpoint = "none";
+  std::string attention = "sdpa";
+  bool json = false;
+};
+
+void AddPlanFlags(CLI::App& command, PlanFlags& flags);
+Result<PlanRequest> ToPlanRequest(const PlanFlags& flags);
+
+}  // namespace headroom

@@ -1,0 +1,28 @@
+// Presenting a StepPrediction: the human-readable report of `headroom plan` and its
+// JSON form (field names are a stable interface: fits, budget_bytes, params.*, peak.*,
+// breakdown.*_bytes).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/gpu_catalog.h"
+#include "planner/step_prediction.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+struct ReportInputs {
+  std::string model_name;
+  const TrainingConfig& config;
+  const DeviceSpec& device;
+  const StepPrediction& prediction;
+};
+
+std::string FormatPredictionText(const ReportInputs& in);
+nlohmann::json PredictionJson(const ReportInputs& in);
+// "full", "lora (rank 16 on q,v)", "qlora (rank 16 on q,v)"
+std::string DescribeFineTune(const FineTuneConfig& ft);
+
+}  // namespace headroom
