@@ -1,0 +1,128 @@
+// The `headroom` command end to end: the acceptance cases of the plan command, its JSON
+// fields, and one-line errors with exit code 2 for bad input.
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace headroom {
+namespace {
+
+struct CommandResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+CommandResult RunCli(const std::string& args) {
+  const std::string err_file = testing::TempDir() + "/headroom_cli_stderr.txt";
+  const std::string cmd = std::string(HEADROOM_CLI_PATH) + " " + args + " 2>" + err_file;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  std::string err;
+  if (FILE* f = fopen(err_file.c_str(), "r")) {
+    while (size_t n = fread(buf.data(), 1, buf.size(), f)) err.append(buf.data(), n);
+    fclose(f);
+  }
+  return {WEXITSTATUS(status), out, err};
+}
+
+nlohmann::json RunJson(const std::string& args) {
+  const CommandResult r = RunCli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(Cli, FullFp32Llama7bDoesNotFitOnA100) {
+  const auto j = RunJson("plan --model llama-2-7b --gpu a100-80gb --precision fp32 --optimizer adamw "
+                         "--micro-batch 1 --seq-len 512");
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_EQ(j["params"]["total"].get<int64_t>(), 6'738'415'616);
+  // 16 bytes per parameter of weights, gradients and AdamW states alone exceed 80 GiB.
+  EXPECT_GE(j["peak"]["allocated_bytes"].get<int64_t>(), 16 * 6'738'415'616);
+  EXPECT_GT(j["peak"]["device_bytes"].get<int64_t>(), j["budget_bytes"].get<int64_t>());
+}
+
+TEST(Cli, LoraBf16Llama7bFitsOn4090WithCheckpointing) {
+  const auto j = RunJson("plan --model llama-2-7b --gpu rtx-4090 --precision bf16 --optimizer adamw --lora-rank 16 "
+                         "--lora-targets q,v --checkpoint all --micro-batch 1 --seq-len 512");
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["params"]["trainable"].get<int64_t>(), 32 * 2 * 2 * 16 * 4096);
+  // bf16 base weights: 2 bytes per parameter.
+  EXPECT_GE(j["breakdown"]["weights_bytes"].get<int64_t>(), 2 * 6'738'415'616);
+  EXPECT_LE(j["peak"]["device_bytes"].get<int64_t>(), j["budget_bytes"].get<int64_t>());
+  EXPECT_EQ(j["config"]["checkpointed_layers"].size(), 32u);
+}
+
+TEST(Cli, JsonHasTheDocumentedFields) {
+  const auto j = RunJson("plan --model tiny-gpt2 --device cpu --seq-len 64 --micro-batch 2");
+  for (const char* key : {"fits", "budget_bytes"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_TRUE(j["params"].contains("total"));
+  EXPECT_TRUE(j["params"].contains("trainable"));
+  for (const char* key : {"allocated_bytes", "reserved_bytes", "device_bytes", "phase"}) {
+    EXPECT_TRUE(j["peak"].contains(key)) << key;
+  }
+  int64_t sum = 0;
+  for (const char* key : {"weights_bytes", "weight_casts_bytes", "gradients_bytes", "optimizer_bytes",
+                          "activations_bytes", "temporaries_bytes"}) {
+    ASSERT_TRUE(j["breakdown"].contains(key)) << key;
+    sum += j["breakdown"][key].get<int64_t>();
+  }
+  EXPECT_EQ(sum, j["peak"]["allocated_bytes"].get<int64_t>());
+}
+
+TEST(Cli, HfConfigAndYamlSpecsAreAccepted) {
+  const auto j = RunJson(std::string("plan --model ") + HEADROOM_TEST_DATA_DIR + "/tiny-llama-config.json --device cpu --seq-len 32");
+  EXPECT_EQ(j["params"]["total"].get<int64_t>(), 158'016);  // same architecture as the built-in tiny-llama
+}
+
+TEST(Cli, SimulateWritesCsvAndSvg) {
+  const std::string dir = testing::TempDir();
+  const CommandResult r = RunCli("simulate --model tiny-llama --device cpu --seq-len 32 --csv " + dir + "/t.csv --svg " + dir + "/t.svg");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  FILE* svg = fopen((dir + "/t.svg").c_str(), "r");
+  ASSERT_NE(svg, nullptr);
+  char head[5] = {};
+  ASSERT_EQ(fread(head, 1, 4, svg), 4u);
+  fclose(svg);
+  EXPECT_EQ(std::string(head), "<svg");
+}
+
+struct BadInput {
+  const char* args;
+  const char* message;  // expected in the one-line error
+};
+
+class CliBadInput : public testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, OneLineErrorAndExitCode2) {
+  const CommandResult r = RunCli(GetParam().args);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, CliBadInput,
+    testing::Values(
+        BadInput{"plan --model llama-2-7 --gpu a100-80gb", "Did you mean: llama-2-7b"},
+        BadInput{"plan --model gpt2 --gpu a100-80", "Did you mean: a100-80gb"},
+        BadInput{"plan --model " HEADROOM_TEST_DATA_DIR "/malformed.yaml --device cpu", "malformed YAML"},
+        BadInput{"plan --model gpt2 --device cpu --micro-batch 0", "--micro-batch must be a positive integer"},
+        BadInput{"plan --model gpt2 --device cpu --seq-len -5", "--seq-len must be a positive integer"},
+        BadInput{"plan --model gpt2 --device cpu --seq-len 4096", "longer than gpt2 supports"},
+        BadInput{"plan --model llama-2-7b --gpu a100-80gb --lora-rank 8 --lora-targets q,w", "LoRA target 'w' does not exist"},
+        BadInput{"plan --model llama-2-7b --gpu t4 --precision bf16", "t4 does not support bf16"},
+        BadInput{"plan --model gpt2 --gpu-mem 12parsecs", "unknown size unit"},
+        BadInput{"plan --model gpt2 --device cpu --checkpoint layers:40", "layer 40 does not exist"},
+        BadInput{"plan --model gpt2", "say which device"},
+        BadInput{"plan --gpu h100-80gb", "--model is required"}),
+    [](const testing::TestParamInfo<BadInput>& p) { return "case" + std::to_string(p.index); });
+
+}  // namespace
+}  // namespace headroom

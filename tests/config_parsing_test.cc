@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include "planner/byte_units.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+namespace {
+
+TEST(ParseBytes, UnitsArePowersOfTenOrTwo) {
+  EXPECT_EQ(*ParseBytes("24GiB"), 24LL * 1024 * 1024 * 1024);
+  EXPECT_EQ(*ParseBytes("80GB"), 80'000'000'000LL);
+  EXPECT_EQ(*ParseBytes("512 MiB"), 512LL * 1024 * 1024);
+  EXPECT_EQ(*ParseBytes("1.5gib"), 1610612736LL);
+  EXPECT_EQ(*ParseBytes("4096"), 4096);
+  EXPECT_FALSE(ParseBytes("0GiB").ok());
+  EXPECT_FALSE(ParseBytes("-3GB").ok());
+  EXPECT_FALSE(ParseBytes("12 parsecs").ok());
+}
+
+TEST(CheckpointPolicy, ParsesAndResolves) {
+  auto every = CheckpointPolicy::Parse("every:2");
+  ASSERT_TRUE(every.ok());
+  EXPECT_EQ(*every->Resolve(5), (std::vector<bool>{true, false, true, false, true}));
+
+  auto layers = CheckpointPolicy::Parse("layers:0,2-3");
+  ASSERT_TRUE(layers.ok());
+  EXPECT_EQ(*layers->Resolve(4), (std::vector<bool>{true, false, true, true}));
+  EXPECT_FALSE(layers->Resolve(3).ok());  // layer 3 does not exist
+
+  EXPECT_EQ(*CheckpointPolicy::Parse("all")->Resolve(2), (std::vector<bool>{true, true}));
+  EXPECT_EQ(*CheckpointPolicy::Parse("none")->Resolve(2), (std::vector<bool>{false, false}));
+  EXPECT_FALSE(CheckpointPolicy::Parse("every:0").ok());
+  EXPECT_FALSE(CheckpointPolicy::Parse("layers:3-1").ok());
+  EXPECT_FALSE(CheckpointPolicy::Parse("sometimes").ok());
+}
+
+TEST(Precision, RegimesStoreAndComputeAsDocumented) {
+  const PrecisionRegime amp = RegimeOf(*ParsePrecision("amp-bf16"));
+  EXPECT_EQ(amp.param_dtype, DType::kF32);
+  EXPECT_EQ(amp.compute_dtype, DType::kBF16);
+  EXPECT_TRUE(amp.autocast);
+  const PrecisionRegime mixed = RegimeOf(*ParsePrecision("mixed-fp16"));
+  EXPECT_EQ(mixed.param_dtype, DType::kF16);
+  EXPECT_TRUE(mixed.master_weights);
+  EXPECT_TRUE(mixed.loss_scaling);
+  EXPECT_EQ(RegimeOf(*ParsePrecision("bf16")).optimizer_state_dtype, DType::kBF16);
+  EXPECT_FALSE(ParsePrecision("fp8").ok());
+  EXPECT_FALSE(ParseOptimizer("lion").ok());
+}
+
+}  // namespace
+}  // namespace headroom

@@ -1,0 +1,163 @@
+// Small graphs whose memory timelines are worked out by hand and checked exactly.
+#include <gtest/gtest.h>
+
+#include "models/build_graph.h"
+#include "models/catalog.h"
+#include "planner/live_bytes.h"
+#include "planner/step_simulator.h"
+
+namespace headroom {
+namespace {
+
+// ids -> embedding(E [4, 2]) -> linear(W [3, 2]) -> float -> log_softmax -> nll
+OpGraph TinyClassifierGraph() {
+  OpGraph g;
+  const SymShape tokens{Dim::B(), Dim::S()};
+  TensorId ids = g.AddInput("ids", tokens, DType::kI64);
+  TensorId labels = g.AddInput("labels", tokens, DType::kI64);
+  TensorId e_w = g.AddParameter("E", {Dim::C(4), Dim::C(2)}, {});
+  TensorId w = g.AddParameter("W", {Dim::C(3), Dim::C(2)}, {});
+  TensorId e = g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, e_w}},
+                       {{.name = "e", .shape = {Dim::B(), Dim::S(), Dim::C(2)}}})[0];
+  const SymShape logits_shape{Dim::B(), Dim::S(), Dim::C(3)};
+  TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {e, w}}, {{.name = "y", .shape = logits_shape}})[0];
+  TensorId y32 = g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {y}}, {{.name = "y32", .shape = logits_shape}})[0];
+  TensorId lp = g.AddOp({.kind = OpKind::kLogSoftmax, .name = "log_softmax", .inputs = {y32}},
+                        {{.name = "lp", .shape = logits_shape}})[0];
+  TensorId loss = g.AddOp({.kind = OpKind::kNllLoss, .name = "nll", .inputs = {lp, labels}}, {{.name = "loss", .shape = {}}})[0];
+  g.SetLoss(loss);
+  g.CheckWellFormed();
+  return g;
+}
+
+std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
+  LiveBytes live(t);
+  std::vector<int64_t> out;
+  for (const MemoryEvent& e : t.events) {
+    e.kind == MemoryEvent::Kind::kAlloc ? live.Alloc(e) : live.Free(e);
+    out.push_back(live.current_bytes());
+  }
+  return out;
+}
+
+// fp32, b = 1, s = 2, SGD (no optimizer state), one step. Bytes live over the step:
+//
+//  160 |                                 #
+//  152 |                  #            # #       #
+//  144 |                  #            # #       #  #
+//  132 |                  # #  ...     # #       #  #
+//  104 |          # # # # # #          # #  #    #  #
+//   72 |      # # # # # # # #          # #  #    #  #
+//   56 | # #  # # # # # # # #  ...     # #  #    #  #   #
+//      +---------------------------------------------------
+//        E W  ids lab e  y lp loss     nll ls    fc emb  zero_grad
+//        setup |------ forward ------| |------ backward ------|
+//
+// setup: E 32, W 24 (56). forward: ids 16, labels 16, e 16 (embedding saves ids),
+// y 24 (fc saves e), float is a view, log_softmax 24 (saves its output; y freed ->
+// 128), loss 4 (nll saves labels). backward: grad(loss) 4; nll: grad(lp) 24 -> 156,
+// labels freed; log_softmax: grad(y32) 24 -> 160 = peak (weights 56 + ids 16 + e 16
+// + lp 24 + two 24 B gradients), then lp and grad(lp) freed; float passes the gradient
+// through; fc: grad(e) 16, W.grad 24, e freed; embedding: E.grad 32, ids freed.
+// zero_grad frees the 56 B of .grad.
+TEST(StepSimulator, TinyClassifierTimelineByHand) {
+  const OpGraph g = TinyClassifierGraph();
+  TrainingConfig config;
+  config.micro_batch = 1;
+  config.seq_len = 2;
+  config.precision = Precision::kFp32;
+  config.optimizer = OptimizerKind::kSgd;
+  const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
+  const std::vector<int64_t> expected = {
+      32, 56,                           // setup: E, W
+      72, 88, 104, 128, 152, 128, 132,  // ids, labels, e, y, lp, free y, loss
+      136, 132,                         // grad(loss), loss freed
+      156, 140, 136,                    // nll: grad(lp), labels freed, grad(loss) freed
+      160, 136, 112,                    // log_softmax: grad(y32), lp freed, grad(lp) freed
+      128, 152, 136, 112,               // fc: grad(e), W.grad, e freed, grad(y) freed
+      144, 128, 112,                    // embedding: E.grad, ids freed, grad(e) freed
+      80, 56};                          // zero_grad: E.grad, then W.grad
+  EXPECT_EQ(LiveAfterEachEvent(t), expected);
+
+  LiveBytes live(t);
+  Replay(t, live);
+  EXPECT_EQ(live.peak_bytes(), 160);
+  EXPECT_EQ(t.phases[live.peak_phase()].kind, Phase::Kind::kBackward);
+  EXPECT_EQ(g.op(t.phases[live.peak_phase()].op).name, "log_softmax");
+  const CategoryBytes& at_peak = live.breakdown_at_peak();
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kWeights)], 56);
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kActivations)], 56);
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kTemporaries)], 48);
+}
+
+// With AdamW the first step allocates both moments (2 x 56 B) lazily, with a 2 x numel
+// temporary per parameter; the second step starts with them.
+TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
+  const OpGraph g = TinyClassifierGraph();
+  TrainingConfig config;
+  config.micro_batch = 1;
+  config.seq_len = 2;
+  config.precision = Precision::kFp32;
+  config.optimizer = OptimizerKind::kAdamW;
+  const Timeline t = SimulateSteps(g, config, {});
+  LiveBytes live(t);
+  Replay(t, live);
+  // Step 1 peak: the backward peak (160). Optimizer step of step 1: weights 56 + grads
+  // 56 + E states 64 + temp 64 = 240, then W states 48 + temp 48 -> 56+56+64+48+48 = 272.
+  EXPECT_EQ(live.peak_by_step().at(1), 272);
+  // Step 2: states (112) live throughout: backward peak 160 + 112 = 272; optimizer
+  // step 56 + 56 + 112 + 64 (E's temp) = 288.
+  EXPECT_EQ(live.peak_by_step().at(2), 288);
+  EXPECT_EQ(live.current_bytes(), 56 + 112);  // weights and states remain
+}
+
+TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
+  const OpGraph g = TinyClassifierGraph();
+  TrainingConfig config;
+  config.micro_batch = 1;
+  config.seq_len = 2;
+  config.precision = Precision::kFp32;
+  config.optimizer = OptimizerKind::kSgd;
+  config.grad_accum_steps = 2;
+  const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
+  LiveBytes live(t);
+  Replay(t, live);
+  // Micro-batch 2 runs with the 56 B of .grad from micro-batch 1 live: the backward
+  // peak of micro-batch 1 is 160; in micro-batch 2 at the same point 160 + 56 = 216.
+  EXPECT_EQ(live.peak_bytes(), 216);
+  EXPECT_EQ(t.phases[live.peak_phase()].micro_batch, 2);
+}
+
+int64_t ActivationsAtBackwardStart(const OpGraph& g, const TrainingConfig& config, const std::vector<bool>& ckpt) {
+  const Timeline t = SimulateSteps(g, config, ckpt, {.steps = 1});
+  LiveBytes live(t);
+  for (const MemoryEvent& e : t.events) {
+    if (t.phases[e.phase].kind == Phase::Kind::kBackward) break;
+    e.kind == MemoryEvent::Kind::kAlloc ? live.Alloc(e) : live.Free(e);
+  }
+  return live.current_breakdown()[static_cast<int>(Category::kActivations)];
+}
+
+// Checkpointing every block keeps only each block's input (b*s*h*4 B in fp32) through
+// the forward: one more block adds exactly that.
+TEST(StepSimulator, CheckpointedBlocksKeepOnlyTheirInput) {
+  auto spec = LoadCatalogModel("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  TrainingConfig config;
+  config.micro_batch = 2;
+  config.seq_len = 16;
+  config.precision = Precision::kFp32;
+  auto one = *spec, two = *spec;
+  one.num_layers = 1;
+  two.num_layers = 2;
+  const OpGraph g1 = *BuildGraph(one, {}), g2 = *BuildGraph(two, {});
+  const int64_t block_input = 2 * 16 * 64 * 4;
+  EXPECT_EQ(ActivationsAtBackwardStart(g2, config, {true, true}) - ActivationsAtBackwardStart(g1, config, {true}),
+            block_input);
+  // Without checkpointing one more block keeps far more than its input.
+  EXPECT_GT(ActivationsAtBackwardStart(g2, config, {false, false}) - ActivationsAtBackwardStart(g1, config, {false}),
+            4 * block_input);
+}
+
+}  // namespace
+}  // namespace headroom
