@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds in Release and runs the benchmarks; results go to bench/results/*.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_BUILD_TESTS=OFF >/dev/null
+cmake --build build-release --target headroom_bench
+mkdir -p bench/results
+./build-release/bench/headroom_bench --benchmark_out=bench/results/predict_step.json --benchmark_out_format=json
+echo "results: bench/results/predict_step.json"
