@@ -10,7 +10,8 @@
 namespace headroom {
 namespace {
 
-void BM_PredictStep(benchmark::State& state, const char* model, int64_t seq_len, bool checkpoint_all) {
+void BM_PredictStep(benchmark::State& state, const char* model, int64_t seq_len,
+                    bool checkpoint_all) {
   const ModelSpec spec = *LoadCatalogModel(model);
   const DeviceSpec gpu = *FindGpu("h100-80gb");
   TrainingConfig config;
@@ -27,9 +28,16 @@ void BM_PredictStep(benchmark::State& state, const char* model, int64_t seq_len,
   state.counters["events"] = static_cast<double>(events);
 }
 
-BENCHMARK_CAPTURE(BM_PredictStep, llama_2_7b_s4096, "llama-2-7b", 4096, false)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PredictStep, llama_3_70b_s4096_ckpt, "llama-3-70b", 4096, true)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_PredictStep, gpt2_s1024, "gpt2", 1024, false)->Arg(8)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PredictStep, llama_2_7b_s4096, "llama-2-7b", 4096, false)
+    ->Arg(1)
+    ->Arg(8)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PredictStep, llama_3_70b_s4096_ckpt, "llama-3-70b", 4096, true)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PredictStep, gpt2_s1024, "gpt2", 1024, false)
+    ->Arg(8)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace headroom

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/plan_flags.h"
 #include "models/build_graph.h"
@@ -39,11 +39,13 @@ int RunModels() {
 }
 
 int RunGpus() {
-  fmt::print("{:<11} {:>10} {:>9} {:>9} {:>9} {:>6}  {}\n", "gpu", "memory", "bf16 TF", "fp32 TF", "GB/s", "bf16", "description");
+  fmt::print("{:<11} {:>10} {:>9} {:>9} {:>9} {:>6}  {}\n", "gpu", "memory", "bf16 TF", "fp32 TF",
+             "GB/s", "bf16", "description");
   for (const DeviceSpec& d : GpuCatalog()) {
     const double bf16 = d.peak_tflops.count("bf16") ? d.peak_tflops.at("bf16") : 0.0;
-    fmt::print("{:<11} {:>10} {:>9} {:>9} {:>9} {:>6}  {}\n", d.name, FormatBytes(d.memory_bytes), bf16,
-               d.peak_tflops.at("fp32"), d.bandwidth_gbps, d.supports_bf16() ? "yes" : "no", d.description);
+    fmt::print("{:<11} {:>10} {:>9} {:>9} {:>9} {:>6}  {}\n", d.name, FormatBytes(d.memory_bytes),
+               bf16, d.peak_tflops.at("fp32"), d.bandwidth_gbps, d.supports_bf16() ? "yes" : "no",
+               d.description);
   }
   fmt::print("\nAlso: --gpu-mem SIZE for a custom budget, --device cpu for the host.\n");
   return 0;
@@ -62,32 +64,40 @@ int RunPlan(const PlanFlags& flags, const std::string* csv_path, const std::stri
   }
   if (csv_path == nullptr) return 0;
 
-  auto graph = BuildGraph(request->model, {.attention = request->config.attention, .fine_tune = request->config.fine_tune});
+  auto graph = BuildGraph(request->model, {.attention = request->config.attention,
+                                           .fine_tune = request->config.fine_tune});
   if (!graph) return Fail(graph.error());
-  const TimelineExportInputs in{prediction->timeline, *graph, static_cast<int>(request->config.grad_accum_steps),
+  const TimelineExportInputs in{prediction->timeline, *graph,
+                                static_cast<int>(request->config.grad_accum_steps),
                                 prediction->budget_bytes,
-                                fmt::format("{} on {}: memory over two training steps", request->model.name,
-                                            request->device.name)};
+                                fmt::format("{} on {}: memory over two training steps",
+                                            request->model.name, request->device.name)};
   std::ofstream csv(*csv_path), svg(*svg_path);
   if (!csv || !svg) return Fail({fmt::format("cannot write {} or {}", *csv_path, *svg_path)});
   WriteTimelineCsv(in, csv);
   WriteTimelineSvg(in, svg);
-  if (!flags.json) fmt::print("\ntimeline: {} ({} events), chart: {}\n", *csv_path, prediction->timeline.events.size(), *svg_path);
+  if (!flags.json)
+    fmt::print("\ntimeline: {} ({} events), chart: {}\n", *csv_path,
+               prediction->timeline.events.size(), *svg_path);
   return 0;
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"headroom: will this fine-tuning run fit on that GPU? Predicts peak memory per category and phase."};
+  CLI::App app{
+      "headroom: will this fine-tuning run fit on that GPU? Predicts peak memory per category and "
+      "phase."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
 
   PlanFlags plan_flags;
-  auto* plan = app.add_subcommand("plan", "Predict the peak memory of a training step and whether it fits");
+  auto* plan =
+      app.add_subcommand("plan", "Predict the peak memory of a training step and whether it fits");
   AddPlanFlags(*plan, plan_flags);
 
   PlanFlags sim_flags;
   std::string csv_path = "timeline.csv", svg_path = "timeline.svg";
-  auto* simulate = app.add_subcommand("simulate", "Like plan, and write the memory timeline as CSV and an SVG chart");
+  auto* simulate = app.add_subcommand(
+      "simulate", "Like plan, and write the memory timeline as CSV and an SVG chart");
   AddPlanFlags(*simulate, sim_flags);
   simulate->add_option("--csv", csv_path, "Where to write the timeline CSV")->capture_default_str();
   simulate->add_option("--svg", svg_path, "Where to write the SVG chart")->capture_default_str();
@@ -104,7 +114,9 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "headroom: error: {}\nRun `headroom --help` or `headroom plan --help` for usage.\n", e.what());
+    fmt::print(stderr,
+               "headroom: error: {}\nRun `headroom --help` or `headroom plan --help` for usage.\n",
+               e.what());
     return kUsageError;
   }
   if (models->parsed()) return RunModels();
@@ -120,7 +132,9 @@ int main(int argc, char** argv) {
   try {
     return headroom::Main(argc, argv);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "headroom: internal error: {}\nPlease report this with the command you ran.\n", e.what());
+    fmt::print(stderr,
+               "headroom: internal error: {}\nPlease report this with the command you ran.\n",
+               e.what());
     return 3;
   }
 }

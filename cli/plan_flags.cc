@@ -9,25 +9,37 @@
 namespace headroom {
 
 void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
-  cmd.add_option("--model", f.model, "Built-in model name, a YAML spec, or a Hugging Face config.json")->required();
+  cmd.add_option("--model", f.model,
+                 "Built-in model name, a YAML spec, or a Hugging Face config.json")
+      ->required();
   auto* gpu = cmd.add_option("--gpu", f.gpu, "GPU from the catalog (see `headroom gpus`)");
   auto* mem = cmd.add_option("--gpu-mem", f.gpu_mem, "Custom GPU memory budget, e.g. 24GiB");
   auto* device = cmd.add_option("--device", f.device, "Plan for 'cpu' instead of a GPU");
   gpu->excludes(mem)->excludes(device);
   mem->excludes(device);
   cmd.add_option("--seq-len", f.seq_len, "Sequence length in tokens")->capture_default_str();
-  cmd.add_option("--micro-batch", f.micro_batch, "Sequences per forward/backward pass")->capture_default_str();
-  cmd.add_option("--grad-accum", f.grad_accum, "Micro-batches accumulated per optimizer step")->capture_default_str();
+  cmd.add_option("--micro-batch", f.micro_batch, "Sequences per forward/backward pass")
+      ->capture_default_str();
+  cmd.add_option("--grad-accum", f.grad_accum, "Micro-batches accumulated per optimizer step")
+      ->capture_default_str();
   cmd.add_option("--precision", f.precision,
-                 "fp32 | amp-bf16 | amp-fp16 | bf16 | mixed-bf16 | mixed-fp16 (default amp-bf16, amp-fp16 without bf16)");
-  cmd.add_option("--optimizer", f.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit")->capture_default_str();
-  auto* rank = cmd.add_option("--lora-rank", f.lora_rank, "Train LoRA adapters of this rank (frozen base)");
+                 "fp32 | amp-bf16 | amp-fp16 | bf16 | mixed-bf16 | mixed-fp16 (default amp-bf16, "
+                 "amp-fp16 without bf16)");
+  cmd.add_option("--optimizer", f.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit")
+      ->capture_default_str();
+  auto* rank =
+      cmd.add_option("--lora-rank", f.lora_rank, "Train LoRA adapters of this rank (frozen base)");
   cmd.add_option("--lora-alpha", f.lora_alpha, "LoRA alpha (default 2 x rank)");
   cmd.add_option("--lora-dropout", f.lora_dropout, "Dropout on the LoRA input (default 0)");
-  cmd.add_option("--lora-targets", f.lora_targets, "Linear layers with adapters, e.g. q,v or q_proj,v_proj")->delimiter(',');
-  cmd.add_flag("--qlora", f.qlora, "QLoRA: 4-bit NF4 base weights with LoRA adapters (rank from --lora-rank, default 16)");
+  cmd.add_option("--lora-targets", f.lora_targets,
+                 "Linear layers with adapters, e.g. q,v or q_proj,v_proj")
+      ->delimiter(',');
+  cmd.add_flag(
+      "--qlora", f.qlora,
+      "QLoRA: 4-bit NF4 base weights with LoRA adapters (rank from --lora-rank, default 16)");
   (void)rank;
-  cmd.add_option("--checkpoint", f.checkpoint, "Checkpointed blocks: none | all | every:N | layers:0,2,5-7")
+  cmd.add_option("--checkpoint", f.checkpoint,
+                 "Checkpointed blocks: none | all | every:N | layers:0,2,5-7")
       ->capture_default_str();
   cmd.add_option("--attention", f.attention, "eager | sdpa")->capture_default_str();
   cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
@@ -50,9 +62,12 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   } else if (f.device == "cpu") {
     r.device = CpuDevice(HostMemoryBytes());
   } else if (!f.device.empty()) {
-    return MakeError(fmt::format("--device '{}' is not supported here; use --device cpu or --gpu NAME", f.device));
+    return MakeError(fmt::format(
+        "--device '{}' is not supported here; use --device cpu or --gpu NAME", f.device));
   } else {
-    return MakeError("say which device to plan for: --gpu NAME (see `headroom gpus`), --gpu-mem 24GiB or --device cpu");
+    return MakeError(
+        "say which device to plan for: --gpu NAME (see `headroom gpus`), --gpu-mem 24GiB or "
+        "--device cpu");
   }
 
   TrainingConfig& c = r.config;
@@ -73,9 +88,11 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   if (f.qlora || f.lora_rank != 0 || !f.lora_targets.empty()) {
     c.fine_tune.mode = f.qlora ? FineTuneMode::kQLora : FineTuneMode::kLora;
     c.fine_tune.lora_rank = f.lora_rank != 0 ? f.lora_rank : 16;
-    c.fine_tune.lora_alpha = f.lora_alpha > 0 ? f.lora_alpha : 2.0 * static_cast<double>(c.fine_tune.lora_rank);
+    c.fine_tune.lora_alpha =
+        f.lora_alpha > 0 ? f.lora_alpha : 2.0 * static_cast<double>(c.fine_tune.lora_rank);
     c.fine_tune.lora_dropout = f.lora_dropout;
-    c.fine_tune.lora_targets = f.lora_targets;
+    c.fine_tune.lora_targets =
+        f.lora_targets.empty() ? DefaultLoraTargets(r.model.family) : f.lora_targets;
   }
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint);
   if (!ckpt) return ckpt.error();

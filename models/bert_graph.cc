@@ -16,13 +16,17 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId labels = g.AddInput("labels", {Dim::B()}, DType::kI64);
 
   const std::string e = "bert.embeddings";
-  TensorId word_w = layers.Param(e + ".word_embeddings.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
-  TensorId pos_w = layers.Param(e + ".position_embeddings.weight", {Dim::C(spec.max_positions), Dim::C(h)});
-  TensorId type_w = layers.Param(e + ".token_type_embeddings.weight", {Dim::C(spec.type_vocab_size), Dim::C(h)});
+  TensorId word_w =
+      layers.Param(e + ".word_embeddings.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
+  TensorId pos_w =
+      layers.Param(e + ".position_embeddings.weight", {Dim::C(spec.max_positions), Dim::C(h)});
+  TensorId type_w =
+      layers.Param(e + ".token_type_embeddings.weight", {Dim::C(spec.type_vocab_size), Dim::C(h)});
   TensorId word = layers.Embedding(e + ".word_embeddings", ids, word_w, TokenShape(h));
   TensorId type = layers.Embedding(e + ".token_type_embeddings", types, type_w, TokenShape(h));
   TensorId x = layers.Binary(OpKind::kAdd, e + ".add_types", word, type);
-  TensorId pos = layers.Embedding(e + ".position_embeddings", positions, pos_w, {Dim::C(1), Dim::S(), Dim::C(h)});
+  TensorId pos = layers.Embedding(e + ".position_embeddings", positions, pos_w,
+                                  {Dim::C(1), Dim::S(), Dim::C(h)});
   x = layers.Binary(OpKind::kAdd, e + ".add_positions", x, pos);
   x = layers.LayerNorm(e + ".LayerNorm", x, h);
   x = layers.Dropout(e + ".dropout", x, spec.hidden_dropout);
@@ -41,9 +45,11 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
     attn = layers.Dropout(p + ".attention.output.dropout", attn, spec.hidden_dropout);
     attn = layers.Binary(OpKind::kAdd, p + ".attention.output.residual", attn, x);
     TensorId h1 = layers.LayerNorm(p + ".attention.output.LayerNorm", attn, h);
-    TensorId up = layers.Linear(p + ".intermediate.dense", "up", h1, h, spec.intermediate_size, true);
+    TensorId up =
+        layers.Linear(p + ".intermediate.dense", "up", h1, h, spec.intermediate_size, true);
     TensorId act = layers.Unary(OpKind::kGelu, p + ".intermediate.act", up);
-    TensorId down = layers.Linear(p + ".output.dense", "down", act, spec.intermediate_size, h, true);
+    TensorId down =
+        layers.Linear(p + ".output.dense", "down", act, spec.intermediate_size, h, true);
     down = layers.Dropout(p + ".output.dropout", down, spec.hidden_dropout);
     down = layers.Binary(OpKind::kAdd, p + ".output.residual", down, h1);
     x = layers.LayerNorm(p + ".output.LayerNorm", down, h);
@@ -56,8 +62,9 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   // PEFT keeps the classifier trainable for sequence classification.
   TensorId cls_w = layers.Param("classifier.weight", {Dim::C(spec.num_labels), Dim::C(h)}, true);
   TensorId cls_b = layers.Param("classifier.bias", {Dim::C(spec.num_labels)}, true);
-  TensorId logits = g.AddOp({.kind = OpKind::kLinear, .name = "classifier", .inputs = {pooled, cls_w, cls_b}},
-                            {{.name = "logits", .shape = {Dim::B(), Dim::C(spec.num_labels)}}})[0];
+  TensorId logits =
+      g.AddOp({.kind = OpKind::kLinear, .name = "classifier", .inputs = {pooled, cls_w, cls_b}},
+              {{.name = "logits", .shape = {Dim::B(), Dim::C(spec.num_labels)}}})[0];
   layers.ClassificationLoss(logits, labels, spec.num_labels);
 }
 

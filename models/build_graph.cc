@@ -8,7 +8,8 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
   std::set<std::string> lora_roles;
   if (options.fine_tune.mode != FineTuneMode::kFull) {
     if (options.fine_tune.lora_rank <= 0) {
-      return MakeError(fmt::format("LoRA rank must be a positive integer (got {})", options.fine_tune.lora_rank));
+      return MakeError(fmt::format("LoRA rank must be a positive integer (got {})",
+                                   options.fine_tune.lora_rank));
     }
     auto roles = ResolveLoraRoles(spec, options.fine_tune.lora_targets);
     if (!roles) return roles.error();
@@ -17,9 +18,15 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
   OpGraph graph;
   LayerBuilder layers(graph, spec, options, std::move(lora_roles));
   switch (spec.family) {
-    case ModelFamily::kGpt2: BuildGpt2Graph(spec, layers); break;
-    case ModelFamily::kLlama: BuildLlamaGraph(spec, layers); break;
-    case ModelFamily::kBert: BuildBertGraph(spec, layers); break;
+    case ModelFamily::kGpt2:
+      BuildGpt2Graph(spec, layers);
+      break;
+    case ModelFamily::kLlama:
+      BuildLlamaGraph(spec, layers);
+      break;
+    case ModelFamily::kBert:
+      BuildBertGraph(spec, layers);
+      break;
   }
   graph.CheckWellFormed();
   return graph;

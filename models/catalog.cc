@@ -30,9 +30,10 @@ Result<ModelSpec> LoadCatalogModel(std::string_view name) {
   for (const EmbeddedFile& f : ModelCatalogFiles()) {
     if (f.name == name) return ParseModelSpecYaml(f.text, fmt::format("built-in model {}", name));
   }
-  return MakeError(fmt::format("unknown model '{}'.{} Run `headroom models` for the catalog, or pass a YAML spec "
-                               "or a Hugging Face config.json path.",
-                               name, DidYouMean(name, CatalogModelNames())));
+  return MakeError(fmt::format(
+      "unknown model '{}'.{} Run `headroom models` for the catalog, or pass a YAML spec "
+      "or a Hugging Face config.json path.",
+      name, DidYouMean(name, CatalogModelNames())));
 }
 
 Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
@@ -43,7 +44,8 @@ Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
     const bool looks_like_path = name_or_path.find('/') != std::string_view::npos ||
                                  path.extension() == ".json" || path.extension() == ".yaml" ||
                                  path.extension() == ".yml";
-    if (looks_like_path) return MakeError(fmt::format("model file '{}' does not exist", name_or_path));
+    if (looks_like_path)
+      return MakeError(fmt::format("model file '{}' does not exist", name_or_path));
     return LoadCatalogModel(name_or_path);
   }
   if (fs::is_directory(path, ec)) path /= "config.json";

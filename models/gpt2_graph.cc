@@ -16,7 +16,8 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId wte = layers.Param("transformer.wte.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId wpe = layers.Param("transformer.wpe.weight", {Dim::C(spec.max_positions), Dim::C(h)});
   TensorId tok = layers.Embedding("transformer.wte", ids, wte, TokenShape(h));
-  TensorId pos = layers.Embedding("transformer.wpe", positions, wpe, {Dim::C(1), Dim::S(), Dim::C(h)});
+  TensorId pos =
+      layers.Embedding("transformer.wpe", positions, wpe, {Dim::C(1), Dim::S(), Dim::C(h)});
   TensorId x = layers.Binary(OpKind::kAdd, "transformer.embed_add", tok, pos);
   x = layers.Dropout("transformer.drop", x, spec.hidden_dropout);
 
@@ -26,8 +27,10 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
     g.BeginBlock(x);
     TensorId n1 = layers.LayerNorm(p + ".ln_1", x, h);
     TensorId qkv = layers.Linear(p + ".attn.c_attn", "qkv", n1, h, 3 * h, true);
-    auto qkv_heads = layers.SplitView(p + ".attn.split", qkv, {"q", "k", "v"}, HeadsShape(heads, d));
-    TensorId attn = layers.Attention(p + ".attn", qkv_heads[0], qkv_heads[1], qkv_heads[2], mask, true);
+    auto qkv_heads =
+        layers.SplitView(p + ".attn.split", qkv, {"q", "k", "v"}, HeadsShape(heads, d));
+    TensorId attn =
+        layers.Attention(p + ".attn", qkv_heads[0], qkv_heads[1], qkv_heads[2], mask, true);
     attn = layers.Linear(p + ".attn.c_proj", "o", attn, h, h, true);
     attn = layers.Dropout(p + ".attn.resid_dropout", attn, spec.hidden_dropout);
     x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
@@ -40,7 +43,9 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
     g.EndBlock(x);
   }
   x = layers.LayerNorm("transformer.ln_f", x, h);
-  TensorId lm_weight = spec.tie_embeddings ? wte : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
+  TensorId lm_weight = spec.tie_embeddings
+                           ? wte
+                           : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   layers.LanguageModelLoss(x, lm_weight, labels);
 }
 

@@ -23,7 +23,8 @@ class FieldReader {
     return root_[key].get<int64_t>();
   }
   int64_t IntOr(const char* key, int64_t fallback) const {
-    return root_.contains(key) && root_[key].is_number_integer() ? root_[key].get<int64_t>() : fallback;
+    return root_.contains(key) && root_[key].is_number_integer() ? root_[key].get<int64_t>()
+                                                                 : fallback;
   }
   double NumberOr(const char* key, double fallback) const {
     return root_.contains(key) && root_[key].is_number() ? root_[key].get<double>() : fallback;
@@ -59,9 +60,11 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
   spec.qkv_bias = type == "qwen2";
   if (type == "llama" && f.BoolOr("attention_bias", false)) {
-    return MakeError("llama config with attention_bias=true (bias on the output projection) is not supported");
+    return MakeError(
+        "llama config with attention_bias=true (bias on the output projection) is not supported");
   }
-  if (f.BoolOr("mlp_bias", false)) return MakeError("llama config with mlp_bias=true is not supported");
+  if (f.BoolOr("mlp_bias", false))
+    return MakeError("llama config with mlp_bias=true is not supported");
   return spec;
 }
 
@@ -105,9 +108,11 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
   try {
     root = json::parse(json_text);
   } catch (const json::parse_error& e) {
-    return MakeError(fmt::format("{}: malformed JSON at byte {}: not a valid config.json", origin, e.byte));
+    return MakeError(
+        fmt::format("{}: malformed JSON at byte {}: not a valid config.json", origin, e.byte));
   }
-  if (!root.is_object()) return MakeError(fmt::format("{}: config.json must be a JSON object", origin));
+  if (!root.is_object())
+    return MakeError(fmt::format("{}: config.json must be a JSON object", origin));
   if (!root.contains("model_type") || !root["model_type"].is_string()) {
     return MakeError(fmt::format("{}: missing field 'model_type'", origin));
   }
@@ -126,8 +131,9 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
   } else if (type == "bert") {
     imported = ImportBert(reader, root, spec);
   } else {
-    return MakeError(fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, gpt2, bert)",
-                                 origin, type));
+    return MakeError(fmt::format(
+        "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, gpt2, bert)",
+        origin, type));
   }
   if (!imported) return imported.error();
   return Validate(std::move(imported).value());

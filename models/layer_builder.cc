@@ -7,16 +7,19 @@
 namespace headroom {
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
-SymShape HeadsShape(int64_t heads, int64_t head_dim) { return {Dim::B(), Dim::C(heads), Dim::S(), Dim::C(head_dim)}; }
+SymShape HeadsShape(int64_t heads, int64_t head_dim) {
+  return {Dim::B(), Dim::C(heads), Dim::S(), Dim::C(head_dim)};
+}
 
 LayerBuilder::LayerBuilder(OpGraph& graph, const ModelSpec& spec, const GraphOptions& options,
                            std::set<std::string> lora_roles)
     : graph_(graph), spec_(spec), options_(options), lora_roles_(std::move(lora_roles)) {}
 
-TensorId LayerBuilder::Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, SymShape out_shape,
-                          double dropout_p) {
-  return graph_.AddOp({.kind = kind, .name = name, .inputs = std::move(inputs), .dropout_p = dropout_p},
-                      {{.name = name, .shape = std::move(out_shape)}})[0];
+TensorId LayerBuilder::Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
+                          SymShape out_shape, double dropout_p) {
+  return graph_.AddOp(
+      {.kind = kind, .name = name, .inputs = std::move(inputs), .dropout_p = dropout_p},
+      {{.name = name, .shape = std::move(out_shape)}})[0];
 }
 
 TensorId LayerBuilder::Param(const std::string& name, SymShape shape, bool always_trainable) {
@@ -24,14 +27,17 @@ TensorId LayerBuilder::Param(const std::string& name, SymShape shape, bool alway
   return graph_.AddParameter(name, std::move(shape), {.trainable = full || always_trainable});
 }
 
-TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, TensorId x, int64_t in, int64_t out,
-                              bool bias, bool in_block, bool per_sequence) {
+TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, TensorId x,
+                              int64_t in, int64_t out, bool bias, bool in_block,
+                              bool per_sequence) {
   const FineTuneMode mode = options_.fine_tune.mode;
   ParamOptions weight_options{.trainable = mode == FineTuneMode::kFull,
                               .quantized = mode == FineTuneMode::kQLora && in_block};
   TensorId w = graph_.AddParameter(name + ".weight", {Dim::C(out), Dim::C(in)}, weight_options);
   std::vector<TensorId> inputs = {x, w};
-  if (bias) inputs.push_back(graph_.AddParameter(name + ".bias", {Dim::C(out)}, {.trainable = mode == FineTuneMode::kFull}));
+  if (bias)
+    inputs.push_back(graph_.AddParameter(name + ".bias", {Dim::C(out)},
+                                         {.trainable = mode == FineTuneMode::kFull}));
   const SymShape out_shape = per_sequence ? SymShape{Dim::B(), Dim::C(out)} : TokenShape(out);
   TensorId y = Op(OpKind::kLinear, name, std::move(inputs), out_shape);
   if (mode == FineTuneMode::kFull || !lora_roles_.count(role)) return y;
@@ -49,11 +55,13 @@ TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, 
   return Op(OpKind::kAdd, name + ".lora_add", {y, scaled}, out_shape);
 }
 
-TensorId LayerBuilder::LinearWithWeight(const std::string& name, TensorId x, TensorId weight, SymShape out_shape) {
+TensorId LayerBuilder::LinearWithWeight(const std::string& name, TensorId x, TensorId weight,
+                                        SymShape out_shape) {
   return Op(OpKind::kLinear, name, {x, weight}, std::move(out_shape));
 }
 
-TensorId LayerBuilder::Embedding(const std::string& name, TensorId ids, TensorId weight, SymShape out_shape) {
+TensorId LayerBuilder::Embedding(const std::string& name, TensorId ids, TensorId weight,
+                                 SymShape out_shape) {
   return Op(OpKind::kEmbedding, name, {ids, weight}, std::move(out_shape));
 }
 
@@ -88,19 +96,22 @@ TensorId LayerBuilder::View(const std::string& name, TensorId x, SymShape shape)
 
 TensorId LayerBuilder::CausalMaskIfEager() {
   if (options_.attention != AttentionImpl::kEager) return TensorId{};
-  return graph_.AddOp({.kind = OpKind::kCausalMask, .name = "causal_mask"},
-                      {{.name = "causal_mask", .shape = {Dim::S(), Dim::S()}, .fixed_dtype = DType::kBool}})[0];
+  return graph_.AddOp(
+      {.kind = OpKind::kCausalMask, .name = "causal_mask"},
+      {{.name = "causal_mask", .shape = {Dim::S(), Dim::S()}, .fixed_dtype = DType::kBool}})[0];
 }
 
 std::vector<TensorId> LayerBuilder::SplitView(const std::string& name, TensorId x,
-                                              const std::vector<std::string>& parts, SymShape part_shape) {
+                                              const std::vector<std::string>& parts,
+                                              SymShape part_shape) {
   std::vector<TensorInfo> outputs;
-  for (const std::string& part : parts) outputs.push_back({.name = name + "." + part, .shape = part_shape, .alias_of = x});
+  for (const std::string& part : parts)
+    outputs.push_back({.name = name + "." + part, .shape = part_shape, .alias_of = x});
   return graph_.AddOp({.kind = OpKind::kView, .name = name, .inputs = {x}}, std::move(outputs));
 }
 
-TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask,
-                                 bool causal) {
+TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v,
+                                 TensorId mask, bool causal) {
   const int64_t heads = spec_.num_heads, d = spec_.head_dim;
   if (spec_.num_kv_heads != heads) {
     k = Op(OpKind::kRepeatKv, prefix + ".repeat_k", {k}, HeadsShape(heads, d));
@@ -108,14 +119,18 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
   }
   TensorId context;
   if (options_.attention == AttentionImpl::kSdpa) {
-    context = graph_.AddOp({.kind = OpKind::kSdpa, .name = prefix + ".sdpa", .inputs = {q, k, v},
-                            .dropout_p = spec_.attention_dropout, .causal = causal},
+    context = graph_.AddOp({.kind = OpKind::kSdpa,
+                            .name = prefix + ".sdpa",
+                            .inputs = {q, k, v},
+                            .dropout_p = spec_.attention_dropout,
+                            .causal = causal},
                            {{.name = prefix + ".sdpa", .shape = HeadsShape(heads, d)}})[0];
   } else {
     std::vector<TensorId> score_inputs = {q, k};
     if (mask.valid()) score_inputs.push_back(mask);
     const SymShape scores_shape{Dim::B(), Dim::C(heads), Dim::S(), Dim::S()};
-    TensorId scores = Op(OpKind::kAttnScores, prefix + ".scores", std::move(score_inputs), scores_shape);
+    TensorId scores =
+        Op(OpKind::kAttnScores, prefix + ".scores", std::move(score_inputs), scores_shape);
     TensorId probs = Op(OpKind::kSoftmax, prefix + ".softmax", {scores}, scores_shape);
     probs = Dropout(prefix + ".attn_dropout", probs, spec_.attention_dropout);
     context = Op(OpKind::kAttnContext, prefix + ".context", {probs, v}, HeadsShape(heads, d));
@@ -142,26 +157,32 @@ TensorId LayerBuilder::ClassificationLoss(TensorId logits, TensorId labels, int6
   return loss;
 }
 
-Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec, const std::vector<std::string>& targets) {
+std::vector<std::string> DefaultLoraTargets(ModelFamily family) {
+  if (family == ModelFamily::kGpt2) return {"qkv"};
+  return {"q", "v"};
+}
+
+Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
+                                               const std::vector<std::string>& targets) {
   // Short role names, and Hugging Face module names mapped onto them.
   std::map<std::string, std::vector<std::string>> names;
-  std::vector<std::string> defaults;
+  const std::vector<std::string> defaults = DefaultLoraTargets(spec.family);
   switch (spec.family) {
     case ModelFamily::kLlama:
-      names = {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}, {"o", {"o"}}, {"gate", {"gate"}}, {"up", {"up"}},
-               {"down", {"down"}}, {"q_proj", {"q"}}, {"k_proj", {"k"}}, {"v_proj", {"v"}}, {"o_proj", {"o"}},
-               {"gate_proj", {"gate"}}, {"up_proj", {"up"}}, {"down_proj", {"down"}}};
-      defaults = {"q", "v"};
+      names = {{"q", {"q"}},        {"k", {"k"}},           {"v", {"v"}},
+               {"o", {"o"}},        {"gate", {"gate"}},     {"up", {"up"}},
+               {"down", {"down"}},  {"q_proj", {"q"}},      {"k_proj", {"k"}},
+               {"v_proj", {"v"}},   {"o_proj", {"o"}},      {"gate_proj", {"gate"}},
+               {"up_proj", {"up"}}, {"down_proj", {"down"}}};
       break;
     case ModelFamily::kGpt2:
-      names = {{"qkv", {"qkv"}}, {"o", {"o"}}, {"up", {"up"}}, {"down", {"down"}}, {"c_attn", {"qkv"}},
-               {"c_fc", {"up"}}, {"c_proj", {"o", "down"}}};
-      defaults = {"qkv"};
+      names = {{"qkv", {"qkv"}},    {"o", {"o"}},     {"up", {"up"}},           {"down", {"down"}},
+               {"c_attn", {"qkv"}}, {"c_fc", {"up"}}, {"c_proj", {"o", "down"}}};
       break;
     case ModelFamily::kBert:
-      names = {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}, {"o", {"o"}}, {"up", {"up"}}, {"down", {"down"}},
+      names = {{"q", {"q"}},     {"k", {"k"}},   {"v", {"v"}},
+               {"o", {"o"}},     {"up", {"up"}}, {"down", {"down"}},
                {"query", {"q"}}, {"key", {"k"}}, {"value", {"v"}}};
-      defaults = {"q", "v"};
       break;
   }
   std::set<std::string> roles;
@@ -173,7 +194,8 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec, const std:
       std::string hint = spec.family == ModelFamily::kGpt2 && (t == "q" || t == "k" || t == "v")
                              ? " (GPT-2 fuses q, k and v into one projection: target qkv)"
                              : "";
-      return MakeError(fmt::format("LoRA target '{}' does not exist in {}{}; available: {}", t, spec.name, hint, known));
+      return MakeError(fmt::format("LoRA target '{}' does not exist in {}{}; available: {}", t,
+                                   spec.name, hint, known));
     }
     roles.insert(it->second.begin(), it->second.end());
   }

@@ -26,7 +26,8 @@ SymShape HeadsShape(int64_t heads, int64_t head_dim);
 class LayerBuilder {
  public:
   // `lora_roles`: the linear roles (q, k, v, o, gate, up, down, qkv, ...) that get adapters.
-  LayerBuilder(OpGraph& graph, const ModelSpec& spec, const GraphOptions& options, std::set<std::string> lora_roles);
+  LayerBuilder(OpGraph& graph, const ModelSpec& spec, const GraphOptions& options,
+               std::set<std::string> lora_roles);
 
   OpGraph& graph() { return graph_; }
   const ModelSpec& spec() const { return spec_; }
@@ -37,10 +38,11 @@ class LayerBuilder {
 
   // x [b, s, in] (or [b, in] when `per_sequence`) -> [.., out]. Quantized under QLoRA
   // when `in_block`; adapters added when `role` is a LoRA target.
-  TensorId Linear(const std::string& name, const std::string& role, TensorId x, int64_t in, int64_t out,
-                  bool bias, bool in_block = true, bool per_sequence = false);
+  TensorId Linear(const std::string& name, const std::string& role, TensorId x, int64_t in,
+                  int64_t out, bool bias, bool in_block = true, bool per_sequence = false);
   // A linear whose weight already exists (tied LM head).
-  TensorId LinearWithWeight(const std::string& name, TensorId x, TensorId weight, SymShape out_shape);
+  TensorId LinearWithWeight(const std::string& name, TensorId x, TensorId weight,
+                            SymShape out_shape);
 
   TensorId Embedding(const std::string& name, TensorId ids, TensorId weight, SymShape out_shape);
   TensorId Dropout(const std::string& name, TensorId x, double p);
@@ -50,8 +52,8 @@ class LayerBuilder {
   TensorId Binary(OpKind kind, const std::string& name, TensorId a, TensorId b);
   TensorId View(const std::string& name, TensorId x, SymShape shape);
   // One op producing several views of x (split): its backward builds one gradient of x.
-  std::vector<TensorId> SplitView(const std::string& name, TensorId x, const std::vector<std::string>& parts,
-                                  SymShape part_shape);
+  std::vector<TensorId> SplitView(const std::string& name, TensorId x,
+                                  const std::vector<std::string>& parts, SymShape part_shape);
 
   // Eager attention in a decoder reads a bool [s, s] mask built once per forward;
   // SDPA takes is_causal instead. Returns an invalid id for SDPA.
@@ -59,7 +61,8 @@ class LayerBuilder {
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
   // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
-  TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask, bool causal);
+  TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask,
+                     bool causal);
 
   // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
   TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
@@ -67,8 +70,8 @@ class LayerBuilder {
   TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
 
  private:
-  TensorId Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, SymShape out_shape,
-              double dropout_p = 0.0);
+  TensorId Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
+              SymShape out_shape, double dropout_p = 0.0);
 
   OpGraph& graph_;
   const ModelSpec& spec_;
@@ -76,9 +79,13 @@ class LayerBuilder {
   std::set<std::string> lora_roles_;
 };
 
+// What PEFT users usually target when they name nothing: q,v (qkv for GPT-2).
+std::vector<std::string> DefaultLoraTargets(ModelFamily family);
+
 // The LoRA roles a family's linears have, and the roles named by user targets (short
 // names like q,v or Hugging Face module names like q_proj, c_attn). Unknown targets are
 // an error listing what exists.
-Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec, const std::vector<std::string>& targets);
+Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
+                                               const std::vector<std::string>& targets);
 
 }  // namespace headroom

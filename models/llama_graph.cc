@@ -8,7 +8,8 @@ namespace headroom {
 
 void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
-  const int64_t h = spec.hidden_size, heads = spec.num_heads, kv = spec.num_kv_heads, d = spec.head_dim;
+  const int64_t h = spec.hidden_size, heads = spec.num_heads, kv = spec.num_kv_heads,
+                d = spec.head_dim;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
@@ -30,24 +31,32 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
     q = layers.View(p + ".self_attn.q_heads", q, HeadsShape(heads, d));
     k = layers.View(p + ".self_attn.k_heads", k, HeadsShape(kv, d));
     v = layers.View(p + ".self_attn.v_heads", v, HeadsShape(kv, d));
-    q = g.AddOp({.kind = OpKind::kRope, .name = p + ".self_attn.rope_q", .inputs = {q, tables[0], tables[1]}},
+    q = g.AddOp({.kind = OpKind::kRope,
+                 .name = p + ".self_attn.rope_q",
+                 .inputs = {q, tables[0], tables[1]}},
                 {{.name = p + ".self_attn.rope_q", .shape = HeadsShape(heads, d)}})[0];
-    k = g.AddOp({.kind = OpKind::kRope, .name = p + ".self_attn.rope_k", .inputs = {k, tables[0], tables[1]}},
+    k = g.AddOp({.kind = OpKind::kRope,
+                 .name = p + ".self_attn.rope_k",
+                 .inputs = {k, tables[0], tables[1]}},
                 {{.name = p + ".self_attn.rope_k", .shape = HeadsShape(kv, d)}})[0];
     TensorId attn = layers.Attention(p + ".self_attn", q, k, v, mask, true);
     attn = layers.Linear(p + ".self_attn.o_proj", "o", attn, heads * d, h, false);
     x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
     TensorId n2 = layers.RmsNorm(p + ".post_attention_layernorm", x, h);
-    TensorId gate = layers.Linear(p + ".mlp.gate_proj", "gate", n2, h, spec.intermediate_size, false);
+    TensorId gate =
+        layers.Linear(p + ".mlp.gate_proj", "gate", n2, h, spec.intermediate_size, false);
     TensorId up = layers.Linear(p + ".mlp.up_proj", "up", n2, h, spec.intermediate_size, false);
     TensorId act = layers.Unary(OpKind::kSilu, p + ".mlp.act", gate);
     TensorId prod = layers.Binary(OpKind::kMul, p + ".mlp.gate_mul", act, up);
-    TensorId down = layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
+    TensorId down =
+        layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);
     g.EndBlock(x);
   }
   x = layers.RmsNorm("model.norm", x, h);
-  TensorId lm_weight = spec.tie_embeddings ? embed : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
+  TensorId lm_weight = spec.tie_embeddings
+                           ? embed
+                           : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   layers.LanguageModelLoss(x, lm_weight, labels);
 }
 

@@ -10,53 +10,68 @@ namespace headroom {
 
 std::string_view FamilyName(ModelFamily family) {
   switch (family) {
-    case ModelFamily::kGpt2: return "gpt2";
-    case ModelFamily::kLlama: return "llama";
-    case ModelFamily::kBert: return "bert";
+    case ModelFamily::kGpt2:
+      return "gpt2";
+    case ModelFamily::kLlama:
+      return "llama";
+    case ModelFamily::kBert:
+      return "bert";
   }
   return "?";
 }
 
 Result<ModelSpec> Validate(ModelSpec spec) {
   auto positive = [&](int64_t v, const char* field) -> std::optional<Error> {
-    if (v <= 0) return MakeError(fmt::format("model '{}': {} must be a positive integer (got {})", spec.name, field, v));
+    if (v <= 0)
+      return MakeError(
+          fmt::format("model '{}': {} must be a positive integer (got {})", spec.name, field, v));
     return std::nullopt;
   };
-  for (auto [v, field] : {std::pair{spec.vocab_size, "vocab_size"}, {spec.hidden_size, "hidden_size"},
-                          {spec.num_layers, "num_layers"}, {spec.num_heads, "num_heads"},
+  for (auto [v, field] : {std::pair{spec.vocab_size, "vocab_size"},
+                          {spec.hidden_size, "hidden_size"},
+                          {spec.num_layers, "num_layers"},
+                          {spec.num_heads, "num_heads"},
                           {spec.max_positions, "max_positions"}}) {
     if (auto e = positive(v, field)) return *e;
   }
   if (spec.head_dim == 0) {
     if (spec.hidden_size % spec.num_heads != 0) {
-      return MakeError(fmt::format("model '{}': hidden_size {} is not divisible by num_heads {}; give head_dim",
-                                   spec.name, spec.hidden_size, spec.num_heads));
+      return MakeError(
+          fmt::format("model '{}': hidden_size {} is not divisible by num_heads {}; give head_dim",
+                      spec.name, spec.hidden_size, spec.num_heads));
     }
     spec.head_dim = spec.hidden_size / spec.num_heads;
   }
   if (spec.num_kv_heads == 0) spec.num_kv_heads = spec.num_heads;
-  if (spec.intermediate_size == 0 && spec.family == ModelFamily::kGpt2) spec.intermediate_size = 4 * spec.hidden_size;
+  if (spec.intermediate_size == 0 && spec.family == ModelFamily::kGpt2)
+    spec.intermediate_size = 4 * spec.hidden_size;
   if (auto e = positive(spec.head_dim, "head_dim")) return *e;
   if (auto e = positive(spec.num_kv_heads, "num_kv_heads")) return *e;
   if (auto e = positive(spec.intermediate_size, "intermediate_size")) return *e;
   if (spec.num_heads % spec.num_kv_heads != 0) {
-    return MakeError(fmt::format("model '{}': num_heads {} must be a multiple of num_kv_heads {}", spec.name,
-                                 spec.num_heads, spec.num_kv_heads));
+    return MakeError(fmt::format("model '{}': num_heads {} must be a multiple of num_kv_heads {}",
+                                 spec.name, spec.num_heads, spec.num_kv_heads));
   }
   if (spec.family != ModelFamily::kLlama && spec.num_kv_heads != spec.num_heads) {
-    return MakeError(fmt::format("model '{}': grouped-query attention is only supported for the llama family", spec.name));
+    return MakeError(fmt::format(
+        "model '{}': grouped-query attention is only supported for the llama family", spec.name));
   }
   if (spec.family != ModelFamily::kLlama && spec.q_dim() != spec.hidden_size) {
-    return MakeError(fmt::format("model '{}': num_heads * head_dim must equal hidden_size", spec.name));
+    return MakeError(
+        fmt::format("model '{}': num_heads * head_dim must equal hidden_size", spec.name));
   }
-  for (auto [p, field] : {std::pair{spec.hidden_dropout, "hidden_dropout"}, {spec.attention_dropout, "attention_dropout"}}) {
-    if (p < 0.0 || p >= 1.0) return MakeError(fmt::format("model '{}': {} must be in [0, 1) (got {})", spec.name, field, p));
+  for (auto [p, field] : {std::pair{spec.hidden_dropout, "hidden_dropout"},
+                          {spec.attention_dropout, "attention_dropout"}}) {
+    if (p < 0.0 || p >= 1.0)
+      return MakeError(
+          fmt::format("model '{}': {} must be in [0, 1) (got {})", spec.name, field, p));
   }
   if (spec.family == ModelFamily::kBert) {
     if (auto e = positive(spec.type_vocab_size, "type_vocab_size")) return *e;
     if (auto e = positive(spec.num_labels, "num_labels")) return *e;
   }
-  if (spec.norm_eps <= 0) return MakeError(fmt::format("model '{}': norm_eps must be positive", spec.name));
+  if (spec.norm_eps <= 0)
+    return MakeError(fmt::format("model '{}': norm_eps must be positive", spec.name));
   return spec;
 }
 
@@ -76,13 +91,29 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
   try {
     root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
-    return MakeError(fmt::format("{}: malformed YAML at line {}: {}", origin, e.mark.line + 1, e.msg));
+    return MakeError(
+        fmt::format("{}: malformed YAML at line {}: {}", origin, e.mark.line + 1, e.msg));
   }
-  if (!root.IsMap()) return MakeError(fmt::format("{}: a model spec must be a YAML mapping", origin));
-  static const char* kKnown[] = {"name", "family", "vocab_size", "hidden_size", "num_layers", "num_heads",
-                                 "num_kv_heads", "head_dim", "intermediate_size", "max_positions",
-                                 "tie_embeddings", "qkv_bias", "norm_eps", "hidden_dropout",
-                                 "attention_dropout", "type_vocab_size", "num_labels", "source"};
+  if (!root.IsMap())
+    return MakeError(fmt::format("{}: a model spec must be a YAML mapping", origin));
+  static const char* kKnown[] = {"name",
+                                 "family",
+                                 "vocab_size",
+                                 "hidden_size",
+                                 "num_layers",
+                                 "num_heads",
+                                 "num_kv_heads",
+                                 "head_dim",
+                                 "intermediate_size",
+                                 "max_positions",
+                                 "tie_embeddings",
+                                 "qkv_bias",
+                                 "norm_eps",
+                                 "hidden_dropout",
+                                 "attention_dropout",
+                                 "type_vocab_size",
+                                 "num_labels",
+                                 "source"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
@@ -91,20 +122,25 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
   }
   ModelSpec spec;
   try {
-    if (!root["family"]) return MakeError(fmt::format("{}: missing field 'family' (gpt2, llama or bert)", origin));
+    if (!root["family"])
+      return MakeError(fmt::format("{}: missing field 'family' (gpt2, llama or bert)", origin));
     auto family = ParseFamily(root["family"].as<std::string>());
     if (!family) return MakeError(fmt::format("{}: family must be gpt2, llama or bert", origin));
     spec.family = *family;
     spec.name = root["name"] ? root["name"].as<std::string>() : std::string(origin);
-    for (auto [field, target] : {std::pair{"vocab_size", &spec.vocab_size}, {"hidden_size", &spec.hidden_size},
-                                 {"num_layers", &spec.num_layers}, {"num_heads", &spec.num_heads},
+    for (auto [field, target] : {std::pair{"vocab_size", &spec.vocab_size},
+                                 {"hidden_size", &spec.hidden_size},
+                                 {"num_layers", &spec.num_layers},
+                                 {"num_heads", &spec.num_heads},
                                  {"max_positions", &spec.max_positions}}) {
       if (!root[field]) return MakeError(fmt::format("{}: missing field '{}'", origin, field));
       *target = root[field].as<int64_t>();
     }
-    for (auto [field, target] : {std::pair{"num_kv_heads", &spec.num_kv_heads}, {"head_dim", &spec.head_dim},
+    for (auto [field, target] : {std::pair{"num_kv_heads", &spec.num_kv_heads},
+                                 {"head_dim", &spec.head_dim},
                                  {"intermediate_size", &spec.intermediate_size},
-                                 {"type_vocab_size", &spec.type_vocab_size}, {"num_labels", &spec.num_labels}}) {
+                                 {"type_vocab_size", &spec.type_vocab_size},
+                                 {"num_labels", &spec.num_labels}}) {
       if (root[field]) *target = root[field].as<int64_t>();
     }
     if (root["tie_embeddings"]) spec.tie_embeddings = root["tie_embeddings"].as<bool>();

@@ -59,14 +59,16 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
     const int64_t segment_size = SegmentSize(size);
     if (options_.capacity_bytes > 0 && reserved_ + segment_size > options_.capacity_bytes) {
       ReleaseFreeSegments();
-      if (reserved_ + segment_size > options_.capacity_bytes && oom_phase_ < 0) oom_phase_ = event.phase;
+      if (reserved_ + segment_size > options_.capacity_bytes && oom_phase_ < 0)
+        oom_phase_ = event.phase;
     }
     block = NewSegment(segment_size, small);
   }
   // Split off the remainder when it is worth keeping as a free block.
   const int64_t remaining = blocks_[block].size - size;
   if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-    Block rest{blocks_[block].segment, blocks_[block].offset + size, remaining, false, block, blocks_[block].next};
+    Block rest{blocks_[block].segment, blocks_[block].offset + size, remaining, false, block,
+               blocks_[block].next};
     blocks_.push_back(rest);
     const int rest_index = static_cast<int>(blocks_.size() - 1);
     if (rest.next != -1) blocks_[rest.next].prev = rest_index;
@@ -82,7 +84,8 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
 
 void CachingAllocatorModel::Free(const MemoryEvent& event) {
   auto found = block_of_buffer_.find(event.buffer);
-  if (found == block_of_buffer_.end()) throw std::logic_error("allocator model: free of an unknown buffer");
+  if (found == block_of_buffer_.end())
+    throw std::logic_error("allocator model: free of an unknown buffer");
   int block = found->second;
   block_of_buffer_.erase(found);
   allocated_ -= blocks_[block].size;
@@ -109,7 +112,8 @@ void CachingAllocatorModel::Free(const MemoryEvent& event) {
 }
 
 int CachingAllocatorModel::num_segments() const {
-  return static_cast<int>(std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.alive; }));
+  return static_cast<int>(
+      std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.alive; }));
 }
 
 }  // namespace headroom

@@ -26,11 +26,11 @@ struct CachingAllocatorOptions {
 class CachingAllocatorModel : public EventConsumer {
  public:
   static constexpr int64_t kMinBlockSize = 512;
-  static constexpr int64_t kSmallSize = 1 << 20;         // 1 MiB
-  static constexpr int64_t kSmallBuffer = 2 << 20;       // 2 MiB
-  static constexpr int64_t kLargeBuffer = 20 << 20;      // 20 MiB
-  static constexpr int64_t kMinLargeAlloc = 10 << 20;    // 10 MiB
-  static constexpr int64_t kRoundLarge = 2 << 20;        // 2 MiB
+  static constexpr int64_t kSmallSize = 1 << 20;       // 1 MiB
+  static constexpr int64_t kSmallBuffer = 2 << 20;     // 2 MiB
+  static constexpr int64_t kLargeBuffer = 20 << 20;    // 20 MiB
+  static constexpr int64_t kMinLargeAlloc = 10 << 20;  // 10 MiB
+  static constexpr int64_t kRoundLarge = 2 << 20;      // 2 MiB
 
   explicit CachingAllocatorModel(CachingAllocatorOptions options = {}) : options_(options) {}
 
@@ -42,10 +42,10 @@ class CachingAllocatorModel : public EventConsumer {
 
   int64_t reserved_bytes() const { return reserved_; }
   int64_t peak_reserved_bytes() const { return peak_reserved_; }
-  int64_t allocated_bytes() const { return allocated_; }    // rounded block sizes
+  int64_t allocated_bytes() const { return allocated_; }  // rounded block sizes
   int64_t peak_allocated_bytes() const { return peak_allocated_; }
   bool out_of_memory() const { return oom_phase_ >= 0; }
-  int32_t oom_phase() const { return oom_phase_; }          // first event that could not fit
+  int32_t oom_phase() const { return oom_phase_; }  // first event that could not fit
   int num_segments() const;
 
  private:

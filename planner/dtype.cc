@@ -6,26 +6,38 @@ namespace headroom {
 
 int64_t StorageBytes(DType dtype, int64_t numel) {
   switch (dtype) {
-    case DType::kF32: return 4 * numel;
+    case DType::kF32:
+      return 4 * numel;
     case DType::kF16:
-    case DType::kBF16: return 2 * numel;
-    case DType::kI64: return 8 * numel;
+    case DType::kBF16:
+      return 2 * numel;
+    case DType::kI64:
+      return 8 * numel;
     case DType::kBool:
-    case DType::kU8: return numel;
-    case DType::kNF4: return (numel + 1) / 2;
+    case DType::kU8:
+      return numel;
+    case DType::kNF4:
+      return (numel + 1) / 2;
   }
   throw std::logic_error("StorageBytes: unknown dtype");
 }
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "fp32";
-    case DType::kF16: return "fp16";
-    case DType::kBF16: return "bf16";
-    case DType::kI64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kU8: return "uint8";
-    case DType::kNF4: return "nf4";
+    case DType::kF32:
+      return "fp32";
+    case DType::kF16:
+      return "fp16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    case DType::kU8:
+      return "uint8";
+    case DType::kNF4:
+      return "nf4";
   }
   return "?";
 }

@@ -40,8 +40,10 @@ std::vector<DeviceSpec> GpuCatalog() {
       d.memory_bytes = n["memory_mib"].as<int64_t>() * kMiB;
       d.context_bytes = n["context_mib"].as<int64_t>() * kMiB;
       d.compute_capability = n["compute_capability"].as<double>();
-      d.cublas_workspace_bytes = d.compute_capability >= 9.0 ? kCublasWorkspaceHopper : kCublasWorkspaceDefault;
-      for (const auto& t : n["tflops"]) d.peak_tflops[t.first.as<std::string>()] = t.second.as<double>();
+      d.cublas_workspace_bytes =
+          d.compute_capability >= 9.0 ? kCublasWorkspaceHopper : kCublasWorkspaceDefault;
+      for (const auto& t : n["tflops"])
+        d.peak_tflops[t.first.as<std::string>()] = t.second.as<double>();
       d.bandwidth_gbps = n["bandwidth_gbps"].as<double>();
       d.matmul_efficiency = n["matmul_efficiency"].as<double>();
       d.bandwidth_efficiency = n["bandwidth_efficiency"].as<double>();
@@ -63,8 +65,9 @@ Result<DeviceSpec> FindGpu(std::string_view name) {
   for (const DeviceSpec& d : GpuCatalog()) {
     if (d.name == wanted) return d;
   }
-  return MakeError(fmt::format("unknown GPU '{}'.{} Run `headroom gpus` for the catalog, or give --gpu-mem 24GiB.",
-                               name, DidYouMean(wanted, GpuNames())));
+  return MakeError(fmt::format(
+      "unknown GPU '{}'.{} Run `headroom gpus` for the catalog, or give --gpu-mem 24GiB.", name,
+      DidYouMean(wanted, GpuNames())));
 }
 
 DeviceSpec CustomGpu(int64_t memory_bytes) {

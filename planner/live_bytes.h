@@ -28,7 +28,9 @@ class LiveBytes : public EventConsumer {
   const std::map<int, int64_t>& peak_by_step() const { return peak_by_step_; }
 
  private:
-  int64_t Rounded(int64_t bytes) const { return (bytes + granularity_ - 1) / granularity_ * granularity_; }
+  int64_t Rounded(int64_t bytes) const {
+    return (bytes + granularity_ - 1) / granularity_ * granularity_;
+  }
 
   const Timeline& timeline_;
   int64_t granularity_;

@@ -13,7 +13,8 @@ enum class Category {
   kGradients,    // parameter .grad tensors
   kOptimizer,    // optimizer states and fp32 master weights
   kActivations,  // forward tensors: inputs, outputs still needed, saved-for-backward
-  kTemporaries,  // activation gradients, op workspaces, optimizer step temporaries, cuBLAS workspace
+  kTemporaries,  // activation gradients, op workspaces, optimizer step temporaries, cuBLAS
+                 // workspace
 };
 inline constexpr int kNumCategories = 6;
 using CategoryBytes = std::array<int64_t, kNumCategories>;

@@ -32,7 +32,7 @@ struct MemoryEvent {
   int64_t buffer = 0;  // unique per allocation
   int64_t bytes = 0;
   Category category = Category::kActivations;
-  int32_t phase = 0;   // index into Timeline::phases
+  int32_t phase = 0;  // index into Timeline::phases
 };
 
 struct Timeline {

@@ -29,8 +29,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
-                                      size_t limit) {
+std::vector<std::string> ClosestNames(std::string_view name,
+                                      const std::vector<std::string>& candidates, size_t limit) {
   const std::string needle = Lower(name);
   std::vector<std::pair<size_t, std::string>> scored;
   for (const std::string& c : candidates) {

@@ -9,8 +9,8 @@ namespace headroom {
 
 // Up to `limit` candidates within a small edit distance of `name` (case-insensitive),
 // closest first; also candidates that contain `name` as a substring.
-std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
-                                      size_t limit = 3);
+std::vector<std::string> ClosestNames(std::string_view name,
+                                      const std::vector<std::string>& candidates, size_t limit = 3);
 
 // " Did you mean: a, b?" or an empty string, ready to append to an error message.
 std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates);

@@ -20,7 +20,9 @@ struct OpView {
   int64_t out_numel() const { return numel(op.outputs.at(0)); }
   int64_t out_bytes() const { return states.Bytes(graph, op.outputs.at(0), env); }
   bool out_grad() const { return !op.outputs.empty() && states[op.outputs[0]].requires_grad; }
-  bool quantized_weight() const { return op.kind == OpKind::kLinear && states[in(1)].dtype == DType::kNF4; }
+  bool quantized_weight() const {
+    return op.kind == OpKind::kLinear && states[in(1)].dtype == DType::kNF4;
+  }
   int64_t last_dim(size_t i) const { return graph.tensor(in(i)).shape.dims().back().value; }
 };
 
@@ -30,24 +32,27 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
     if (!v.states.IsCast(v.op, i)) continue;
     if (v.quantized_weight() && i == 1) continue;  // NF4 is dequantized, not cast
     const DType used = v.states.UsedDType(v.op, i);
-    cost.internals.push_back({.label = "autocast copy of " + v.graph.tensor(v.in(i)).name,
-                              .bytes = StorageBytes(used, v.in_numel(i)),
-                              .lifetime = cost.saves_input[i] ? Lifetime::kSaved : Lifetime::kTransient,
-                              .cast_of_input = static_cast<int>(i)});
+    cost.internals.push_back(
+        {.label = "autocast copy of " + v.graph.tensor(v.in(i)).name,
+         .bytes = StorageBytes(used, v.in_numel(i)),
+         .lifetime = cost.saves_input[i] ? Lifetime::kSaved : Lifetime::kTransient,
+         .cast_of_input = static_cast<int>(i)});
   }
 }
 
 }  // namespace
 
-ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env,
-                        bool grad_mode) {
+ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                        const ShapeEnv& env, bool grad_mode) {
   const OpView v{graph, op, states, env};
   ForwardCost cost;
   cost.saves_input.assign(op.inputs.size(), false);
   // Autograd saves only what the gradients of inputs that require grad need.
   const bool record = grad_mode && v.out_grad();
   auto save_if = [&](size_t i, bool cond) { cost.saves_input[i] = record && cond; };
-  auto saved_or = [&](bool cond) { return record && cond ? Lifetime::kSaved : Lifetime::kTransient; };
+  auto saved_or = [&](bool cond) {
+    return record && cond ? Lifetime::kSaved : Lifetime::kTransient;
+  };
 
   switch (op.kind) {
     case OpKind::kEmbedding:
@@ -57,9 +62,10 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
       if (v.quantized_weight()) {
         // bitsandbytes dequantizes the NF4 weight into a compute-dtype buffer per call
         // and saves only the quantized state.
-        cost.internals.push_back({.label = "NF4 dequantized weight",
-                                  .bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1)),
-                                  .lifetime = Lifetime::kTransient});
+        cost.internals.push_back(
+            {.label = "NF4 dequantized weight",
+             .bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1)),
+             .lifetime = Lifetime::kTransient});
         break;
       }
       save_if(0, v.grad(1));  // x for the weight gradient
@@ -68,8 +74,10 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kLayerNorm: {
       save_if(0, true);
       const int64_t rows = v.in_numel(0) / v.last_dim(0);
-      cost.internals.push_back({"layer_norm mean", StorageBytes(DType::kF32, rows), saved_or(true)});
-      cost.internals.push_back({"layer_norm rstd", StorageBytes(DType::kF32, rows), saved_or(true)});
+      cost.internals.push_back(
+          {"layer_norm mean", StorageBytes(DType::kF32, rows), saved_or(true)});
+      cost.internals.push_back(
+          {"layer_norm rstd", StorageBytes(DType::kF32, rows), saved_or(true)});
       break;
     }
     case OpKind::kRmsNorm: {
@@ -79,16 +87,21 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
       const DType x_dtype = states[v.in(0)].dtype;
       const bool upcast = x_dtype != DType::kF32;
       if (upcast) {
-        cost.internals.push_back({"rms_norm fp32 upcast", StorageBytes(DType::kF32, n), saved_or(v.grad(0))});
+        cost.internals.push_back(
+            {"rms_norm fp32 upcast", StorageBytes(DType::kF32, n), saved_or(v.grad(0))});
       } else {
         save_if(0, v.grad(0));
       }
-      cost.internals.push_back({"rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral});
-      cost.internals.push_back({"rms_norm rstd", StorageBytes(DType::kF32, rows), saved_or(v.grad(0))});
+      cost.internals.push_back(
+          {"rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral});
+      cost.internals.push_back(
+          {"rms_norm rstd", StorageBytes(DType::kF32, rows), saved_or(v.grad(0))});
       if (upcast) {
-        cost.internals.push_back({"rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient});
+        cost.internals.push_back(
+            {"rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient});
       }
-      cost.internals.push_back({"rms_norm normalized", StorageBytes(x_dtype, n), saved_or(v.grad(1))});
+      cost.internals.push_back(
+          {"rms_norm normalized", StorageBytes(x_dtype, n), saved_or(v.grad(1))});
       break;
     }
     case OpKind::kMul:
@@ -106,7 +119,8 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
       cost.saves_output = record;
       break;
     case OpKind::kDropout:
-      cost.internals.push_back({"dropout mask", StorageBytes(DType::kBool, v.in_numel(0)), saved_or(true)});
+      cost.internals.push_back(
+          {"dropout mask", StorageBytes(DType::kBool, v.in_numel(0)), saved_or(true)});
       break;
     case OpKind::kRope:
       // q * cos + rotate_half(q) * sin: two full-size products live with the output.
@@ -151,7 +165,8 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
   return cost;
 }
 
-BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env) {
+BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                          const ShapeEnv& env) {
   const OpView v{graph, op, states, env};
   BackwardCost cost;
   cost.input_grads.assign(op.inputs.size(), GradFlow::kNone);
@@ -163,7 +178,8 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
     case OpKind::kAdd:
       // The output gradient flows unchanged unless the input was broadcast or promoted.
       for (size_t i = 0; i < 2; ++i) {
-        if (v.grad(i) && v.in_numel(i) == v.out_numel() && states[v.in(i)].dtype == states[op.outputs[0]].dtype) {
+        if (v.grad(i) && v.in_numel(i) == v.out_numel() &&
+            states[v.in(i)].dtype == states[op.outputs[0]].dtype) {
           cost.input_grads[i] = GradFlow::kPassThrough;
         }
       }
@@ -175,7 +191,8 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
       }
       break;
     case OpKind::kCastF32:
-      if (v.grad(0) && states[v.in(0)].dtype == DType::kF32) cost.input_grads[0] = GradFlow::kPassThrough;
+      if (v.grad(0) && states[v.in(0)].dtype == DType::kF32)
+        cost.input_grads[0] = GradFlow::kPassThrough;
       break;
     case OpKind::kEmbedding:
       cost.input_grads[0] = GradFlow::kNone;
@@ -186,7 +203,8 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
     case OpKind::kLinear:
       if (v.quantized_weight()) {
         cost.input_grads[1] = GradFlow::kNone;
-        if (v.grad(0)) cost.workspace_bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1));
+        if (v.grad(0))
+          cost.workspace_bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1));
       }
       break;
     case OpKind::kRmsNorm:
@@ -206,12 +224,14 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
   return cost;
 }
 
-OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env) {
+OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                  const ShapeEnv& env) {
   const OpView v{graph, op, states, env};
   OpFlops f;
   switch (op.kind) {
     case OpKind::kLinear: {
-      const double mm = 2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
+      const double mm =
+          2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
       f.forward = mm;
       f.backward = (v.grad(0) ? mm : 0.0) + (v.grad(1) ? mm : 0.0);
       break;
@@ -221,7 +241,8 @@ OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& st
     case OpKind::kAttnContext: {
       // q @ k^T and p @ v each cost 2 * (b * heads * s * d) * s.
       const TensorId bhsd = op.kind == OpKind::kAttnContext ? op.outputs[0] : v.in(0);
-      const double one = 2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(env.seq_len);
+      const double one =
+          2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(env.seq_len);
       f.forward = op.kind == OpKind::kSdpa ? 2 * one : one;
       f.backward = 2 * f.forward;
       break;

@@ -52,9 +52,11 @@ struct OpFlops {
 };
 
 // `grad_mode` is false inside a checkpointed block's first forward (torch.no_grad).
-ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env,
-                        bool grad_mode);
-BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env);
-OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& states, const ShapeEnv& env);
+ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                        const ShapeEnv& env, bool grad_mode);
+BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                          const ShapeEnv& env);
+OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                  const ShapeEnv& env);
 
 }  // namespace headroom

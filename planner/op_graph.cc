@@ -2,38 +2,63 @@
 
 #include <stdexcept>
 
-#include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
+#include <boost/graph/topological_sort.hpp>
 
 namespace headroom {
 
 const char* OpKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kLinear: return "linear";
-    case OpKind::kLayerNorm: return "layer_norm";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kAdd: return "add";
-    case OpKind::kMul: return "mul";
-    case OpKind::kScale: return "scale";
-    case OpKind::kGelu: return "gelu";
-    case OpKind::kGeluTanh: return "gelu_tanh";
-    case OpKind::kSilu: return "silu";
-    case OpKind::kTanh: return "tanh";
-    case OpKind::kDropout: return "dropout";
-    case OpKind::kRopeTables: return "rope_tables";
-    case OpKind::kRope: return "rope";
-    case OpKind::kCausalMask: return "causal_mask";
-    case OpKind::kView: return "view";
-    case OpKind::kRepeatKv: return "repeat_kv";
-    case OpKind::kMergeHeads: return "merge_heads";
-    case OpKind::kAttnScores: return "attn_scores";
-    case OpKind::kSoftmax: return "softmax";
-    case OpKind::kAttnContext: return "attn_context";
-    case OpKind::kSdpa: return "sdpa";
-    case OpKind::kCastF32: return "cast_f32";
-    case OpKind::kLogSoftmax: return "log_softmax";
-    case OpKind::kNllLoss: return "nll_loss";
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kLinear:
+      return "linear";
+    case OpKind::kLayerNorm:
+      return "layer_norm";
+    case OpKind::kRmsNorm:
+      return "rms_norm";
+    case OpKind::kAdd:
+      return "add";
+    case OpKind::kMul:
+      return "mul";
+    case OpKind::kScale:
+      return "scale";
+    case OpKind::kGelu:
+      return "gelu";
+    case OpKind::kGeluTanh:
+      return "gelu_tanh";
+    case OpKind::kSilu:
+      return "silu";
+    case OpKind::kTanh:
+      return "tanh";
+    case OpKind::kDropout:
+      return "dropout";
+    case OpKind::kRopeTables:
+      return "rope_tables";
+    case OpKind::kRope:
+      return "rope";
+    case OpKind::kCausalMask:
+      return "causal_mask";
+    case OpKind::kView:
+      return "view";
+    case OpKind::kRepeatKv:
+      return "repeat_kv";
+    case OpKind::kMergeHeads:
+      return "merge_heads";
+    case OpKind::kAttnScores:
+      return "attn_scores";
+    case OpKind::kSoftmax:
+      return "softmax";
+    case OpKind::kAttnContext:
+      return "attn_context";
+    case OpKind::kSdpa:
+      return "sdpa";
+    case OpKind::kCastF32:
+      return "cast_f32";
+    case OpKind::kLogSoftmax:
+      return "log_softmax";
+    case OpKind::kNllLoss:
+      return "nll_loss";
   }
   return "?";
 }
@@ -47,12 +72,18 @@ TensorId OpGraph::AddTensor(TensorInfo info) {
 }
 
 TensorId OpGraph::AddInput(std::string name, SymShape shape, DType dtype) {
-  return AddTensor({.name = std::move(name), .shape = std::move(shape), .role = TensorRole::kInput, .fixed_dtype = dtype});
+  return AddTensor({.name = std::move(name),
+                    .shape = std::move(shape),
+                    .role = TensorRole::kInput,
+                    .fixed_dtype = dtype});
 }
 
 TensorId OpGraph::AddParameter(std::string name, SymShape shape, ParamOptions options) {
   if (!shape.IsStatic()) throw std::logic_error("parameter " + name + " must have a static shape");
-  return AddTensor({.name = std::move(name), .shape = std::move(shape), .role = TensorRole::kParameter, .param = options});
+  return AddTensor({.name = std::move(name),
+                    .shape = std::move(shape),
+                    .role = TensorRole::kParameter,
+                    .param = options});
 }
 
 std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs) {
@@ -66,7 +97,8 @@ std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs)
     op.outputs.push_back(AddTensor(std::move(info)));
   }
   for (TensorId in : op.inputs) {
-    if (!in.valid() || in.value >= op_id.value + num_tensors()) throw std::logic_error("AddOp: bad input id");
+    if (!in.valid() || in.value >= op_id.value + num_tensors())
+      throw std::logic_error("AddOp: bad input id");
   }
   std::vector<TensorId> inputs = op.inputs;
   std::vector<TensorId> result = op.outputs;
@@ -128,7 +160,8 @@ void OpGraph::CheckWellFormed() const {
                                    graph_[t.producer.value].kind == OpKind::kCausalMask);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
                              t.role == TensorRole::kInput || per_forward_table;
-        if (!allowed) throw std::logic_error("op graph: block reads an unexpected tensor " + t.name);
+        if (!allowed)
+          throw std::logic_error("op graph: block reads an unexpected tensor " + t.name);
       }
     }
   }

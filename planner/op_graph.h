@@ -39,39 +39,39 @@ enum class TensorRole {
 };
 
 enum class OpKind {
-  kEmbedding,     // (ids, weight) -> rows of weight
-  kLinear,        // (x, weight[, bias]) -> x @ weight^T + bias
-  kLayerNorm,     // (x, weight, bias)
-  kRmsNorm,       // (x, weight), HF decomposition: fp32 upcast, pow, mean, rsqrt, mul
-  kAdd,           // (a, b) -> a + b
-  kMul,           // (a, b) -> a * b, both activations
-  kScale,         // (x) -> x * constant (LoRA scaling)
-  kGelu,          // erf GELU
-  kGeluTanh,      // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
+  kEmbedding,  // (ids, weight) -> rows of weight
+  kLinear,     // (x, weight[, bias]) -> x @ weight^T + bias
+  kLayerNorm,  // (x, weight, bias)
+  kRmsNorm,    // (x, weight), HF decomposition: fp32 upcast, pow, mean, rsqrt, mul
+  kAdd,        // (a, b) -> a + b
+  kMul,        // (a, b) -> a * b, both activations
+  kScale,      // (x) -> x * constant (LoRA scaling)
+  kGelu,       // erf GELU
+  kGeluTanh,   // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
   kSilu,
   kTanh,
-  kDropout,       // (x) -> x * mask / (1 - p); saves a bool mask
-  kRopeTables,    // () -> cos, sin [s, head_dim], once per forward
-  kRope,          // (x, cos, sin) -> rotated x
-  kCausalMask,    // () -> bool [s, s], once per forward (eager attention)
-  kView,          // (x) -> a view of x (reshape, transpose, split, select); no bytes
-  kRepeatKv,      // (kv) -> kv repeated to all query heads (a copy)
-  kMergeHeads,    // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
-  kAttnScores,    // (q, k[, mask]) -> q @ k^T * scale, masked in place
-  kSoftmax,       // (scores) -> probabilities
-  kAttnContext,   // (probs, v) -> probs @ v
-  kSdpa,          // (q, k, v) -> flash / memory-efficient attention; saves out + logsumexp
-  kCastF32,       // (x) -> x.float(); an alias when x is already fp32
-  kLogSoftmax,    // (logits fp32) -> log-probabilities
-  kNllLoss,       // (log_probs, labels) -> scalar loss
+  kDropout,      // (x) -> x * mask / (1 - p); saves a bool mask
+  kRopeTables,   // () -> cos, sin [s, head_dim], once per forward
+  kRope,         // (x, cos, sin) -> rotated x
+  kCausalMask,   // () -> bool [s, s], once per forward (eager attention)
+  kView,         // (x) -> a view of x (reshape, transpose, split, select); no bytes
+  kRepeatKv,     // (kv) -> kv repeated to all query heads (a copy)
+  kMergeHeads,   // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
+  kAttnScores,   // (q, k[, mask]) -> q @ k^T * scale, masked in place
+  kSoftmax,      // (scores) -> probabilities
+  kAttnContext,  // (probs, v) -> probs @ v
+  kSdpa,         // (q, k, v) -> flash / memory-efficient attention; saves out + logsumexp
+  kCastF32,      // (x) -> x.float(); an alias when x is already fp32
+  kLogSoftmax,   // (logits fp32) -> log-probabilities
+  kNllLoss,      // (log_probs, labels) -> scalar loss
 };
 
 const char* OpKindName(OpKind kind);
 
 struct ParamOptions {
-  bool trainable = true;     // receives a gradient and optimizer states
-  bool quantized = false;    // stored as 4-bit NF4 (QLoRA base linear weights)
-  bool lora_adapter = false; // LoRA A/B matrices (their dtype policy differs)
+  bool trainable = true;      // receives a gradient and optimizer states
+  bool quantized = false;     // stored as 4-bit NF4 (QLoRA base linear weights)
+  bool lora_adapter = false;  // LoRA A/B matrices (their dtype policy differs)
 };
 
 struct TensorInfo {
@@ -113,7 +113,7 @@ class OpGraph {
   // the output ids. Inputs must already exist: ops are added in execution order.
   std::vector<TensorId> AddOp(OpNode op, std::vector<TensorInfo> outputs);
 
-  void BeginBlock(TensorId input);    // ops added from now on belong to the next block
+  void BeginBlock(TensorId input);  // ops added from now on belong to the next block
   void EndBlock(TensorId output);
   void SetLoss(TensorId loss) { loss_ = loss; }
 
@@ -140,7 +140,8 @@ class OpGraph {
   struct EdgeInfo {
     TensorId tensor;
   };
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode, EdgeInfo>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode, EdgeInfo>;
 
   Graph graph_;
   std::vector<TensorInfo> tensors_;

@@ -9,7 +9,8 @@ constexpr int64_t kMin8bitNumel = 4096;
 constexpr int64_t kQuantBlock = 256;
 }  // namespace
 
-OptimizerParamCost CostOptimizer(OptimizerKind kind, const SymShape& shape, DType state_dtype, bool master_weights) {
+OptimizerParamCost CostOptimizer(OptimizerKind kind, const SymShape& shape, DType state_dtype,
+                                 bool master_weights) {
   const int64_t n = shape.Numel({});
   OptimizerParamCost cost;
   const int64_t state = StorageBytes(state_dtype, n);
@@ -46,7 +47,8 @@ OptimizerParamCost CostOptimizer(OptimizerKind kind, const SymShape& shape, DTyp
       }
       break;  // fused kernel: no temporaries
   }
-  if (master_weights) cost.step_temp_bytes += StorageBytes(DType::kF32, n);  // fp32 copy of the 16-bit grad
+  if (master_weights)
+    cost.step_temp_bytes += StorageBytes(DType::kF32, n);  // fp32 copy of the 16-bit grad
   return cost;
 }
 

@@ -18,6 +18,7 @@ struct OptimizerParamCost {
 
 // `shape` is the parameter's (static) shape; `state_dtype` comes from the precision
 // regime; `master_weights` adds the fp32 copy of a 16-bit gradient during the update.
-OptimizerParamCost CostOptimizer(OptimizerKind kind, const SymShape& shape, DType state_dtype, bool master_weights);
+OptimizerParamCost CostOptimizer(OptimizerKind kind, const SymShape& shape, DType state_dtype,
+                                 bool master_weights);
 
 }  // namespace headroom

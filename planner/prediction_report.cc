@@ -35,9 +35,13 @@ std::string JoinTargets(const std::vector<std::string>& targets) {
 
 std::string DescribeFineTune(const FineTuneConfig& ft) {
   switch (ft.mode) {
-    case FineTuneMode::kFull: return "full fine-tune";
-    case FineTuneMode::kLora: return fmt::format("LoRA rank {} on {}", ft.lora_rank, JoinTargets(ft.lora_targets));
-    case FineTuneMode::kQLora: return fmt::format("QLoRA (NF4 base) rank {} on {}", ft.lora_rank, JoinTargets(ft.lora_targets));
+    case FineTuneMode::kFull:
+      return "full fine-tune";
+    case FineTuneMode::kLora:
+      return fmt::format("LoRA rank {} on {}", ft.lora_rank, JoinTargets(ft.lora_targets));
+    case FineTuneMode::kQLora:
+      return fmt::format("QLoRA (NF4 base) rank {} on {}", ft.lora_rank,
+                         JoinTargets(ft.lora_targets));
   }
   return "?";
 }
@@ -46,28 +50,33 @@ std::string FormatPredictionText(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
   const TrainingConfig& c = in.config;
   std::string out;
-  out += fmt::format("headroom plan: {} on {} ({})\n", in.model_name, in.device.name, FormatBytes(p.budget_bytes));
-  out += fmt::format("  micro-batch {} x {} accumulation steps, sequence {}, {}, {}, {}\n", c.micro_batch,
-                     c.grad_accum_steps, c.seq_len, PrecisionName(c.precision), OptimizerName(c.optimizer),
-                     DescribeFineTune(c.fine_tune));
+  out += fmt::format("headroom plan: {} on {} ({})\n", in.model_name, in.device.name,
+                     FormatBytes(p.budget_bytes));
+  out += fmt::format("  micro-batch {} x {} accumulation steps, sequence {}, {}, {}, {}\n",
+                     c.micro_batch, c.grad_accum_steps, c.seq_len, PrecisionName(c.precision),
+                     OptimizerName(c.optimizer), DescribeFineTune(c.fine_tune));
   out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n",
-                     c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager", CheckpointedIndices(p.checkpointed).size(),
-                     p.checkpointed.size());
-  out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total), WithThousands(p.params_trainable));
+                     c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager",
+                     CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
+  out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total),
+                     WithThousands(p.params_trainable));
   if (p.fits) {
-    out += fmt::format("FITS: {} of headroom left on {}\n\n", FormatBytes(p.headroom_bytes()), in.device.name);
+    out += fmt::format("FITS: {} of headroom left on {}\n\n", FormatBytes(p.headroom_bytes()),
+                       in.device.name);
   } else {
     const int64_t shortfall = std::max<int64_t>(p.device_peak_bytes - p.budget_bytes, 0);
-    out += fmt::format("DOES NOT FIT: short by {}{}\n\n", FormatBytes(shortfall),
-                       p.oom_phase_text.empty() ? "" : " (out of memory at " + p.oom_phase_text + ")");
+    out +=
+        fmt::format("DOES NOT FIT: short by {}{}\n\n", FormatBytes(shortfall),
+                    p.oom_phase_text.empty() ? "" : " (out of memory at " + p.oom_phase_text + ")");
   }
   out += fmt::format("  {:<18}{:>12}\n", "peak", "bytes");
-  out += fmt::format("  {:<18}{:>12}   live tensors (max_memory_allocated)\n", "allocated", FormatBytes(p.allocated_peak_bytes));
+  out += fmt::format("  {:<18}{:>12}   live tensors (max_memory_allocated)\n", "allocated",
+                     FormatBytes(p.allocated_peak_bytes));
   if (in.device.is_cuda) {
-    out += fmt::format("  {:<18}{:>12}   caching allocator segments (max_memory_reserved)\n", "reserved",
-                       FormatBytes(p.reserved_peak_bytes));
-    out += fmt::format("  {:<18}{:>12}   + CUDA context {} (nvidia-smi)\n", "device", FormatBytes(p.device_peak_bytes),
-                       FormatBytes(in.device.context_bytes));
+    out += fmt::format("  {:<18}{:>12}   caching allocator segments (max_memory_reserved)\n",
+                       "reserved", FormatBytes(p.reserved_peak_bytes));
+    out += fmt::format("  {:<18}{:>12}   + CUDA context {} (nvidia-smi)\n", "device",
+                       FormatBytes(p.device_peak_bytes), FormatBytes(in.device.context_bytes));
   }
   out += fmt::format("  {:<18}{:>12}\n\n", "budget", FormatBytes(p.budget_bytes));
   out += fmt::format("  peak at: {}\n", p.peak_phase_text);
@@ -76,8 +85,11 @@ std::string FormatPredictionText(const ReportInputs& in) {
   out += "  at the allocated peak:\n";
   for (int i = 0; i < kNumCategories; ++i) {
     const int64_t bytes = p.breakdown[i];
-    const double pct = p.allocated_peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(p.allocated_peak_bytes) : 0;
-    out += fmt::format("    {:<16}{:>12}  {:5.1f}%\n", CategoryName(static_cast<Category>(i)), FormatBytes(bytes), pct);
+    const double pct = p.allocated_peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) /
+                                                        static_cast<double>(p.allocated_peak_bytes)
+                                                  : 0;
+    out += fmt::format("    {:<16}{:>12}  {:5.1f}%\n", CategoryName(static_cast<Category>(i)),
+                       FormatBytes(bytes), pct);
   }
   if (in.device.is_cuda) {
     out += fmt::format("    {:<16}{:>12}  (reserved - allocated)\n", "allocator cache",

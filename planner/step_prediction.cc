@@ -6,8 +6,8 @@
 
 namespace headroom {
 
-StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
-                           const DeviceSpec& device) {
+StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config,
+                           const std::vector<bool>& checkpointed, const DeviceSpec& device) {
   StepPrediction p;
   p.checkpointed = checkpointed;
   p.params_total = graph.ParameterCount();

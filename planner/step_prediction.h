@@ -24,7 +24,7 @@ struct StepPrediction {
   int64_t device_peak_bytes = 0;     // reserved + CUDA context (what nvidia-smi shows)
   Phase peak_phase;
   std::string peak_phase_text;
-  CategoryBytes breakdown{};         // by category at the allocated peak
+  CategoryBytes breakdown{};           // by category at the allocated peak
   int64_t first_step_peak_bytes = 0;   // allocated peak of step 1 (optimizer states appear)
   int64_t steady_step_peak_bytes = 0;  // allocated peak of step 2 onwards
   std::string oom_phase_text;          // where the allocator model ran out, if it did
@@ -36,7 +36,7 @@ struct StepPrediction {
   int64_t headroom_bytes() const { return budget_bytes - device_peak_bytes; }
 };
 
-StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
-                           const DeviceSpec& device);
+StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config,
+                           const std::vector<bool>& checkpointed, const DeviceSpec& device);
 
 }  // namespace headroom

@@ -17,8 +17,8 @@ constexpr int64_t kNoBuffer = -1;
 
 class StepSimulator {
  public:
-  StepSimulator(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
-                const SimulationOptions& options)
+  StepSimulator(const OpGraph& graph, const TrainingConfig& config,
+                const std::vector<bool>& checkpointed, const SimulationOptions& options)
       : graph_(graph),
         config_(config),
         checkpointed_(checkpointed),
@@ -65,7 +65,8 @@ class StepSimulator {
     auto it = live_.find(id);
     if (it == live_.end()) throw std::logic_error("simulator: release of a dead buffer");
     if (--it->second.refs > 0) return;
-    timeline_.events.push_back({MemoryEvent::Kind::kFree, id, it->second.bytes, it->second.category, phase_});
+    timeline_.events.push_back(
+        {MemoryEvent::Kind::kFree, id, it->second.bytes, it->second.category, phase_});
     live_.erase(it);
   }
   int refs(int64_t id) const { return live_.at(id).refs; }
@@ -86,7 +87,8 @@ class StepSimulator {
   }
   void UseDone(TensorId t) {
     if (--uses_left_[t.value] == 0) Release(buffer_of_[t.value]);
-    if (uses_left_[t.value] < 0) throw std::logic_error("simulator: tensor used more often than counted");
+    if (uses_left_[t.value] < 0)
+      throw std::logic_error("simulator: tensor used more often than counted");
   }
 
   // ---- setup ---------------------------------------------------------------------
@@ -122,7 +124,8 @@ class StepSimulator {
     for (int i = 0; i < graph_.num_tensors(); ++i) {
       const TensorId t{i};
       if (graph_.tensor(t).role != TensorRole::kInput) continue;
-      Bind(t, Acquire(Bytes(t), Category::kActivations), static_cast<int>(graph_.Consumers(t).size()));
+      Bind(t, Acquire(Bytes(t), Category::kActivations),
+           static_cast<int>(graph_.Consumers(t).size()));
     }
     for (int o = 0; o < graph_.num_ops(); ++o) {
       const int block = block_of_op_[o];
@@ -197,23 +200,32 @@ class StepSimulator {
         if (IsParam(src) && graph_.tensor(src).param.trainable) {
           // Autocast caches casts of leaf fp32 weights that require grad.
           auto it = cast_cache_.find(src.value);
-          if (it == cast_cache_.end()) it = cast_cache_.emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts)).first;
+          if (it == cast_cache_.end())
+            it = cast_cache_.emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts))
+                     .first;
           buffer = it->second;
           Retain(buffer);
         } else {
-          buffer = Acquire(internal.bytes, IsParam(src) ? Category::kWeightCasts : Category::kActivations);
+          buffer = Acquire(internal.bytes,
+                           IsParam(src) ? Category::kWeightCasts : Category::kActivations);
         }
       } else {
         const bool dequant = internal.label.starts_with("NF4");
-        const Category category = dequant ? Category::kWeightCasts
+        const Category category = dequant                                 ? Category::kWeightCasts
                                   : internal.lifetime == Lifetime::kSaved ? Category::kActivations
                                                                           : Category::kTemporaries;
         buffer = Acquire(internal.bytes, category);
       }
       switch (internal.lifetime) {
-        case Lifetime::kEphemeral: Release(buffer); break;
-        case Lifetime::kTransient: transients.push_back(buffer); break;
-        case Lifetime::kSaved: holds.push_back(buffer); break;
+        case Lifetime::kEphemeral:
+          Release(buffer);
+          break;
+        case Lifetime::kTransient:
+          transients.push_back(buffer);
+          break;
+        case Lifetime::kSaved:
+          holds.push_back(buffer);
+          break;
       }
     }
     for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -231,7 +243,8 @@ class StepSimulator {
         buffer = Acquire(Bytes(out), Category::kActivations);
       }
       int uses = UsesOf(out, recompute_block);
-      if (recompute && out == graph_.blocks()[recompute_block].output) ++uses;  // held by the checkpoint backward
+      if (recompute && out == graph_.blocks()[recompute_block].output)
+        ++uses;  // held by the checkpoint backward
       if (cost.saves_output) {
         Retain(buffer);
         holds.push_back(buffer);
@@ -242,7 +255,8 @@ class StepSimulator {
     for (int64_t b : transients) Release(b);
     for (TensorId in : op.inputs) {
       if (IsParam(in)) continue;
-      if (recompute && !IsInsideBlock(in, recompute_block)) continue;  // consumed in the first forward
+      if (recompute && !IsInsideBlock(in, recompute_block))
+        continue;  // consumed in the first forward
       UseDone(in);
     }
   }
@@ -266,7 +280,8 @@ class StepSimulator {
     }
     for (int i = 0; i < graph_.num_tensors(); ++i) {
       if (grad_of_[i] != kNoBuffer) {
-        throw std::logic_error("simulator: gradient of " + graph_.tensor(TensorId{i}).name + " never consumed");
+        throw std::logic_error("simulator: gradient of " + graph_.tensor(TensorId{i}).name +
+                               " never consumed");
       }
     }
   }
@@ -314,7 +329,8 @@ class StepSimulator {
     } else if (states_.IsCast(op, i)) {
       // Gradient in the dtype the op used, then autocast's cast backward converts it.
       const int64_t numel = graph_.tensor(t).shape.Numel(env_);
-      const int64_t used = Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
+      const int64_t used =
+          Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
       buffer = Acquire(Bytes(t), Category::kTemporaries);
       Release(used);
     } else {
@@ -337,7 +353,8 @@ class StepSimulator {
     const TensorId p = op.inputs[i];
     const int64_t numel = graph_.tensor(p).shape.Numel({});
     int64_t used = kNoBuffer;
-    if (states_.IsCast(op, i)) used = Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
+    if (states_.IsCast(op, i))
+      used = Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
     if (param_grad_[p.value] == kNoBuffer) {
       // AccumulateGrad steals the first gradient as .grad.
       param_grad_[p.value] = Acquire(Bytes(p), Category::kGradients);
@@ -354,7 +371,8 @@ class StepSimulator {
       if (!graph_.tensor(p).param.trainable) continue;
       SetPhase(Phase::Kind::kOptimizerStep, step, 0);
       const OptimizerParamCost cost =
-          CostOptimizer(config_.optimizer, graph_.tensor(p).shape, regime.optimizer_state_dtype, regime.master_weights);
+          CostOptimizer(config_.optimizer, graph_.tensor(p).shape, regime.optimizer_state_dtype,
+                        regime.master_weights);
       if (step == 1) {
         for (int64_t bytes : cost.state_bytes) {
           Acquire(bytes, Category::kOptimizer);
@@ -378,8 +396,9 @@ class StepSimulator {
     int64_t live = 0;
     for (const auto& [id, b] : live_) live += b.bytes;
     if (live != persistent_bytes_) {
-      throw std::logic_error(fmt::format("simulator: {} bytes live after step {}, expected the {} persistent bytes",
-                                         live, step, persistent_bytes_));
+      throw std::logic_error(
+          fmt::format("simulator: {} bytes live after step {}, expected the {} persistent bytes",
+                      live, step, persistent_bytes_));
     }
   }
 
@@ -408,8 +427,8 @@ class StepSimulator {
 
 }  // namespace
 
-Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
-                       const SimulationOptions& options) {
+Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config,
+                       const std::vector<bool>& checkpointed, const SimulationOptions& options) {
   return StepSimulator(graph, config, checkpointed, options).Run();
 }
 

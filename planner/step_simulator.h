@@ -32,7 +32,8 @@ struct SimulationOptions {
 
 // `checkpointed[i]` says whether block i is checkpointed; its size must equal the
 // number of blocks.
-Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config, const std::vector<bool>& checkpointed,
+Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config,
+                       const std::vector<bool>& checkpointed,
                        const SimulationOptions& options = {});
 
 }  // namespace headroom

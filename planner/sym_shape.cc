@@ -6,9 +6,15 @@ int64_t SymShape::Numel(const ShapeEnv& env) const {
   int64_t n = 1;
   for (const Dim& d : dims_) {
     switch (d.kind) {
-      case Dim::Kind::kConst: n *= d.value; break;
-      case Dim::Kind::kBatch: n *= env.micro_batch; break;
-      case Dim::Kind::kSeq: n *= env.seq_len; break;
+      case Dim::Kind::kConst:
+        n *= d.value;
+        break;
+      case Dim::Kind::kBatch:
+        n *= env.micro_batch;
+        break;
+      case Dim::Kind::kSeq:
+        n *= env.seq_len;
+        break;
     }
   }
   return n;
@@ -26,9 +32,15 @@ std::string SymShape::ToString() const {
   for (size_t i = 0; i < dims_.size(); ++i) {
     if (i) out += ", ";
     switch (dims_[i].kind) {
-      case Dim::Kind::kConst: out += std::to_string(dims_[i].value); break;
-      case Dim::Kind::kBatch: out += "b"; break;
-      case Dim::Kind::kSeq: out += "s"; break;
+      case Dim::Kind::kConst:
+        out += std::to_string(dims_[i].value);
+        break;
+      case Dim::Kind::kBatch:
+        out += "b";
+        break;
+      case Dim::Kind::kSeq:
+        out += "s";
+        break;
     }
   }
   return out + "]";

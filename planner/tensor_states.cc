@@ -4,11 +4,13 @@ namespace headroom {
 namespace {
 
 bool LowersUnderAutocast(OpKind k) {
-  return k == OpKind::kLinear || k == OpKind::kAttnScores || k == OpKind::kAttnContext || k == OpKind::kSdpa;
+  return k == OpKind::kLinear || k == OpKind::kAttnScores || k == OpKind::kAttnContext ||
+         k == OpKind::kSdpa;
 }
 
 bool Fp32UnderAutocast(OpKind k) {
-  return k == OpKind::kLayerNorm || k == OpKind::kSoftmax || k == OpKind::kLogSoftmax || k == OpKind::kNllLoss;
+  return k == OpKind::kLayerNorm || k == OpKind::kSoftmax || k == OpKind::kLogSoftmax ||
+         k == OpKind::kNllLoss;
 }
 
 }  // namespace
@@ -24,7 +26,7 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime)
     const TensorInfo& t = graph.tensor(TensorId{i});
     if (t.role == TensorRole::kParameter) {
       states_[i].requires_grad = t.param.trainable;
-      states_[i].dtype = t.param.quantized ? DType::kNF4
+      states_[i].dtype = t.param.quantized      ? DType::kNF4
                          : t.param.lora_adapter ? AdapterDType(regime)
                                                 : regime.param_dtype;
     } else if (t.role == TensorRole::kInput) {
@@ -48,7 +50,8 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
   auto in = [&](size_t i) { return states_[op.inputs[i].value].dtype; };
   (void)graph;
   switch (op.kind) {
-    case OpKind::kEmbedding: return in(1);
+    case OpKind::kEmbedding:
+      return in(1);
     case OpKind::kLinear:
       if (regime_.autocast || in(1) == DType::kNF4) return regime_.compute_dtype;
       return PromoteTypes(in(0), in(1));
@@ -59,7 +62,8 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     case OpKind::kLayerNorm:
     case OpKind::kSoftmax:
       return regime_.autocast ? DType::kF32 : in(0);
-    case OpKind::kRmsNorm: return PromoteTypes(in(0), in(1));
+    case OpKind::kRmsNorm:
+      return PromoteTypes(in(0), in(1));
     case OpKind::kAdd:
     case OpKind::kMul:
     case OpKind::kRope:
@@ -67,8 +71,10 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     case OpKind::kCastF32:
     case OpKind::kNllLoss:
       return DType::kF32;
-    case OpKind::kCausalMask: return DType::kBool;
-    default: return in(0);
+    case OpKind::kCausalMask:
+      return DType::kBool;
+    default:
+      return in(0);
   }
 }
 

@@ -27,7 +27,9 @@ class TensorStates {
   // The dtype input `index` of `op` is used in after autocast's casts.
   DType UsedDType(const OpNode& op, size_t index) const;
   // True when input `index` of `op` is cast to another dtype before use.
-  bool IsCast(const OpNode& op, size_t index) const { return UsedDType(op, index) != states_.at(op.inputs[index].value).dtype; }
+  bool IsCast(const OpNode& op, size_t index) const {
+    return UsedDType(op, index) != states_.at(op.inputs[index].value).dtype;
+  }
 
  private:
   DType OutputDType(const OpGraph& graph, const OpNode& op) const;

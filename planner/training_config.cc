@@ -8,12 +8,18 @@ namespace headroom {
 
 std::string_view PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kAmpBf16: return "amp-bf16";
-    case Precision::kAmpFp16: return "amp-fp16";
-    case Precision::kBf16: return "bf16";
-    case Precision::kMixedBf16: return "mixed-bf16";
-    case Precision::kMixedFp16: return "mixed-fp16";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kAmpBf16:
+      return "amp-bf16";
+    case Precision::kAmpFp16:
+      return "amp-fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kMixedBf16:
+      return "mixed-bf16";
+    case Precision::kMixedFp16:
+      return "mixed-fp16";
   }
   return "?";
 }
@@ -24,17 +30,24 @@ Result<Precision> ParsePrecision(std::string_view name) {
     if (name == PrecisionName(p)) return p;
   }
   return MakeError(fmt::format(
-      "unknown precision '{}' (use fp32, amp-bf16, amp-fp16, bf16, mixed-bf16 or mixed-fp16)", name));
+      "unknown precision '{}' (use fp32, amp-bf16, amp-fp16, bf16, mixed-bf16 or mixed-fp16)",
+      name));
 }
 
 PrecisionRegime RegimeOf(Precision p) {
   switch (p) {
-    case Precision::kFp32: return {DType::kF32, DType::kF32, false, false, false, DType::kF32};
-    case Precision::kAmpBf16: return {DType::kF32, DType::kBF16, true, false, false, DType::kF32};
-    case Precision::kAmpFp16: return {DType::kF32, DType::kF16, true, false, true, DType::kF32};
-    case Precision::kBf16: return {DType::kBF16, DType::kBF16, false, false, false, DType::kBF16};
-    case Precision::kMixedBf16: return {DType::kBF16, DType::kBF16, false, true, false, DType::kF32};
-    case Precision::kMixedFp16: return {DType::kF16, DType::kF16, false, true, true, DType::kF32};
+    case Precision::kFp32:
+      return {DType::kF32, DType::kF32, false, false, false, DType::kF32};
+    case Precision::kAmpBf16:
+      return {DType::kF32, DType::kBF16, true, false, false, DType::kF32};
+    case Precision::kAmpFp16:
+      return {DType::kF32, DType::kF16, true, false, true, DType::kF32};
+    case Precision::kBf16:
+      return {DType::kBF16, DType::kBF16, false, false, false, DType::kBF16};
+    case Precision::kMixedBf16:
+      return {DType::kBF16, DType::kBF16, false, true, false, DType::kF32};
+    case Precision::kMixedFp16:
+      return {DType::kF16, DType::kF16, false, true, true, DType::kF32};
   }
   return {DType::kF32, DType::kF32, false, false, false, DType::kF32};
 }
@@ -45,11 +58,16 @@ DType AdapterDType(const PrecisionRegime& regime) {
 
 std::string_view OptimizerName(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::kAdamW: return "adamw";
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kSgdMomentum: return "sgd-momentum";
-    case OptimizerKind::kAdafactor: return "adafactor";
-    case OptimizerKind::kAdamW8bit: return "adamw-8bit";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kSgdMomentum:
+      return "sgd-momentum";
+    case OptimizerKind::kAdafactor:
+      return "adafactor";
+    case OptimizerKind::kAdamW8bit:
+      return "adamw-8bit";
   }
   return "?";
 }
@@ -84,7 +102,8 @@ Result<CheckpointPolicy> CheckpointPolicy::Parse(std::string_view text) {
   const std::string usage = "use none, all, every:N or layers:0,2,5-7";
   if (text.starts_with("every:")) {
     auto n = ParseInt(text.substr(6));
-    if (!n || *n <= 0) return MakeError(fmt::format("--checkpoint '{}': N must be a positive integer", text));
+    if (!n || *n <= 0)
+      return MakeError(fmt::format("--checkpoint '{}': N must be a positive integer", text));
     p.kind = Kind::kEvery;
     p.every = *n;
     return p;
@@ -99,7 +118,8 @@ Result<CheckpointPolicy> CheckpointPolicy::Parse(std::string_view text) {
       auto lo = ParseInt(item.substr(0, dash));
       auto hi = dash == std::string_view::npos ? lo : ParseInt(item.substr(dash + 1));
       if (!lo || !hi || *lo < 0 || *hi < *lo) {
-        return MakeError(fmt::format("--checkpoint '{}': '{}' is not a layer index or range", text, item));
+        return MakeError(
+            fmt::format("--checkpoint '{}': '{}' is not a layer index or range", text, item));
       }
       for (int i = *lo; i <= *hi; ++i) p.layers.push_back(i);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
@@ -113,16 +133,20 @@ Result<CheckpointPolicy> CheckpointPolicy::Parse(std::string_view text) {
 Result<std::vector<bool>> CheckpointPolicy::Resolve(int num_blocks) const {
   std::vector<bool> flags(num_blocks, false);
   switch (kind) {
-    case Kind::kNone: break;
-    case Kind::kAll: flags.assign(num_blocks, true); break;
+    case Kind::kNone:
+      break;
+    case Kind::kAll:
+      flags.assign(num_blocks, true);
+      break;
     case Kind::kEvery:
       for (int i = 0; i < num_blocks; i += every) flags[i] = true;
       break;
     case Kind::kLayers:
       for (int l : layers) {
         if (l >= num_blocks) {
-          return MakeError(fmt::format("--checkpoint: layer {} does not exist (the model has layers 0-{})", l,
-                                       num_blocks - 1));
+          return MakeError(
+              fmt::format("--checkpoint: layer {} does not exist (the model has layers 0-{})", l,
+                          num_blocks - 1));
         }
         flags[l] = true;
       }
@@ -133,9 +157,12 @@ Result<std::vector<bool>> CheckpointPolicy::Resolve(int num_blocks) const {
 
 std::string CheckpointPolicy::ToString() const {
   switch (kind) {
-    case Kind::kNone: return "none";
-    case Kind::kAll: return "all";
-    case Kind::kEvery: return fmt::format("every:{}", every);
+    case Kind::kNone:
+      return "none";
+    case Kind::kAll:
+      return "all";
+    case Kind::kEvery:
+      return fmt::format("every:{}", every);
     case Kind::kLayers: {
       std::string s = "layers:";
       for (size_t i = 0; i < layers.size(); ++i) s += (i ? "," : "") + std::to_string(layers[i]);

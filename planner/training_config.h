@@ -23,9 +23,9 @@ enum class Precision {
 
 // How a precision regime stores and computes; derived from Precision.
 struct PrecisionRegime {
-  DType param_dtype;       // stored model weights
-  DType compute_dtype;     // matmul inputs / outputs
-  bool autocast = false;   // PyTorch AMP: casts at op boundaries, fp32 ops list
+  DType param_dtype;            // stored model weights
+  DType compute_dtype;          // matmul inputs / outputs
+  bool autocast = false;        // PyTorch AMP: casts at op boundaries, fp32 ops list
   bool master_weights = false;  // fp32 copy of trainable weights kept by the optimizer
   bool loss_scaling = false;
   DType optimizer_state_dtype;  // Adam moments etc. (fp32 except pure bf16)
@@ -58,8 +58,8 @@ enum class AttentionImpl { kEager, kSdpa };
 struct CheckpointPolicy {
   enum class Kind { kNone, kAll, kEvery, kLayers };
   Kind kind = Kind::kNone;
-  int every = 1;             // kEvery: blocks 0, N, 2N, ...
-  std::vector<int> layers;   // kLayers
+  int every = 1;            // kEvery: blocks 0, N, 2N, ...
+  std::vector<int> layers;  // kLayers
 
   // Parses none | all | every:N | layers:0,2,5-7.
   static Result<CheckpointPolicy> Parse(std::string_view text);

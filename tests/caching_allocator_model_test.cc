@@ -13,10 +13,13 @@ class AllocatorSequence {
  public:
   explicit AllocatorSequence(int64_t capacity = 0) : model_({.capacity_bytes = capacity}) {}
   int64_t Alloc(int64_t bytes) {
-    model_.Alloc({MemoryEvent::Kind::kAlloc, next_, bytes, Category::kActivations, static_cast<int32_t>(next_)});
+    model_.Alloc({MemoryEvent::Kind::kAlloc, next_, bytes, Category::kActivations,
+                  static_cast<int32_t>(next_)});
     return next_++;
   }
-  void Free(int64_t id) { model_.Free({MemoryEvent::Kind::kFree, id, 0, Category::kActivations, 0}); }
+  void Free(int64_t id) {
+    model_.Free({MemoryEvent::Kind::kFree, id, 0, Category::kActivations, 0});
+  }
   const CachingAllocatorModel& model() const { return model_; }
 
  private:
@@ -36,20 +39,20 @@ TEST(CachingAllocatorModel, RoundingAndSegmentSizes) {
 
 TEST(CachingAllocatorModel, BestFitSplitsAndNewSegments) {
   AllocatorSequence s;
-  s.Alloc(100);                       // small pool: 2 MiB segment, 512 B block
+  s.Alloc(100);  // small pool: 2 MiB segment, 512 B block
   EXPECT_EQ(s.model().reserved_bytes(), 2 * kMiB);
   EXPECT_EQ(s.model().allocated_bytes(), 512);
   const int64_t b = s.Alloc(3 * kMiB);  // 1-10 MiB: 20 MiB segment, 17 MiB remainder
   EXPECT_EQ(s.model().reserved_bytes(), 22 * kMiB);
-  s.Alloc(12 * kMiB + 1);             // 12 MiB + 512 carved from the 17 MiB remainder
+  s.Alloc(12 * kMiB + 1);  // 12 MiB + 512 carved from the 17 MiB remainder
   EXPECT_EQ(s.model().reserved_bytes(), 22 * kMiB);
-  s.Free(b);                          // 3 MiB free block, next to an allocated one
+  s.Free(b);  // 3 MiB free block, next to an allocated one
   // 4 MiB: the 3 MiB block is too small; best fit is the (5 MiB - 512) remainder, whose
   // leftover (1 MiB - 512) is not worth splitting in the large pool.
   s.Alloc(4 * kMiB);
   EXPECT_EQ(s.model().allocated_bytes(), 512 + (12 * kMiB + 512) + (5 * kMiB - 512));
   EXPECT_EQ(s.model().reserved_bytes(), 22 * kMiB);
-  s.Alloc(30 * kMiB);                 // nothing fits: a 30 MiB segment
+  s.Alloc(30 * kMiB);  // nothing fits: a 30 MiB segment
   EXPECT_EQ(s.model().reserved_bytes(), 52 * kMiB);
   EXPECT_EQ(s.model().peak_reserved_bytes(), 52 * kMiB);
   EXPECT_EQ(s.model().num_segments(), 3);
@@ -61,7 +64,7 @@ TEST(CachingAllocatorModel, FreedNeighboursCoalesce) {
   const int64_t a = s.Alloc(1000), b = s.Alloc(1000);
   s.Alloc(1000);
   s.Free(b);
-  s.Free(a);  // a and b merge into one 2048 B block at offset 0
+  s.Free(a);      // a and b merge into one 2048 B block at offset 0
   s.Alloc(2000);  // rounds to 2048: reuses the merged block exactly
   EXPECT_EQ(s.model().num_segments(), 1);
   EXPECT_EQ(s.model().reserved_bytes(), 2 * kMiB);
@@ -72,10 +75,10 @@ TEST(CachingAllocatorModel, ReleasesCachedSegmentsBeforeRunningOut) {
   AllocatorSequence s(30 * kMiB);
   s.Free(s.Alloc(20 * kMiB));  // 20 MiB segment, now fully free but still reserved
   EXPECT_EQ(s.model().reserved_bytes(), 20 * kMiB);
-  s.Alloc(24 * kMiB);          // 20 + 24 > 30: the free segment is released first
+  s.Alloc(24 * kMiB);  // 20 + 24 > 30: the free segment is released first
   EXPECT_EQ(s.model().reserved_bytes(), 24 * kMiB);
   EXPECT_FALSE(s.model().out_of_memory());
-  s.Alloc(8 * kMiB);           // needs a 20 MiB segment: 44 MiB > 30 MiB
+  s.Alloc(8 * kMiB);  // needs a 20 MiB segment: 44 MiB > 30 MiB
   EXPECT_TRUE(s.model().out_of_memory());
   EXPECT_EQ(s.model().oom_phase(), 2);
 }

@@ -39,8 +39,9 @@ nlohmann::json RunJson(const std::string& args) {
 }
 
 TEST(Cli, FullFp32Llama7bDoesNotFitOnA100) {
-  const auto j = RunJson("plan --model llama-2-7b --gpu a100-80gb --precision fp32 --optimizer adamw "
-                         "--micro-batch 1 --seq-len 512");
+  const auto j = RunJson(
+      "plan --model llama-2-7b --gpu a100-80gb --precision fp32 --optimizer adamw "
+      "--micro-batch 1 --seq-len 512");
   EXPECT_FALSE(j["fits"].get<bool>());
   EXPECT_EQ(j["params"]["total"].get<int64_t>(), 6'738'415'616);
   // 16 bytes per parameter of weights, gradients and AdamW states alone exceed 80 GiB.
@@ -49,8 +50,9 @@ TEST(Cli, FullFp32Llama7bDoesNotFitOnA100) {
 }
 
 TEST(Cli, LoraBf16Llama7bFitsOn4090WithCheckpointing) {
-  const auto j = RunJson("plan --model llama-2-7b --gpu rtx-4090 --precision bf16 --optimizer adamw --lora-rank 16 "
-                         "--lora-targets q,v --checkpoint all --micro-batch 1 --seq-len 512");
+  const auto j = RunJson(
+      "plan --model llama-2-7b --gpu rtx-4090 --precision bf16 --optimizer adamw --lora-rank 16 "
+      "--lora-targets q,v --checkpoint all --micro-batch 1 --seq-len 512");
   EXPECT_TRUE(j["fits"].get<bool>());
   EXPECT_EQ(j["params"]["trainable"].get<int64_t>(), 32 * 2 * 2 * 16 * 4096);
   // bf16 base weights: 2 bytes per parameter.
@@ -68,8 +70,8 @@ TEST(Cli, JsonHasTheDocumentedFields) {
     EXPECT_TRUE(j["peak"].contains(key)) << key;
   }
   int64_t sum = 0;
-  for (const char* key : {"weights_bytes", "weight_casts_bytes", "gradients_bytes", "optimizer_bytes",
-                          "activations_bytes", "temporaries_bytes"}) {
+  for (const char* key : {"weights_bytes", "weight_casts_bytes", "gradients_bytes",
+                          "optimizer_bytes", "activations_bytes", "temporaries_bytes"}) {
     ASSERT_TRUE(j["breakdown"].contains(key)) << key;
     sum += j["breakdown"][key].get<int64_t>();
   }
@@ -77,13 +79,16 @@ TEST(Cli, JsonHasTheDocumentedFields) {
 }
 
 TEST(Cli, HfConfigAndYamlSpecsAreAccepted) {
-  const auto j = RunJson(std::string("plan --model ") + HEADROOM_TEST_DATA_DIR + "/tiny-llama-config.json --device cpu --seq-len 32");
-  EXPECT_EQ(j["params"]["total"].get<int64_t>(), 158'016);  // same architecture as the built-in tiny-llama
+  const auto j = RunJson(std::string("plan --model ") + HEADROOM_TEST_DATA_DIR +
+                         "/tiny-llama-config.json --device cpu --seq-len 32");
+  EXPECT_EQ(j["params"]["total"].get<int64_t>(),
+            158'016);  // same architecture as the built-in tiny-llama
 }
 
 TEST(Cli, SimulateWritesCsvAndSvg) {
   const std::string dir = testing::TempDir();
-  const CommandResult r = RunCli("simulate --model tiny-llama --device cpu --seq-len 32 --csv " + dir + "/t.csv --svg " + dir + "/t.svg");
+  const CommandResult r = RunCli("simulate --model tiny-llama --device cpu --seq-len 32 --csv " +
+                                 dir + "/t.csv --svg " + dir + "/t.svg");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   FILE* svg = fopen((dir + "/t.svg").c_str(), "r");
   ASSERT_NE(svg, nullptr);
@@ -112,14 +117,19 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         BadInput{"plan --model llama-2-7 --gpu a100-80gb", "Did you mean: llama-2-7b"},
         BadInput{"plan --model gpt2 --gpu a100-80", "Did you mean: a100-80gb"},
-        BadInput{"plan --model " HEADROOM_TEST_DATA_DIR "/malformed.yaml --device cpu", "malformed YAML"},
-        BadInput{"plan --model gpt2 --device cpu --micro-batch 0", "--micro-batch must be a positive integer"},
-        BadInput{"plan --model gpt2 --device cpu --seq-len -5", "--seq-len must be a positive integer"},
+        BadInput{"plan --model " HEADROOM_TEST_DATA_DIR "/malformed.yaml --device cpu",
+                 "malformed YAML"},
+        BadInput{"plan --model gpt2 --device cpu --micro-batch 0",
+                 "--micro-batch must be a positive integer"},
+        BadInput{"plan --model gpt2 --device cpu --seq-len -5",
+                 "--seq-len must be a positive integer"},
         BadInput{"plan --model gpt2 --device cpu --seq-len 4096", "longer than gpt2 supports"},
-        BadInput{"plan --model llama-2-7b --gpu a100-80gb --lora-rank 8 --lora-targets q,w", "LoRA target 'w' does not exist"},
+        BadInput{"plan --model llama-2-7b --gpu a100-80gb --lora-rank 8 --lora-targets q,w",
+                 "LoRA target 'w' does not exist"},
         BadInput{"plan --model llama-2-7b --gpu t4 --precision bf16", "t4 does not support bf16"},
         BadInput{"plan --model gpt2 --gpu-mem 12parsecs", "unknown size unit"},
-        BadInput{"plan --model gpt2 --device cpu --checkpoint layers:40", "layer 40 does not exist"},
+        BadInput{"plan --model gpt2 --device cpu --checkpoint layers:40",
+                 "layer 40 does not exist"},
         BadInput{"plan --model gpt2", "say which device"},
         BadInput{"plan --gpu h100-80gb", "--model is required"}),
     [](const testing::TestParamInfo<BadInput>& p) { return "case" + std::to_string(p.index); });

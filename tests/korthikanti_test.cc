@@ -22,7 +22,8 @@ namespace {
 
 int64_t ActivationBytesAtBackwardStart(const ModelSpec& spec, const TrainingConfig& config) {
   const OpGraph graph = *BuildGraph(spec, {.attention = AttentionImpl::kEager});
-  const Timeline t = SimulateSteps(graph, config, std::vector<bool>(graph.blocks().size(), false), {.steps = 1});
+  const Timeline t =
+      SimulateSteps(graph, config, std::vector<bool>(graph.blocks().size(), false), {.steps = 1});
   LiveBytes live(t);
   for (const MemoryEvent& e : t.events) {
     if (t.phases[e.phase].kind == Phase::Kind::kBackward) break;
@@ -42,7 +43,8 @@ TEST(Korthikanti, GptLayerSavedActivationsMatchEquationOne) {
     ModelSpec one = spec, two = spec;
     one.num_layers = 1;
     two.num_layers = 2;
-    const int64_t per_layer = ActivationBytesAtBackwardStart(two, config) - ActivationBytesAtBackwardStart(one, config);
+    const int64_t per_layer =
+        ActivationBytesAtBackwardStart(two, config) - ActivationBytesAtBackwardStart(one, config);
     const int64_t paper = s * b * h * 34 + 5 * a * s * s * b;  // s*b*h*(34 + 5*a*s/h)
     const int64_t layer_norm_stats = 16 * s * b;
     EXPECT_EQ(per_layer, paper + layer_norm_stats) << "b=" << b << " s=" << s;

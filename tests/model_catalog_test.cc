@@ -48,10 +48,10 @@ TEST(ParameterCount, LoraAddsOnlyAdapters) {
 
 TEST(Catalog, ListsEveryRequiredModel) {
   const auto names = CatalogModelNames();
-  for (const char* required : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-2-13b",
-                               "llama-2-70b", "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b",
-                               "mistral-7b", "qwen2.5-0.5b", "qwen2.5-7b", "bert-base", "bert-large", "tiny-gpt2",
-                               "tiny-llama", "tiny-bert"}) {
+  for (const char* required :
+       {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b",
+        "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "qwen2.5-0.5b",
+        "qwen2.5-7b", "bert-base", "bert-large", "tiny-gpt2", "tiny-llama", "tiny-bert"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
 }
@@ -73,27 +73,33 @@ TEST(HfConfig, LlamaConfigGivesExactCount) {
 }
 
 TEST(HfConfig, MistralQwenGpt2BertImport) {
-  auto mistral = ParseHfConfigJson(R"({"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096,
+  auto mistral =
+      ParseHfConfigJson(R"({"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096,
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "intermediate_size": 14336, "max_position_embeddings": 32768})", "m.json");
+    "intermediate_size": 14336, "max_position_embeddings": 32768})",
+                        "m.json");
   ASSERT_TRUE(mistral.ok()) << mistral.error().message;
   EXPECT_EQ(CountParams(*mistral), 7'241'732'096);
 
   auto qwen = ParseHfConfigJson(R"({"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896,
     "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
-    "intermediate_size": 4864, "max_position_embeddings": 32768, "tie_word_embeddings": true})", "q.json");
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "tie_word_embeddings": true})",
+                                "q.json");
   ASSERT_TRUE(qwen.ok()) << qwen.error().message;
   EXPECT_TRUE(qwen->qkv_bias);
   EXPECT_EQ(CountParams(*qwen), 494'032'768);
 
-  auto gpt2 = ParseHfConfigJson(R"({"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12,
-    "n_head": 12, "n_positions": 1024, "n_inner": null})", "g.json");
+  auto gpt2 =
+      ParseHfConfigJson(R"({"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12,
+    "n_head": 12, "n_positions": 1024, "n_inner": null})",
+                        "g.json");
   ASSERT_TRUE(gpt2.ok()) << gpt2.error().message;
   EXPECT_EQ(CountParams(*gpt2), 124'439'808);
 
   auto bert = ParseHfConfigJson(R"({"model_type": "bert", "vocab_size": 30522, "hidden_size": 768,
     "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-    "max_position_embeddings": 512, "type_vocab_size": 2})", "b.json");
+    "max_position_embeddings": 512, "type_vocab_size": 2})",
+                                "b.json");
   ASSERT_TRUE(bert.ok()) << bert.error().message;
   EXPECT_EQ(CountParams(*bert), 109'483'778);
 }
@@ -105,7 +111,8 @@ TEST(HfConfig, ErrorsNameTheProblem) {
 
   auto missing = ParseHfConfigJson(R"({"model_type": "llama", "vocab_size": 32000})", "c.json");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("missing field 'hidden_size'"), std::string::npos) << missing.error().message;
+  EXPECT_NE(missing.error().message.find("missing field 'hidden_size'"), std::string::npos)
+      << missing.error().message;
 
   auto malformed = ParseHfConfigJson(R"({"model_type": "llama", )", "c.json");
   ASSERT_FALSE(malformed.ok());
@@ -126,16 +133,20 @@ TEST(ModelSpecYaml, ErrorsNameTheField) {
   EXPECT_NE(missing.error().message.find("missing field 'hidden_size'"), std::string::npos);
 
   auto negative = ParseModelSpecYaml(
-      "family: gpt2\nvocab_size: 10\nhidden_size: -8\nnum_layers: 1\nnum_heads: 2\nmax_positions: 8\n", "m.yaml");
+      "family: gpt2\nvocab_size: 10\nhidden_size: -8\nnum_layers: 1\nnum_heads: 2\nmax_positions: "
+      "8\n",
+      "m.yaml");
   ASSERT_FALSE(negative.ok());
-  EXPECT_NE(negative.error().message.find("hidden_size must be a positive integer"), std::string::npos);
+  EXPECT_NE(negative.error().message.find("hidden_size must be a positive integer"),
+            std::string::npos);
 
   auto unknown = ParseModelSpecYaml("family: gpt2\nhiden_size: 8\n", "m.yaml");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("unknown field 'hiden_size'"), std::string::npos);
 
   auto gqa = ParseModelSpecYaml(
-      "family: llama\nvocab_size: 10\nhidden_size: 8\nnum_layers: 1\nnum_heads: 4\nnum_kv_heads: 3\n"
+      "family: llama\nvocab_size: 10\nhidden_size: 8\nnum_layers: 1\nnum_heads: 4\nnum_kv_heads: "
+      "3\n"
       "intermediate_size: 16\nmax_positions: 8\n",
       "m.yaml");
   ASSERT_FALSE(gqa.ok());

@@ -16,7 +16,8 @@ SymShape Tokens(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
 TensorId TrainableActivation(OpGraph& g, int64_t width) {
   TensorId ids = g.AddInput("ids", {Dim::B(), Dim::S()}, DType::kI64);
   TensorId table = g.AddParameter("table", {Dim::C(16), Dim::C(width)}, {});
-  return g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, table}}, {{.name = "x", .shape = Tokens(width)}})[0];
+  return g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, table}},
+                 {{.name = "x", .shape = Tokens(width)}})[0];
 }
 
 const OpNode& LastOp(const OpGraph& g) { return g.op(OpId{g.num_ops() - 1}); }
@@ -25,7 +26,8 @@ TEST(OpCost, LinearUnderAutocastSavesTheCastInput) {
   OpGraph g;
   TensorId x = g.AddInput("x", Tokens(4), DType::kF32);  // data: no grad
   TensorId w = g.AddParameter("w", {Dim::C(5), Dim::C(4)}, {});
-  g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}}, {{.name = "y", .shape = Tokens(5)}});
+  g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
+          {{.name = "y", .shape = Tokens(5)}});
   const TensorStates states(g, RegimeOf(Precision::kAmpBf16));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   // The weight gradient needs x: its bf16 copy (2*3*4 * 2 B) is saved. The input
@@ -50,10 +52,13 @@ TEST(OpCost, LinearOutsideGradModeSavesNothing) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 4);
   TensorId w = g.AddParameter("w", {Dim::C(5), Dim::C(4)}, {});
-  g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}}, {{.name = "y", .shape = Tokens(5)}});
+  g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
+          {{.name = "y", .shape = Tokens(5)}});
   const TensorStates states(g, RegimeOf(Precision::kFp32));
-  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, true).saves_input, (std::vector<bool>{true, true}));
-  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, false).saves_input, (std::vector<bool>{false, false}));
+  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, true).saves_input,
+            (std::vector<bool>{true, true}));
+  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, false).saves_input,
+            (std::vector<bool>{false, false}));
 }
 
 TEST(OpCost, LayerNormSavesInputAndFp32Statistics) {
@@ -61,7 +66,8 @@ TEST(OpCost, LayerNormSavesInputAndFp32Statistics) {
   TensorId x = TrainableActivation(g, 8);
   TensorId w = g.AddParameter("ln.w", {Dim::C(8)}, {});
   TensorId bias = g.AddParameter("ln.b", {Dim::C(8)}, {});
-  g.AddOp({.kind = OpKind::kLayerNorm, .name = "ln", .inputs = {x, w, bias}}, {{.name = "y", .shape = Tokens(8)}});
+  g.AddOp({.kind = OpKind::kLayerNorm, .name = "ln", .inputs = {x, w, bias}},
+          {{.name = "y", .shape = Tokens(8)}});
   const TensorStates states(g, RegimeOf(Precision::kBf16));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   EXPECT_TRUE(f.saves_input[0]);
@@ -75,15 +81,18 @@ TEST(OpCost, RmsNormInBf16UpcastsToFp32) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 8);
   TensorId w = g.AddParameter("norm.w", {Dim::C(8)}, {});
-  g.AddOp({.kind = OpKind::kRmsNorm, .name = "norm", .inputs = {x, w}}, {{.name = "y", .shape = Tokens(8)}});
+  g.AddOp({.kind = OpKind::kRmsNorm, .name = "norm", .inputs = {x, w}},
+          {{.name = "y", .shape = Tokens(8)}});
   const TensorStates states(g, RegimeOf(Precision::kBf16));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   // n = 2*3*8 = 48 elements: x32 (192 B, saved), x^2 (192, freed at once), rstd (6 rows,
   // 24 B, saved), normalized fp32 (192, transient), normalized bf16 (96, saved).
   ASSERT_EQ(f.internals.size(), 5u);
-  const std::vector<std::pair<int64_t, Lifetime>> expected = {
-      {192, Lifetime::kSaved}, {192, Lifetime::kEphemeral}, {24, Lifetime::kSaved},
-      {192, Lifetime::kTransient}, {96, Lifetime::kSaved}};
+  const std::vector<std::pair<int64_t, Lifetime>> expected = {{192, Lifetime::kSaved},
+                                                              {192, Lifetime::kEphemeral},
+                                                              {24, Lifetime::kSaved},
+                                                              {192, Lifetime::kTransient},
+                                                              {96, Lifetime::kSaved}};
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(f.internals[i].bytes, expected[i].first) << i;
     EXPECT_EQ(f.internals[i].lifetime, expected[i].second) << i;
@@ -95,14 +104,16 @@ TEST(OpCost, RmsNormInBf16UpcastsToFp32) {
 TEST(OpCost, DropoutSavesAOneByteMask) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 8);
-  g.AddOp({.kind = OpKind::kDropout, .name = "drop", .inputs = {x}, .dropout_p = 0.1}, {{.name = "y", .shape = Tokens(8)}});
+  g.AddOp({.kind = OpKind::kDropout, .name = "drop", .inputs = {x}, .dropout_p = 0.1},
+          {{.name = "y", .shape = Tokens(8)}});
   const TensorStates states(g, RegimeOf(Precision::kFp32));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   ASSERT_EQ(f.internals.size(), 1u);
   EXPECT_EQ(f.internals[0].bytes, 48);
   EXPECT_EQ(f.internals[0].lifetime, Lifetime::kSaved);
   // Inside a checkpointed block (no grad) the mask is still made, then dropped.
-  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, false).internals[0].lifetime, Lifetime::kTransient);
+  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, false).internals[0].lifetime,
+            Lifetime::kTransient);
 }
 
 TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
@@ -110,9 +121,11 @@ TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
   TensorId x = TrainableActivation(g, 48);  // fused qkv: 3 * 2 heads * 8
   const SymShape heads{Dim::B(), Dim::C(2), Dim::S(), Dim::C(8)};
   auto qkv = g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
-                     {{.name = "q", .shape = heads, .alias_of = x}, {.name = "k", .shape = heads, .alias_of = x},
+                     {{.name = "q", .shape = heads, .alias_of = x},
+                      {.name = "k", .shape = heads, .alias_of = x},
                       {.name = "v", .shape = heads, .alias_of = x}});
-  g.AddOp({.kind = OpKind::kSdpa, .name = "sdpa", .inputs = {qkv[0], qkv[1], qkv[2]}}, {{.name = "o", .shape = heads}});
+  g.AddOp({.kind = OpKind::kSdpa, .name = "sdpa", .inputs = {qkv[0], qkv[1], qkv[2]}},
+          {{.name = "o", .shape = heads}});
   const TensorStates states(g, RegimeOf(Precision::kBf16));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   EXPECT_EQ(f.saves_input, (std::vector<bool>{true, true, true}));
@@ -129,8 +142,10 @@ TEST(OpCost, SoftmaxUnderAutocastRunsInFp32) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 3);  // stands in for [b, s, s] scores
   TensorId w = g.AddParameter("w", {Dim::C(3), Dim::C(3)}, {});
-  TensorId scores = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}}, {{.name = "s", .shape = Tokens(3)}})[0];
-  g.AddOp({.kind = OpKind::kSoftmax, .name = "softmax", .inputs = {scores}}, {{.name = "p", .shape = Tokens(3)}});
+  TensorId scores = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
+                            {{.name = "s", .shape = Tokens(3)}})[0];
+  g.AddOp({.kind = OpKind::kSoftmax, .name = "softmax", .inputs = {scores}},
+          {{.name = "p", .shape = Tokens(3)}});
   const TensorStates states(g, RegimeOf(Precision::kAmpFp16));
   EXPECT_EQ(states[scores].dtype, DType::kF16);
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
@@ -144,8 +159,10 @@ TEST(OpCost, SoftmaxUnderAutocastRunsInFp32) {
 TEST(OpCost, QloraLinearDequantizesPerCall) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 128);
-  TensorId w = g.AddParameter("w", {Dim::C(64), Dim::C(128)}, {.trainable = false, .quantized = true});
-  g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}}, {{.name = "y", .shape = Tokens(64)}});
+  TensorId w =
+      g.AddParameter("w", {Dim::C(64), Dim::C(128)}, {.trainable = false, .quantized = true});
+  g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
+          {{.name = "y", .shape = Tokens(64)}});
   const TensorStates states(g, RegimeOf(Precision::kBf16));
   // 8192 weights: 4096 B of NF4, 128 one-byte absmax, one fp32 second-level absmax.
   EXPECT_EQ(states.Bytes(g, w, kEnv), 4096 + 128 + 4);
@@ -163,9 +180,11 @@ TEST(OpCost, AddPassesGradientThroughUnlessBroadcast) {
   TensorId x = TrainableActivation(g, 4);
   TensorId pos_table = g.AddParameter("pos", {Dim::C(8), Dim::C(4)}, {});
   TensorId pos_ids = g.AddInput("pos_ids", {Dim::C(1), Dim::S()}, DType::kI64);
-  TensorId pos = g.AddOp({.kind = OpKind::kEmbedding, .name = "pos", .inputs = {pos_ids, pos_table}},
-                         {{.name = "p", .shape = {Dim::C(1), Dim::S(), Dim::C(4)}}})[0];
-  g.AddOp({.kind = OpKind::kAdd, .name = "add", .inputs = {x, pos}}, {{.name = "y", .shape = Tokens(4)}});
+  TensorId pos =
+      g.AddOp({.kind = OpKind::kEmbedding, .name = "pos", .inputs = {pos_ids, pos_table}},
+              {{.name = "p", .shape = {Dim::C(1), Dim::S(), Dim::C(4)}}})[0];
+  g.AddOp({.kind = OpKind::kAdd, .name = "add", .inputs = {x, pos}},
+          {{.name = "y", .shape = Tokens(4)}});
   const TensorStates states(g, RegimeOf(Precision::kFp32));
   const BackwardCost b = CostBackward(g, LastOp(g), states, kEnv);
   EXPECT_EQ(b.input_grads, (std::vector<GradFlow>{GradFlow::kPassThrough, GradFlow::kNew}));
@@ -176,18 +195,23 @@ TEST(OptimizerCost, StatesAndTemporariesPerParameter) {
   const OptimizerParamCost adamw = CostOptimizer(OptimizerKind::kAdamW, w, DType::kF32, false);
   EXPECT_EQ(adamw.state_bytes, (std::vector<int64_t>{80, 80}));
   EXPECT_EQ(adamw.step_temp_bytes, 160);
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW, w, DType::kBF16, false).state_bytes, (std::vector<int64_t>{40, 40}));
+  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW, w, DType::kBF16, false).state_bytes,
+            (std::vector<int64_t>{40, 40}));
   EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW, w, DType::kF32, true).step_temp_bytes, 160 + 80);
   EXPECT_TRUE(CostOptimizer(OptimizerKind::kSgd, w, DType::kF32, false).state_bytes.empty());
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kSgdMomentum, w, DType::kF32, false).state_bytes, (std::vector<int64_t>{80}));
+  EXPECT_EQ(CostOptimizer(OptimizerKind::kSgdMomentum, w, DType::kF32, false).state_bytes,
+            (std::vector<int64_t>{80}));
   // Adafactor factors a [6, 4] matrix into 6 row and 4 column statistics.
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdafactor, {Dim::C(6), Dim::C(4)}, DType::kF32, false).state_bytes,
+  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdafactor, {Dim::C(6), Dim::C(4)}, DType::kF32, false)
+                .state_bytes,
             (std::vector<int64_t>{24, 16}));
   // 8-bit AdamW: 1 B per value plus an fp32 absmax per 256 values, per state; small
   // tensors keep 32-bit states.
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW8bit, {Dim::C(8192)}, DType::kF32, false).state_bytes,
-            (std::vector<int64_t>{8192 + 128, 8192 + 128}));
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW8bit, w, DType::kF32, false).state_bytes, (std::vector<int64_t>{80, 80}));
+  EXPECT_EQ(
+      CostOptimizer(OptimizerKind::kAdamW8bit, {Dim::C(8192)}, DType::kF32, false).state_bytes,
+      (std::vector<int64_t>{8192 + 128, 8192 + 128}));
+  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW8bit, w, DType::kF32, false).state_bytes,
+            (std::vector<int64_t>{80, 80}));
 }
 
 }  // namespace

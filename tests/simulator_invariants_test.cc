@@ -28,12 +28,13 @@ struct SweepCase {
 
 std::vector<SweepCase> Sweep() {
   std::vector<SweepCase> cases;
-  const OptimizerKind optimizers[] = {OptimizerKind::kAdamW, OptimizerKind::kSgdMomentum, OptimizerKind::kAdafactor,
-                                      OptimizerKind::kAdamW8bit, OptimizerKind::kSgd};
+  const OptimizerKind optimizers[] = {OptimizerKind::kAdamW, OptimizerKind::kSgdMomentum,
+                                      OptimizerKind::kAdafactor, OptimizerKind::kAdamW8bit,
+                                      OptimizerKind::kSgd};
   int i = 0;
   for (const char* model : {"tiny-gpt2", "tiny-llama", "tiny-bert"}) {
-    for (Precision p : {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16, Precision::kBf16,
-                        Precision::kMixedBf16, Precision::kMixedFp16}) {
+    for (Precision p : {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16,
+                        Precision::kBf16, Precision::kMixedBf16, Precision::kMixedFp16}) {
       for (FineTuneMode mode : {FineTuneMode::kFull, FineTuneMode::kLora, FineTuneMode::kQLora}) {
         if (mode == FineTuneMode::kQLora && p == Precision::kFp32) continue;
         for (const char* ckpt : {"none", "all", "every:2"}) {
@@ -67,7 +68,8 @@ TEST(SimulatorInvariants, HoldForEveryConfiguration) {
     config.fine_tune.lora_dropout = 0.05;
     auto graph = BuildGraph(spec, {.attention = c.attention, .fine_tune = config.fine_tune});
     ASSERT_TRUE(graph.ok()) << graph.error().message;
-    const auto ckpt = *CheckpointPolicy::Parse(c.checkpoint)->Resolve(static_cast<int>(graph->blocks().size()));
+    const auto ckpt =
+        *CheckpointPolicy::Parse(c.checkpoint)->Resolve(static_cast<int>(graph->blocks().size()));
 
     // The simulator itself throws if anything but persistent bytes survives a step.
     Timeline t;

@@ -20,11 +20,14 @@ OpGraph TinyClassifierGraph() {
   TensorId e = g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, e_w}},
                        {{.name = "e", .shape = {Dim::B(), Dim::S(), Dim::C(2)}}})[0];
   const SymShape logits_shape{Dim::B(), Dim::S(), Dim::C(3)};
-  TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {e, w}}, {{.name = "y", .shape = logits_shape}})[0];
-  TensorId y32 = g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {y}}, {{.name = "y32", .shape = logits_shape}})[0];
+  TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {e, w}},
+                       {{.name = "y", .shape = logits_shape}})[0];
+  TensorId y32 = g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {y}},
+                         {{.name = "y32", .shape = logits_shape}})[0];
   TensorId lp = g.AddOp({.kind = OpKind::kLogSoftmax, .name = "log_softmax", .inputs = {y32}},
                         {{.name = "lp", .shape = logits_shape}})[0];
-  TensorId loss = g.AddOp({.kind = OpKind::kNllLoss, .name = "nll", .inputs = {lp, labels}}, {{.name = "loss", .shape = {}}})[0];
+  TensorId loss = g.AddOp({.kind = OpKind::kNllLoss, .name = "nll", .inputs = {lp, labels}},
+                          {{.name = "loss", .shape = {}}})[0];
   g.SetLoss(loss);
   g.CheckWellFormed();
   return g;
@@ -40,26 +43,35 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
   return out;
 }
 
-// fp32, b = 1, s = 2, SGD (no optimizer state), one step. Bytes live over the step:
+// fp32, b = 1, s = 2, SGD (no optimizer state), one step. Live bytes after each event
+// (one # per 8 bytes), worked out by hand:
 //
-//  160 |                                 #
-//  152 |                  #            # #       #
-//  144 |                  #            # #       #  #
-//  132 |                  # #  ...     # #       #  #
-//  104 |          # # # # # #          # #  #    #  #
-//   72 |      # # # # # # # #          # #  #    #  #
-//   56 | # #  # # # # # # # #  ...     # #  #    #  #   #
-//      +---------------------------------------------------
-//        E W  ids lab e  y lp loss     nll ls    fc emb  zero_grad
-//        setup |------ forward ------| |------ backward ------|
-//
-// setup: E 32, W 24 (56). forward: ids 16, labels 16, e 16 (embedding saves ids),
-// y 24 (fc saves e), float is a view, log_softmax 24 (saves its output; y freed ->
-// 128), loss 4 (nll saves labels). backward: grad(loss) 4; nll: grad(lp) 24 -> 156,
-// labels freed; log_softmax: grad(y32) 24 -> 160 = peak (weights 56 + ids 16 + e 16
-// + lp 24 + two 24 B gradients), then lp and grad(lp) freed; float passes the gradient
-// through; fc: grad(e) 16, W.grad 24, e freed; embedding: E.grad 32, ids freed.
-// zero_grad frees the 56 B of .grad.
+//   alloc E                        32 ####
+//   alloc W                        56 #######
+//   alloc ids                      72 #########
+//   alloc labels                   88 ###########
+//   embed: alloc e                104 #############        (embedding saves ids)
+//   fc: alloc y                   128 ################     (fc saves e)
+//   log_softmax: alloc lp         152 ###################  (saves its output)
+//   log_softmax: free y           128 ################     (float was a view of y)
+//   nll: alloc loss               132 ################     (nll saves labels)
+//   bwd: alloc grad(loss)         136 #################
+//   bwd: free loss                132 ################
+//   nll: alloc grad(lp)           156 ###################
+//   nll: free labels              140 #################
+//   nll: free grad(loss)          136 #################
+//   log_softmax: alloc grad(y32)  160 #################### <- peak: weights 56, ids 16,
+//   log_softmax: free lp          136 #################       e 16, lp 24, two 24 B grads
+//   log_softmax: free grad(lp)    112 ##############
+//   fc: alloc grad(e)             128 ################     (float passed grad(y32) through)
+//   fc: alloc W.grad              152 ###################
+//   fc: free e                    136 #################
+//   fc: free grad(y)              112 ##############
+//   embed: alloc E.grad           144 ##################
+//   embed: free ids               128 ################
+//   embed: free grad(e)           112 ##############
+//   zero_grad: free E.grad         80 ##########
+//   zero_grad: free W.grad         56 #######
 TEST(StepSimulator, TinyClassifierTimelineByHand) {
   const OpGraph g = TinyClassifierGraph();
   TrainingConfig config;
@@ -69,14 +81,14 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
   config.optimizer = OptimizerKind::kSgd;
   const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
   const std::vector<int64_t> expected = {
-      32, 56,                           // setup: E, W
-      72, 88, 104, 128, 152, 128, 132,  // ids, labels, e, y, lp, free y, loss
-      136, 132,                         // grad(loss), loss freed
-      156, 140, 136,                    // nll: grad(lp), labels freed, grad(loss) freed
-      160, 136, 112,                    // log_softmax: grad(y32), lp freed, grad(lp) freed
-      128, 152, 136, 112,               // fc: grad(e), W.grad, e freed, grad(y) freed
-      144, 128, 112,                    // embedding: E.grad, ids freed, grad(e) freed
-      80, 56};                          // zero_grad: E.grad, then W.grad
+      32,  56,                            // setup: E, W
+      72,  88,  104, 128, 152, 128, 132,  // ids, labels, e, y, lp, free y, loss
+      136, 132,                           // grad(loss), loss freed
+      156, 140, 136,                      // nll: grad(lp), labels freed, grad(loss) freed
+      160, 136, 112,                      // log_softmax: grad(y32), lp freed, grad(lp) freed
+      128, 152, 136, 112,                 // fc: grad(e), W.grad, e freed, grad(y) freed
+      144, 128, 112,                      // embedding: E.grad, ids freed, grad(e) freed
+      80,  56};                           // zero_grad: E.grad, then W.grad
   EXPECT_EQ(LiveAfterEachEvent(t), expected);
 
   LiveBytes live(t);
@@ -128,7 +140,8 @@ TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
   EXPECT_EQ(t.phases[live.peak_phase()].micro_batch, 2);
 }
 
-int64_t ActivationsAtBackwardStart(const OpGraph& g, const TrainingConfig& config, const std::vector<bool>& ckpt) {
+int64_t ActivationsAtBackwardStart(const OpGraph& g, const TrainingConfig& config,
+                                   const std::vector<bool>& ckpt) {
   const Timeline t = SimulateSteps(g, config, ckpt, {.steps = 1});
   LiveBytes live(t);
   for (const MemoryEvent& e : t.events) {
@@ -152,10 +165,12 @@ TEST(StepSimulator, CheckpointedBlocksKeepOnlyTheirInput) {
   two.num_layers = 2;
   const OpGraph g1 = *BuildGraph(one, {}), g2 = *BuildGraph(two, {});
   const int64_t block_input = 2 * 16 * 64 * 4;
-  EXPECT_EQ(ActivationsAtBackwardStart(g2, config, {true, true}) - ActivationsAtBackwardStart(g1, config, {true}),
+  EXPECT_EQ(ActivationsAtBackwardStart(g2, config, {true, true}) -
+                ActivationsAtBackwardStart(g1, config, {true}),
             block_input);
   // Without checkpointing one more block keeps far more than its input.
-  EXPECT_GT(ActivationsAtBackwardStart(g2, config, {false, false}) - ActivationsAtBackwardStart(g1, config, {false}),
+  EXPECT_GT(ActivationsAtBackwardStart(g2, config, {false, false}) -
+                ActivationsAtBackwardStart(g1, config, {false}),
             4 * block_input);
 }
 
