@@ -190,6 +190,89 @@ TEST(OpCost, AddPassesGradientThroughUnlessBroadcast) {
   EXPECT_EQ(b.input_grads, (std::vector<GradFlow>{GradFlow::kPassThrough, GradFlow::kNew}));
 }
 
+// The remaining rules, each on a [b, s, 8] fp32 activation that requires grad: what is
+// saved (per input, and the output) and the workspace, by hand.
+TEST(OpCost, SimpleRulesTable) {
+  OpGraph g;
+  TensorId x = TrainableActivation(g, 8);
+  TensorId x2 = TrainableActivation(g, 8);
+  TensorId cos =
+      g.AddOp({.kind = OpKind::kRopeTables, .name = "rope_tables", .inputs = {x}},
+              {{.name = "cos", .shape = Tokens(8)}, {.name = "sin", .shape = Tokens(8)}})[0];
+  TensorId sin{cos.value + 1};
+  TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
+  struct Row {
+    OpKind kind;
+    std::vector<TensorId> inputs;
+    std::vector<bool> saves_input;
+    bool saves_output;
+    int64_t workspace;
+  };
+  const int64_t x_bytes = 2 * 3 * 8 * 4;  // 192
+  const std::vector<Row> rows = {
+      {OpKind::kGelu, {x}, {true}, false, 0},
+      {OpKind::kGeluTanh, {x}, {true}, false, 0},
+      {OpKind::kSilu, {x}, {true}, false, 0},
+      {OpKind::kTanh, {x}, {false}, true, 0},
+      {OpKind::kMul, {x, x2}, {true, true}, false, 0},
+      {OpKind::kAdd, {x, x2}, {false, false}, false, 0},
+      {OpKind::kScale, {x}, {false}, false, 0},
+      // q * cos + rotate_half(q) * sin: keeps cos and sin, two products beside the output.
+      {OpKind::kRope, {x, cos, sin}, {false, true, true}, false, 2 * x_bytes},
+      {OpKind::kRepeatKv, {x}, {false}, false, 0},
+      {OpKind::kMergeHeads, {x}, {false}, false, 0},
+      {OpKind::kAttnScores, {x, x2}, {true, true}, false, 0},
+      {OpKind::kAttnContext, {x, x2}, {true, true}, false, 0},
+      {OpKind::kLogSoftmax, {x}, {false}, true, 0},
+      {OpKind::kNllLoss, {x, labels}, {false, true}, false, 0},
+  };
+  const TensorStates states_before(g, RegimeOf(Precision::kFp32));
+  for (const Row& row : rows) {
+    SCOPED_TRACE(OpKindName(row.kind));
+    OpGraph h = g;
+    const SymShape out_shape = row.kind == OpKind::kNllLoss ? SymShape{} : Tokens(8);
+    h.AddOp({.kind = row.kind, .name = "op", .inputs = row.inputs},
+            {{.name = "out", .shape = out_shape}});
+    const TensorStates states(h, RegimeOf(Precision::kFp32));
+    const ForwardCost f = CostForward(h, LastOp(h), states, kEnv, true);
+    EXPECT_EQ(f.saves_input, row.saves_input);
+    EXPECT_EQ(f.saves_output, row.saves_output);
+    EXPECT_EQ(f.workspace_bytes, row.workspace);
+    EXPECT_TRUE(f.internals.empty());
+  }
+  EXPECT_FALSE(states_before[cos].requires_grad);  // rotary tables are computed without grad
+}
+
+TEST(OpCost, CastToFp32IsAViewOnlyWhenAlreadyFp32) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    OpGraph g;
+    TensorId x = TrainableActivation(g, 8);
+    g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {x}},
+            {{.name = "x32", .shape = Tokens(8)}});
+    const TensorStates states(g, RegimeOf(p));
+    EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, true).output_aliases_input,
+              p == Precision::kFp32);
+    EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).input_grads[0],
+              p == Precision::kFp32 ? GradFlow::kPassThrough : GradFlow::kNew);
+    EXPECT_EQ(states.Bytes(g, LastOp(g).outputs[0], kEnv), 2 * 3 * 8 * 4);
+  }
+}
+
+TEST(OpCost, EmbeddingSavesIndicesOnlyForATrainableTable) {
+  for (bool trainable : {true, false}) {
+    OpGraph g;
+    TensorId ids = g.AddInput("ids", {Dim::B(), Dim::S()}, DType::kI64);
+    TensorId table = g.AddParameter("table", {Dim::C(16), Dim::C(8)}, {.trainable = trainable});
+    g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, table}},
+            {{.name = "x", .shape = Tokens(8)}});
+    const TensorStates states(g, RegimeOf(Precision::kBf16));
+    EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, true).saves_input,
+              (std::vector<bool>{trainable, false}));
+    EXPECT_EQ(states.Bytes(g, LastOp(g).outputs[0], kEnv), 2 * 3 * 8 * 2);  // the table's dtype
+    EXPECT_EQ(states[LastOp(g).outputs[0]].requires_grad, trainable);
+  }
+}
+
 TEST(OptimizerCost, StatesAndTemporariesPerParameter) {
   const SymShape w{Dim::C(5), Dim::C(4)};
   const OptimizerParamCost adamw = CostOptimizer(OptimizerKind::kAdamW, w, DType::kF32, false);
