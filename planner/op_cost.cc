@@ -33,7 +33,7 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
     if (v.quantized_weight() && i == 1) continue;  // NF4 is dequantized, not cast
     const DType used = v.states.UsedDType(v.op, i);
     cost.internals.push_back(
-        {.label = "autocast copy of " + v.graph.tensor(v.in(i)).name,
+        {.label = "autocast copy",
          .bytes = StorageBytes(used, v.in_numel(i)),
          .lifetime = cost.saves_input[i] ? Lifetime::kSaved : Lifetime::kTransient,
          .cast_of_input = static_cast<int>(i)});
@@ -65,7 +65,8 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
         cost.internals.push_back(
             {.label = "NF4 dequantized weight",
              .bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1)),
-             .lifetime = Lifetime::kTransient});
+             .lifetime = Lifetime::kTransient,
+             .weight_copy = true});
         break;
       }
       save_if(0, v.grad(1));  // x for the weight gradient

@@ -21,10 +21,11 @@ struct InternalBuffer {
     kTransient,  // freed when the op finishes
     kSaved,      // saved for backward: freed after the op's backward
   };
-  std::string label;
+  const char* label = "";  // for people reading a timeline
   int64_t bytes = 0;
   Lifetime lifetime = Lifetime::kTransient;
-  int cast_of_input = -1;  // >= 0: autocast's copy of that input
+  int cast_of_input = -1;       // >= 0: autocast's copy of that input
+  bool weight_copy = false;     // a copy of a weight (QLoRA dequantization)
 };
 
 struct ForwardCost {

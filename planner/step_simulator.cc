@@ -2,7 +2,6 @@
 
 #include <map>
 #include <stdexcept>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -29,7 +28,14 @@ class StepSimulator {
       throw std::logic_error("SimulateSteps: checkpoint flags do not match the number of blocks");
     }
     block_of_op_.assign(graph.num_ops(), -1);
-    for (int o = 0; o < graph.num_ops(); ++o) block_of_op_[o] = graph.op(OpId{o}).block;
+    // Every micro-batch and step repeats the same per-op costs: compute them once.
+    for (int o = 0; o < graph.num_ops(); ++o) {
+      const OpNode& op = graph.op(OpId{o});
+      block_of_op_[o] = op.block;
+      forward_costs_[0].push_back(CostForward(graph, op, states_, env_, false));
+      forward_costs_[1].push_back(CostForward(graph, op, states_, env_, true));
+      backward_costs_.push_back(CostBackward(graph, op, states_, env_));
+    }
   }
 
   Timeline Run() {
@@ -55,21 +61,21 @@ class StepSimulator {
 
   // ---- buffers -------------------------------------------------------------------
   int64_t Acquire(int64_t bytes, Category category, int refs = 1) {
-    const int64_t id = next_buffer_++;
-    live_.emplace(id, Buffer{bytes, category, refs});
+    const int64_t id = static_cast<int64_t>(buffers_.size());
+    buffers_.push_back(Buffer{bytes, category, refs});
+    live_bytes_ += bytes;
     timeline_.events.push_back({MemoryEvent::Kind::kAlloc, id, bytes, category, phase_});
     return id;
   }
-  void Retain(int64_t id) { live_.at(id).refs++; }
+  void Retain(int64_t id) { buffers_.at(id).refs++; }
   void Release(int64_t id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) throw std::logic_error("simulator: release of a dead buffer");
-    if (--it->second.refs > 0) return;
-    timeline_.events.push_back(
-        {MemoryEvent::Kind::kFree, id, it->second.bytes, it->second.category, phase_});
-    live_.erase(it);
+    Buffer& b = buffers_.at(id);
+    if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
+    if (--b.refs > 0) return;
+    timeline_.events.push_back({MemoryEvent::Kind::kFree, id, b.bytes, b.category, phase_});
+    live_bytes_ -= b.bytes;
   }
-  int refs(int64_t id) const { return live_.at(id).refs; }
+  int refs(int64_t id) const { return buffers_.at(id).refs; }
 
   void SetPhase(Phase::Kind kind, int step, int mb, OpId op = {}) {
     timeline_.phases.push_back({kind, step, mb, op, op.valid() ? block_of_op_[op.value] : -1});
@@ -188,7 +194,7 @@ class StepSimulator {
     const OpNode& op = graph_.op(op_id);
     const bool recompute = recompute_block >= 0;
     SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
-    const ForwardCost cost = CostForward(graph_, op, states_, env_, grad_mode);
+    const ForwardCost& cost = forward_costs_[grad_mode ? 1 : 0][op_id.value];
     std::vector<int64_t>& holds = op_holds_[op_id.value];
     std::vector<int64_t> transients;
 
@@ -210,8 +216,7 @@ class StepSimulator {
                            IsParam(src) ? Category::kWeightCasts : Category::kActivations);
         }
       } else {
-        const bool dequant = internal.label.starts_with("NF4");
-        const Category category = dequant                                 ? Category::kWeightCasts
+        const Category category = internal.weight_copy                    ? Category::kWeightCasts
                                   : internal.lifetime == Lifetime::kSaved ? Category::kActivations
                                                                           : Category::kTemporaries;
         buffer = Acquire(internal.bytes, category);
@@ -300,7 +305,7 @@ class StepSimulator {
     for (TensorId out : op.outputs) has_grad = has_grad || grad_of_[out.value] != kNoBuffer;
     if (has_grad) {
       SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
-      const BackwardCost cost = CostBackward(graph_, op, states_, env_);
+      const BackwardCost& cost = backward_costs_[op_id.value];
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         if (cost.input_grads[i] == GradFlow::kNone) continue;
         if (IsParam(op.inputs[i])) {
@@ -393,8 +398,7 @@ class StepSimulator {
   }
 
   void CheckOnlyPersistentLive(int step) const {
-    int64_t live = 0;
-    for (const auto& [id, b] : live_) live += b.bytes;
+    const int64_t live = live_bytes_;
     if (live != persistent_bytes_) {
       throw std::logic_error(
           fmt::format("simulator: {} bytes live after step {}, expected the {} persistent bytes",
@@ -409,13 +413,15 @@ class StepSimulator {
   TensorStates states_;
   ShapeEnv env_;
   std::vector<int> block_of_op_;
+  std::vector<ForwardCost> forward_costs_[2];  // [grad_mode]
+  std::vector<BackwardCost> backward_costs_;
 
   Timeline timeline_;
   int32_t phase_ = 0;
   int step_ = 0, mb_ = 0;
-  int64_t next_buffer_ = 0;
   int64_t persistent_bytes_ = 0;
-  std::unordered_map<int64_t, Buffer> live_;
+  int64_t live_bytes_ = 0;
+  std::vector<Buffer> buffers_;  // indexed by buffer id; refs == 0 once freed
   std::vector<int64_t> buffer_of_;
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;

@@ -28,7 +28,8 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime)
       states_[i].requires_grad = t.param.trainable;
       states_[i].dtype = t.param.quantized      ? DType::kNF4
                          : t.param.lora_adapter ? AdapterDType(regime)
-                                                : regime.param_dtype;
+                         : t.param.trainable    ? regime.param_dtype
+                                                : regime.frozen_dtype;
     } else if (t.role == TensorRole::kInput) {
       states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
     }

@@ -1,6 +1,7 @@
 #include "planner/training_config.h"
 
 #include <charconv>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -35,21 +36,17 @@ Result<Precision> ParsePrecision(std::string_view name) {
 }
 
 PrecisionRegime RegimeOf(Precision p) {
+  using enum DType;
+  //       weights  compute autocast master scaling states frozen
   switch (p) {
-    case Precision::kFp32:
-      return {DType::kF32, DType::kF32, false, false, false, DType::kF32};
-    case Precision::kAmpBf16:
-      return {DType::kF32, DType::kBF16, true, false, false, DType::kF32};
-    case Precision::kAmpFp16:
-      return {DType::kF32, DType::kF16, true, false, true, DType::kF32};
-    case Precision::kBf16:
-      return {DType::kBF16, DType::kBF16, false, false, false, DType::kBF16};
-    case Precision::kMixedBf16:
-      return {DType::kBF16, DType::kBF16, false, true, false, DType::kF32};
-    case Precision::kMixedFp16:
-      return {DType::kF16, DType::kF16, false, true, true, DType::kF32};
+    case Precision::kFp32: return {kF32, kF32, false, false, false, kF32, kF32};
+    case Precision::kAmpBf16: return {kF32, kBF16, true, false, false, kF32, kBF16};
+    case Precision::kAmpFp16: return {kF32, kF16, true, false, true, kF32, kF16};
+    case Precision::kBf16: return {kBF16, kBF16, false, false, false, kBF16, kBF16};
+    case Precision::kMixedBf16: return {kBF16, kBF16, false, true, false, kF32, kBF16};
+    case Precision::kMixedFp16: return {kF16, kF16, false, true, true, kF32, kF16};
   }
-  return {DType::kF32, DType::kF32, false, false, false, DType::kF32};
+  throw std::logic_error("RegimeOf: unknown precision");
 }
 
 DType AdapterDType(const PrecisionRegime& regime) {

@@ -29,6 +29,9 @@ struct PrecisionRegime {
   bool master_weights = false;  // fp32 copy of trainable weights kept by the optimizer
   bool loss_scaling = false;
   DType optimizer_state_dtype;  // Adam moments etc. (fp32 except pure bf16)
+  // Frozen (non-trainable) weights: under AMP they are loaded in the 16-bit compute
+  // dtype, as LoRA users load base models (torch_dtype=bfloat16); otherwise param_dtype.
+  DType frozen_dtype;
 };
 
 std::string_view PrecisionName(Precision p);

@@ -176,3 +176,29 @@ TEST(StepSimulator, CheckpointedBlocksKeepOnlyTheirInput) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Under AMP a LoRA model's frozen base is loaded in bf16 (2 B per weight) while its
+// adapters stay fp32 (4 B), and only the adapters get gradients and AdamW states.
+TEST(StepSimulator, LoraUnderAmpStoresFrozenWeightsIn16Bit) {
+  const ModelSpec spec = *LoadCatalogModel("tiny-llama");
+  TrainingConfig config;
+  config.precision = Precision::kAmpBf16;
+  config.seq_len = 16;
+  config.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 4, .lora_targets = {"q", "v"}};
+  const OpGraph g = *BuildGraph(spec, {.fine_tune = config.fine_tune});
+  const Timeline t = SimulateSteps(g, config, {false, false}, {.steps = 1});
+  LiveBytes live(t);
+  Replay(t, live);
+  const int64_t adapters = g.TrainableParameterCount();
+  const int64_t frozen = g.ParameterCount() - adapters;
+  // Per layer: q (64 -> 64) and v (64 -> 2 kv heads x 16 = 32), each A [4, in] + B [out, 4].
+  EXPECT_EQ(adapters, 2 * ((4 * 64 + 64 * 4) + (4 * 64 + 32 * 4)));
+  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kWeights)], 2 * frozen + 4 * adapters);
+  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)], 8 * adapters);
+}
+
+}  // namespace
+}  // namespace headroom
