@@ -1,19 +1,16 @@
 // headroom: predict and plan the memory of LLM fine-tuning. This file only parses the
 // command line and prints; the work lives in headroom::planner and headroom::models.
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/plan_command.h"
 #include "cli/plan_flags.h"
 #include "models/build_graph.h"
 #include "models/catalog.h"
 #include "planner/byte_units.h"
 #include "planner/gpu_catalog.h"
-#include "planner/prediction_report.h"
-#include "planner/timeline_export.h"
 
 namespace headroom {
 namespace {
@@ -48,37 +45,6 @@ int RunGpus() {
                d.description);
   }
   fmt::print("\nAlso: --gpu-mem SIZE for a custom budget, --device cpu for the host.\n");
-  return 0;
-}
-
-int RunPlan(const PlanFlags& flags, const std::string* csv_path, const std::string* svg_path) {
-  auto request = ToPlanRequest(flags);
-  if (!request) return Fail(request.error());
-  auto prediction = Predict(*request);
-  if (!prediction) return Fail(prediction.error());
-  const ReportInputs report{request->model.name, request->config, request->device, *prediction};
-  if (flags.json) {
-    std::cout << PredictionJson(report).dump(2) << "\n";
-  } else {
-    std::cout << FormatPredictionText(report);
-  }
-  if (csv_path == nullptr) return 0;
-
-  auto graph = BuildGraph(request->model, {.attention = request->config.attention,
-                                           .fine_tune = request->config.fine_tune});
-  if (!graph) return Fail(graph.error());
-  const TimelineExportInputs in{prediction->timeline, *graph,
-                                static_cast<int>(request->config.grad_accum_steps),
-                                prediction->budget_bytes,
-                                fmt::format("{} on {}: memory over two training steps",
-                                            request->model.name, request->device.name)};
-  std::ofstream csv(*csv_path), svg(*svg_path);
-  if (!csv || !svg) return Fail({fmt::format("cannot write {} or {}", *csv_path, *svg_path)});
-  WriteTimelineCsv(in, csv);
-  WriteTimelineSvg(in, svg);
-  if (!flags.json)
-    fmt::print("\ntimeline: {} ({} events), chart: {}\n", *csv_path,
-               prediction->timeline.events.size(), *svg_path);
   return 0;
 }
 
@@ -121,8 +87,13 @@ int Main(int argc, char** argv) {
   }
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
-  if (simulate->parsed()) return RunPlan(sim_flags, &csv_path, &svg_path);
-  return RunPlan(plan_flags, nullptr, nullptr);
+  if (simulate->parsed()) {
+    NoteGivenFlags(*simulate, sim_flags);
+    const TimelineOutputs outputs{csv_path, svg_path};
+    return RunPlanCommand(sim_flags, &outputs);
+  }
+  NoteGivenFlags(*plan, plan_flags);
+  return RunPlanCommand(plan_flags, nullptr);
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--grad-accum", f.grad_accum, "Micro-batches accumulated per optimizer step")
       ->capture_default_str();
   cmd.add_option("--precision", f.precision,
-                 "fp32 | amp-bf16 | amp-fp16 | bf16 | mixed-bf16 | mixed-fp16 (default amp-bf16, "
-                 "amp-fp16 without bf16)");
+                 "fp32 | amp-bf16 | amp-fp16 | bf16 | mixed-bf16 | mixed-fp16 | auto (the solver "
+                 "picks; default "
+                 "amp-bf16, amp-fp16 without bf16)");
   cmd.add_option("--optimizer", f.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit")
       ->capture_default_str();
   auto* rank =
@@ -43,6 +44,23 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
       ->capture_default_str();
   cmd.add_option("--attention", f.attention, "eager | sdpa")->capture_default_str();
   cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
+  cmd.add_flag("--auto", f.auto_plan,
+               "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
+  cmd.add_option("--global-batch", f.global_batch,
+                 "Sequences per optimizer step the solver keeps exact (default: micro-batch x "
+                 "grad-accum, or 8)");
+  cmd.add_option("--margin", f.margin, "Fraction of device memory the solver leaves free")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.5));
+  cmd.add_option("-o,--output", f.output_plan, "Write the plan file (YAML) here");
+  cmd.add_option("--emit", f.emit, "Print the plan for another stack: hf | deepspeed")
+      ->check(CLI::IsMember({"hf", "deepspeed"}));
+}
+
+void NoteGivenFlags(const CLI::App& cmd, PlanFlags& f) {
+  f.micro_batch_given = cmd.count("--micro-batch") > 0;
+  f.checkpoint_given = cmd.count("--checkpoint") > 0;
+  f.grad_accum_given = cmd.count("--grad-accum") > 0;
 }
 
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
@@ -74,7 +92,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.seq_len = f.seq_len;
   c.micro_batch = f.micro_batch;
   c.grad_accum_steps = f.grad_accum;
-  if (f.precision.empty()) {
+  if (f.precision.empty() || f.precision == "auto") {
     c.precision = r.device.supports_bf16() ? Precision::kAmpBf16 : Precision::kAmpFp16;
   } else {
     auto p = ParsePrecision(f.precision);

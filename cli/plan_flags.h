@@ -29,7 +29,19 @@ struct PlanFlags {
   std::string checkpoint = "none";
   std::string attention = "sdpa";
   bool json = false;
+  // The solver (issue: the fastest plan that fits).
+  bool auto_plan = false;          // --auto; also implied when --micro-batch is not given
+  bool micro_batch_given = false;  // set after parsing
+  bool checkpoint_given = false;   // set after parsing
+  bool grad_accum_given = false;   // set after parsing
+  int64_t global_batch = 0;        // 0: micro-batch x grad-accum, or 8 when solving
+  double margin = 0.05;
+  std::string output_plan;  // -o plan.yaml
+  std::string emit;         // hf | deepspeed
 };
+
+// Records which options the user actually gave (defaults mean "let the solver decide").
+void NoteGivenFlags(const CLI::App& command, PlanFlags& flags);
 
 void AddPlanFlags(CLI::App& command, PlanFlags& flags);
 Result<PlanRequest> ToPlanRequest(const PlanFlags& flags);

@@ -33,6 +33,7 @@ struct ModelSpec {
   int64_t type_vocab_size = 0;     // BERT token types
   int64_t num_labels = 0;          // BERT classification head outputs
 
+  bool operator==(const ModelSpec&) const = default;
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t q_dim() const { return num_heads * head_dim; }
 };

@@ -24,8 +24,8 @@ struct InternalBuffer {
   const char* label = "";  // for people reading a timeline
   int64_t bytes = 0;
   Lifetime lifetime = Lifetime::kTransient;
-  int cast_of_input = -1;       // >= 0: autocast's copy of that input
-  bool weight_copy = false;     // a copy of a weight (QLoRA dequantization)
+  int cast_of_input = -1;    // >= 0: autocast's copy of that input
+  bool weight_copy = false;  // a copy of a weight (QLoRA dequantization)
 };
 
 struct ForwardCost {

@@ -1,6 +1,7 @@
 #include "planner/prediction_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "planner/byte_units.h"
 
@@ -79,6 +80,29 @@ std::string FormatPredictionText(const ReportInputs& in) {
                        FormatBytes(p.device_peak_bytes), FormatBytes(in.device.context_bytes));
   }
   out += fmt::format("  {:<18}{:>12}\n\n", "budget", FormatBytes(p.budget_bytes));
+  const auto ckpt = CheckpointedIndices(p.checkpointed);
+  out += fmt::format(
+      "  plan: micro-batch {} x {} accumulation = global batch {}, {}, {} of {} blocks "
+      "checkpointed{}\n",
+      c.micro_batch, c.grad_accum_steps, in.global_batch, PrecisionName(c.precision), ckpt.size(),
+      p.checkpointed.size(), ckpt.empty() ? "" : fmt::format(" ({})", fmt::join(ckpt, ",")));
+  out += fmt::format(
+      "  estimate: {:.3f} s per step, {:.0f} tokens/s (recomputation {:.1f}% of the step)\n",
+      in.time.step_seconds, in.time.tokens_per_second,
+      in.time.step_seconds > 0 ? 100.0 * static_cast<double>(c.grad_accum_steps) *
+                                     in.time.recompute_seconds / in.time.step_seconds
+                               : 0.0);
+  if (in.search) {
+    out += fmt::format("  solver: {:.3f} s, verified by simulation against {} ({:.0f}% margin){}\n",
+                       in.search->solver_seconds, FormatBytes(in.search->usable_bytes),
+                       100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
+                                          static_cast<double>(p.budget_bytes)),
+                       in.search->corrections
+                           ? fmt::format(", {} budget corrections", in.search->corrections)
+                           : "");
+    if (!in.search->batch_note.empty()) out += "  note: " + in.search->batch_note + "\n";
+  }
+  out += "\n";
   out += fmt::format("  peak at: {}\n", p.peak_phase_text);
   out += fmt::format("  first step {} (optimizer states allocated), later steps {}\n\n",
                      FormatBytes(p.first_step_peak_bytes), FormatBytes(p.steady_step_peak_bytes));
@@ -143,6 +167,24 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
   breakdown["allocator_overhead_bytes"] = p.reserved_peak_bytes - p.allocated_peak_bytes;
   breakdown["cuda_context_bytes"] = in.device.is_cuda ? in.device.context_bytes : 0;
   j["breakdown"] = breakdown;
+  j["plan"] = {{"micro_batch", c.micro_batch},
+               {"grad_accum_steps", c.grad_accum_steps},
+               {"global_batch", in.global_batch},
+               {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
+               {"precision", PrecisionName(c.precision)}};
+  j["estimate"] = {{"step_seconds", in.time.step_seconds},
+                   {"tokens_per_second", in.time.tokens_per_second},
+                   {"forward_seconds", in.time.forward_seconds},
+                   {"backward_seconds", in.time.backward_seconds},
+                   {"recompute_seconds", in.time.recompute_seconds},
+                   {"optimizer_seconds", in.time.optimizer_seconds}};
+  if (in.search) {
+    j["solver"] = {{"seconds", in.search->solver_seconds},
+                   {"usable_bytes", in.search->usable_bytes},
+                   {"corrections", in.search->corrections}};
+    if (!in.search->batch_note.empty()) j["solver"]["batch_note"] = in.search->batch_note;
+    if (!in.search->feasible) j["solver"]["shortfall_bytes"] = in.search->shortfall_bytes;
+  }
   return j;
 }
 

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/gpu_catalog.h"
+#include "planner/plan_search.h"
 #include "planner/step_prediction.h"
+#include "planner/step_time_model.h"
 #include "planner/training_config.h"
 
 namespace headroom {
@@ -18,6 +20,9 @@ struct ReportInputs {
   const TrainingConfig& config;
   const DeviceSpec& device;
   const StepPrediction& prediction;
+  const StepTime& time;
+  int64_t global_batch = 0;
+  const SearchResult* search = nullptr;  // set when the solver chose the plan
 };
 
 std::string FormatPredictionText(const ReportInputs& in);

@@ -41,7 +41,9 @@ class StepSimulator {
   Timeline Run() {
     Setup();
     for (int step = 1; step <= options_.steps; ++step) {
-      for (int mb = 1; mb <= config_.grad_accum_steps; ++mb) {
+      const int last = static_cast<int>(config_.grad_accum_steps);
+      for (int mb = 1; mb <= last; ++mb) {
+        if (mb > 1 && mb < last && !options_.replay_every_micro_batch) continue;
         Forward(step, mb);
         Backward(step, mb);
       }

@@ -28,6 +28,10 @@ struct SimulationOptions {
   // cuBLAS workspace allocated through the CUDA caching allocator at the first matmul;
   // 0 on CPU.
   int64_t cublas_workspace_bytes = 0;
+  // Micro-batches 2..K start from the same live set (every gradient allocated) and run
+  // the same events, so by default only micro-batches 1 and K are replayed; the peak is
+  // the same. Set to replay all K (a timeline with every micro-batch).
+  bool replay_every_micro_batch = false;
 };
 
 // `checkpointed[i]` says whether block i is checkpointed; its size must equal the

@@ -39,12 +39,18 @@ PrecisionRegime RegimeOf(Precision p) {
   using enum DType;
   //       weights  compute autocast master scaling states frozen
   switch (p) {
-    case Precision::kFp32: return {kF32, kF32, false, false, false, kF32, kF32};
-    case Precision::kAmpBf16: return {kF32, kBF16, true, false, false, kF32, kBF16};
-    case Precision::kAmpFp16: return {kF32, kF16, true, false, true, kF32, kF16};
-    case Precision::kBf16: return {kBF16, kBF16, false, false, false, kBF16, kBF16};
-    case Precision::kMixedBf16: return {kBF16, kBF16, false, true, false, kF32, kBF16};
-    case Precision::kMixedFp16: return {kF16, kF16, false, true, true, kF32, kF16};
+    case Precision::kFp32:
+      return {kF32, kF32, false, false, false, kF32, kF32};
+    case Precision::kAmpBf16:
+      return {kF32, kBF16, true, false, false, kF32, kBF16};
+    case Precision::kAmpFp16:
+      return {kF32, kF16, true, false, true, kF32, kF16};
+    case Precision::kBf16:
+      return {kBF16, kBF16, false, false, false, kBF16, kBF16};
+    case Precision::kMixedBf16:
+      return {kBF16, kBF16, false, true, false, kF32, kBF16};
+    case Precision::kMixedFp16:
+      return {kF16, kF16, false, true, true, kF32, kF16};
   }
   throw std::logic_error("RegimeOf: unknown precision");
 }

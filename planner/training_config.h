@@ -53,6 +53,7 @@ struct FineTuneConfig {
   double lora_alpha = 32.0;
   double lora_dropout = 0.0;
   std::vector<std::string> lora_targets;  // empty: the family's default (q and v)
+  bool operator==(const FineTuneConfig&) const = default;
 };
 
 enum class AttentionImpl { kEager, kSdpa };
@@ -69,6 +70,7 @@ struct CheckpointPolicy {
   // Per-block flags for a model with `num_blocks` blocks; an index out of range is an error.
   Result<std::vector<bool>> Resolve(int num_blocks) const;
   std::string ToString() const;
+  bool operator==(const CheckpointPolicy&) const = default;
 };
 
 struct TrainingConfig {
@@ -80,6 +82,7 @@ struct TrainingConfig {
   FineTuneConfig fine_tune;
   CheckpointPolicy checkpoint;
   AttentionImpl attention = AttentionImpl::kSdpa;
+  bool operator==(const TrainingConfig&) const = default;
 };
 
 }  // namespace headroom

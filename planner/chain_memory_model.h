@@ -1,0 +1,58 @@
+// The solver's memory model of a model's chain of blocks at one micro-batch size,
+// measured from a simulation without checkpointing. With C the checkpointed blocks and
+// d_j = stored_j - kept_j the bytes checkpointing block j saves:
+//
+//   peak(C) = max( fixed_peak,                              embedding, optimizer, setup
+//                  head_peak - sum_{j in C} d_j,            LM head and loss
+//                  max_i block_peak_i - sum_{j<i, j in C} d_j + [i in C] kept_i )
+//
+// (a checkpointed block keeps only its output for the next block, and while it is
+// recomputed in backward its recomputed output is live on top of its peak).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/memory_timeline.h"
+#include "planner/op_graph.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+struct ChainProfile {  // bytes
+  int64_t fixed_peak = 0;
+  int64_t head_peak = 0;
+  std::vector<int64_t> block_peak;
+  std::vector<int64_t> stored;  // kept from a block's forward to its backward
+  std::vector<int64_t> kept;    // its output: what remains when it is checkpointed
+};
+
+// Reads the profile off a timeline simulated with no block checkpointed; sizes are
+// rounded up to `granularity` as the device's allocator counts them.
+ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
+                          const Timeline& timeline, int64_t granularity);
+
+// Profiles are linear in the micro-batch (every activation shape has one factor b):
+// the profile at b from those at 1 and 2.
+ChainProfile ExtrapolateProfile(const ChainProfile& at1, const ChainProfile& at2,
+                                int64_t micro_batch);
+
+// The model in integer units, which is what the solver optimizes exactly.
+struct ChainMemoryModel {
+  int64_t unit_bytes = 1;
+  int64_t fixed_peak = 0;
+  int64_t head_peak = 0;
+  std::vector<int64_t> block_peak;
+  std::vector<int64_t> saved;  // d_i, rounded down (never overstates a saving)
+  std::vector<int64_t> kept;
+  std::vector<double> recompute_cost;  // seconds to recompute each block
+
+  int num_blocks() const { return static_cast<int>(block_peak.size()); }
+  int64_t PeakUnits(const std::vector<bool>& checkpointed) const;
+};
+
+// Units of about 1/4096 of the total saving (at least one byte), so the solver's
+// dynamic program has at most a few thousand states per block.
+ChainMemoryModel ToUnits(const ChainProfile& profile, const std::vector<double>& recompute_cost);
+
+}  // namespace headroom

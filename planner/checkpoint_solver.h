@@ -1,0 +1,44 @@
+// Optimal checkpoint placement on a chain of blocks under a memory budget: the set of
+// blocks to checkpoint that minimizes recomputation time subject to the chain memory
+// model's peak <= budget. A dynamic program over blocks in order whose state is the
+// memory already saved by earlier checkpoints (in the model's integer units): exact in
+// that model, O(blocks x states). The one-level setting is what the runtime executes:
+// each block is either stored or recomputed once from its input.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/chain_memory_model.h"
+
+namespace headroom {
+
+struct CheckpointSolution {
+  bool feasible = false;
+  std::vector<bool> checkpointed;
+  double recompute_cost = 0;
+  int64_t peak_units = 0;
+};
+
+CheckpointSolution SolveCheckpoints(const ChainMemoryModel& model, int64_t budget_units);
+
+// One micro-batch size the search may pick: its chain model and the seconds per
+// micro-batch of forward + backward without recomputation.
+struct MicroBatchOption {
+  int64_t micro_batch = 1;
+  ChainMemoryModel model;
+  int64_t budget_units = 0;  // the budget in this option's units
+  double base_seconds = 0;
+};
+
+struct MicroBatchChoice {
+  int option = -1;  // index into the options, -1 when none fits
+  CheckpointSolution solution;
+  double seconds_per_sample = 0;
+};
+
+// The option and checkpoint set with the least time per sample,
+// (base_seconds + recompute) / micro_batch.
+MicroBatchChoice ChooseMicroBatch(const std::vector<MicroBatchOption>& options);
+
+}  // namespace headroom

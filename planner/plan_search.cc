@@ -1,0 +1,174 @@
+#include "planner/plan_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "planner/caching_allocator_model.h"
+#include "planner/chain_memory_model.h"
+#include "planner/checkpoint_solver.h"
+#include "planner/step_simulator.h"
+
+namespace headroom {
+namespace {
+
+struct Candidate {
+  TrainingConfig config;
+  ChainMemoryModel model;
+  CheckpointSolution solution;
+  StepTime time;
+};
+
+// Step 1. The chain profile at micro-batch 1 and 2 (two accumulation steps, so the
+// second micro-batch runs with every gradient allocated), extrapolated to any b.
+struct ProfilePair {
+  ChainProfile at1, at2;
+};
+
+ProfilePair Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device) {
+  const std::vector<bool> none(graph.blocks().size(), false);
+  const SimulationOptions sim{.cublas_workspace_bytes =
+                                  device.is_cuda ? device.cublas_workspace_bytes : 0};
+  const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
+  config.grad_accum_steps = 2;
+  ProfilePair out;
+  config.micro_batch = 1;
+  out.at1 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity);
+  config.micro_batch = 2;
+  out.at2 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity);
+  return out;
+}
+
+// Step 2. The checkpoint set for one candidate under a budget in the model's units.
+CheckpointSolution Solve(const ChainMemoryModel& model, int64_t budget_units,
+                         const SearchOptions& options) {
+  const int n = model.num_blocks();
+  auto evaluate = [&](std::vector<bool> flags) {
+    CheckpointSolution s;
+    s.peak_units = model.PeakUnits(flags);
+    s.feasible = s.peak_units <= budget_units;
+    for (int i = 0; i < n; ++i) s.recompute_cost += flags[i] ? model.recompute_cost[i] : 0.0;
+    s.checkpointed = std::move(flags);
+    return s;
+  };
+  if (options.fixed_checkpoint) {
+    return evaluate(*options.fixed_checkpoint->Resolve(n));
+  }
+  if (options.all_or_none) {
+    CheckpointSolution none = evaluate(std::vector<bool>(n, false));
+    return none.feasible ? none : evaluate(std::vector<bool>(n, true));
+  }
+  return SolveCheckpoints(model, budget_units);
+}
+
+int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device) {
+  return device.is_cuda ? p.device_peak_bytes : p.allocated_peak_bytes;
+}
+
+}  // namespace
+
+std::vector<Precision> SupportedPrecisions(const DeviceSpec& device) {
+  if (device.supports_bf16()) return {Precision::kBf16, Precision::kAmpBf16, Precision::kMixedBf16};
+  return {Precision::kAmpFp16, Precision::kMixedFp16};
+}
+
+SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                        const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult r;
+  r.usable_bytes =
+      static_cast<int64_t>(static_cast<double>(device.memory_bytes) * (1.0 - options.margin));
+  const int64_t allocator_budget = r.usable_bytes - (device.is_cuda ? device.context_bytes : 0);
+
+  int64_t per_gpu = options.global_batch / options.num_gpus;
+  if (per_gpu < 1 || per_gpu * options.num_gpus != options.global_batch) {
+    per_gpu = std::max<int64_t>(
+        1, std::llround(static_cast<double>(options.global_batch) / options.num_gpus));
+    r.batch_note = fmt::format(
+        "a global batch of {} cannot be split evenly over {} GPUs; planned {} ({} per GPU)",
+        options.global_batch, options.num_gpus, per_gpu * options.num_gpus, per_gpu);
+  }
+  std::vector<int64_t> micro_batches;
+  for (int64_t b = 1; b <= std::min(per_gpu, options.max_micro_batch); ++b) {
+    if (per_gpu % b == 0) micro_batches.push_back(b);
+  }
+  const std::vector<Precision> precisions =
+      options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;
+
+  // Steps 1-2: profile each precision, solve each micro-batch.
+  std::vector<Candidate> candidates;
+  for (Precision precision : precisions) {
+    TrainingConfig config = base;
+    config.precision = precision;
+    const ProfilePair profiles = Profile(graph, config, device);
+    for (int64_t b : micro_batches) {
+      config.micro_batch = b;
+      config.grad_accum_steps = per_gpu / b;
+      const StepTimeModel time_model(graph, config, device);
+      Candidate c{config,
+                  ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
+                          time_model.block_forward_seconds()),
+                  {},
+                  {}};
+      c.solution = Solve(c.model, allocator_budget / c.model.unit_bytes, options);
+      if (!c.solution.feasible) continue;
+      c.time = time_model.Estimate(c.solution.checkpointed);
+      candidates.push_back(std::move(c));
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     return a.time.tokens_per_second > b.time.tokens_per_second;
+                   });
+
+  // Step 3. Verify with the full simulator; tighten the budget where it disagrees.
+  constexpr int kMaxCorrections = 6;
+  for (Candidate& c : candidates) {
+    int64_t budget_units = allocator_budget / c.model.unit_bytes;
+    for (int attempt = 0; attempt <= kMaxCorrections && c.solution.feasible; ++attempt) {
+      StepPrediction p = PredictStep(graph, c.config, c.solution.checkpointed, device);
+      const int64_t peak = PeakAgainstBudget(p, device);
+      if (peak <= r.usable_bytes) {
+        r.feasible = true;
+        r.config = c.config;
+        r.checkpointed = c.solution.checkpointed;
+        r.time = StepTimeModel(graph, c.config, device).Estimate(r.checkpointed);
+        r.prediction = std::move(p);
+        r.solver_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return r;
+      }
+      ++r.corrections;
+      budget_units -= (peak - r.usable_bytes + c.model.unit_bytes - 1) / c.model.unit_bytes;
+      c.solution = Solve(c.model, budget_units, options);
+    }
+  }
+
+  // Nothing fits: report the smallest plan there is (micro-batch 1, every block
+  // checkpointed unless the policy is fixed) and by how much it misses.
+  for (Precision precision : precisions) {
+    TrainingConfig config = base;
+    config.precision = precision;
+    config.micro_batch = 1;
+    config.grad_accum_steps = per_gpu;
+    const int n = static_cast<int>(graph.blocks().size());
+    const std::vector<bool> flags = options.fixed_checkpoint ? *options.fixed_checkpoint->Resolve(n)
+                                                             : std::vector<bool>(n, true);
+    StepPrediction p = PredictStep(graph, config, flags, device);
+    const int64_t shortfall = PeakAgainstBudget(p, device) - r.usable_bytes;
+    if (r.prediction.timeline.events.empty() || shortfall < r.shortfall_bytes) {
+      r.shortfall_bytes = shortfall;
+      r.config = config;
+      r.checkpointed = flags;
+      r.time = StepTimeModel(graph, config, device).Estimate(flags);
+      r.prediction = std::move(p);
+    }
+  }
+  r.solver_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace headroom

@@ -1,0 +1,59 @@
+// The search for the fastest plan that fits: micro-batch size (with the accumulation
+// that keeps the global batch exact), which blocks to checkpoint (optimal in the chain
+// memory model, see checkpoint_solver.h) and, when asked, precision. The objective is
+// predicted tokens per second; every plan returned has been verified by the full
+// simulator against the budget less the safety margin, and when the solver's model and
+// the simulator disagree the budget is tightened and the solve repeated.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/gpu_catalog.h"
+#include "planner/op_graph.h"
+#include "planner/step_prediction.h"
+#include "planner/step_time_model.h"
+#include "planner/training_config.h"
+
+namespace headroom {
+
+// Keeps this fraction of device memory free; covers CUDA context variation between
+// drivers and fragmentation over a long run that two replayed steps do not show.
+inline constexpr double kDefaultMargin = 0.05;
+
+struct SearchOptions {
+  int64_t global_batch = 8;  // sequences per optimizer step, over all GPUs
+  int num_gpus = 1;          // data-parallel replicas
+  double margin = kDefaultMargin;
+  // Precisions to consider; empty means the config's precision only.
+  std::vector<Precision> precisions;
+  // When set, the checkpoint policy is fixed and only the micro-batch is searched.
+  std::optional<CheckpointPolicy> fixed_checkpoint;
+  // Restrict to checkpointing all blocks or none (what Hugging Face can express).
+  bool all_or_none = false;
+  int64_t max_micro_batch = 64;
+};
+
+struct SearchResult {
+  bool feasible = false;
+  TrainingConfig config;  // the chosen micro_batch, grad_accum_steps and precision
+  std::vector<bool> checkpointed;
+  StepPrediction prediction;  // the full simulation of the chosen plan (or of the
+                              // smallest plan tried, when nothing fits)
+  StepTime time;
+  int64_t usable_bytes = 0;     // device memory x (1 - margin)
+  int64_t shortfall_bytes = 0;  // when infeasible: least device peak - usable
+  int corrections = 0;          // budget tightenings after simulator disagreement
+  double solver_seconds = 0;
+  std::string batch_note;  // set when the global batch could not be met exactly
+};
+
+SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                        const SearchOptions& options);
+
+// Precisions a device can run, fastest-first: bf16 regimes where supported, else fp16.
+std::vector<Precision> SupportedPrecisions(const DeviceSpec& device);
+
+}  // namespace headroom

@@ -1,0 +1,24 @@
+// Exports of a plan for people who train with other stacks: Hugging Face
+// TrainingArguments fields and a DeepSpeed config. Neither can say "checkpoint these
+// blocks": both take all or none, so plans for them are searched with that constraint
+// (SearchOptions::all_or_none), and each stack has its own precision regimes.
+#pragma once
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/training_config.h"
+
+namespace headroom {
+
+enum class ExportTarget { kHuggingFace, kDeepSpeed };
+
+// Precision regimes the stack runs: HF Trainer's bf16/fp16 flags are autocast (AMP);
+// DeepSpeed's are 16-bit weights with fp32 master weights (mixed).
+std::vector<Precision> ExportPrecisions(ExportTarget target);
+
+nlohmann::json HfTrainingArguments(const TrainingConfig& config, bool checkpoint_all);
+nlohmann::json DeepSpeedConfig(const TrainingConfig& config, int64_t global_batch);
+
+}  // namespace headroom
