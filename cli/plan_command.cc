@@ -104,6 +104,9 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   auto graph = BuildGraph(request->model, {.attention = request->config.attention,
                                            .fine_tune = request->config.fine_tune});
   if (!graph) return Fail(graph.error().message);
+  if (auto flags_ok = request->config.checkpoint.Resolve(static_cast<int>(graph->blocks().size())); !flags_ok) {
+    return Fail(flags_ok.error().message);
+  }
 
   const bool solve = flags.auto_plan || !flags.micro_batch_given || !flags.emit.empty();
   TrainingConfig config = request->config;
