@@ -146,8 +146,9 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     }
   }
 
-  // Nothing fits: report the smallest plan there is (micro-batch 1, every block
-  // checkpointed unless the policy is fixed) and by how much it misses.
+  // No candidate of the model survived verification: the smallest plan there is
+  // (micro-batch 1, every block checkpointed unless the policy is fixed) may still fit,
+  // since the model is conservative; otherwise report by how much it misses.
   for (Precision precision : precisions) {
     TrainingConfig config = base;
     config.precision = precision;
@@ -166,6 +167,8 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
       r.prediction = std::move(p);
     }
   }
+  r.feasible = r.shortfall_bytes <= 0;
+  if (r.feasible) r.shortfall_bytes = 0;
   r.solver_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

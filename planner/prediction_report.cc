@@ -61,9 +61,15 @@ std::string FormatPredictionText(const ReportInputs& in) {
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
   out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total),
                      WithThousands(p.params_trainable));
-  if (p.fits) {
+  const bool fits = in.search ? in.search->feasible : p.fits;
+  if (fits) {
     out += fmt::format("FITS: {} of headroom left on {}\n\n", FormatBytes(p.headroom_bytes()),
                        in.device.name);
+  } else if (in.search) {
+    out += fmt::format("DOES NOT FIT within the {} usable ({:.0f}% margin kept free)\n\n",
+                       FormatBytes(in.search->usable_bytes),
+                       100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
+                                          static_cast<double>(p.budget_bytes)));
   } else {
     const int64_t shortfall = std::max<int64_t>(p.device_peak_bytes - p.budget_bytes, 0);
     out +=
@@ -127,7 +133,7 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
   const TrainingConfig& c = in.config;
   nlohmann::json j;
-  j["fits"] = p.fits;
+  j["fits"] = in.search ? in.search->feasible : p.fits;
   j["budget_bytes"] = p.budget_bytes;
   j["headroom_bytes"] = p.headroom_bytes();
   j["model"] = in.model_name;

@@ -136,3 +136,69 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Issue acceptance: the solver's plan for LoRA on a 24 GB card fits with the margin.
+TEST(CliAuto, Llama3LoraOn4090FitsWithMargin) {
+  const auto j = RunJson(
+      "plan --auto --model llama-3-8b --gpu rtx-4090 --lora-rank 16 --seq-len 2048 --global-batch "
+      "32");
+  ASSERT_TRUE(j["fits"].get<bool>());
+  const int64_t plan_mb = j["plan"]["micro_batch"].get<int64_t>();
+  EXPECT_EQ(plan_mb * j["plan"]["grad_accum_steps"].get<int64_t>(), 32);
+  EXPECT_LE(j["peak"]["device_bytes"].get<int64_t>(), j["solver"]["usable_bytes"].get<int64_t>());
+  EXPECT_NEAR(static_cast<double>(j["solver"]["usable_bytes"].get<int64_t>()),
+              0.95 * static_cast<double>(j["budget_bytes"].get<int64_t>()), 1.0);
+  EXPECT_GT(j["estimate"]["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(j["estimate"]["step_seconds"].get<double>(), 0);
+  EXPECT_TRUE(j["solver"].contains("seconds"));
+  EXPECT_TRUE(j["plan"]["checkpointed_layers"].is_array());
+  EXPECT_TRUE(j["plan"].contains("precision"));
+}
+
+TEST(CliAuto, InfeasibleRequestsGetRankedSuggestions) {
+  const auto j =
+      RunJson("plan --model llama-2-70b --gpu a100-80gb --seq-len 4096 --global-batch 16");
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_GT(j["solver"]["shortfall_bytes"].get<int64_t>(), 0);
+  ASSERT_GE(j["suggestions"].size(), 3u);
+  EXPECT_TRUE(j["suggestions"][0]["fits"].get<bool>());  // the fitting ones come first
+  EXPECT_NE(j["suggestions"][0]["change"].get<std::string>().find("QLoRA"), std::string::npos);
+}
+
+TEST(CliAuto, PlanFileAndExports) {
+  const std::string path = testing::TempDir() + "/plan.yaml";
+  const CommandResult r =
+      RunCli("plan --model tiny-llama --device cpu --seq-len 64 --global-batch 8 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  FILE* f = fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char head[256] = {};
+  ASSERT_GT(fread(head, 1, sizeof(head) - 1, f), 0u);
+  fclose(f);
+  EXPECT_NE(std::string(head).find("headroom_plan_version: 1"), std::string::npos);
+
+  const CommandResult hf = RunCli(
+      "plan --model llama-3-8b --gpu rtx-4090 --lora-rank 16 --seq-len 2048 --global-batch 32 "
+      "--emit hf");
+  ASSERT_EQ(hf.exit_code, 0) << hf.err;
+  const auto args = nlohmann::json::parse(hf.out);
+  EXPECT_EQ(args["per_device_train_batch_size"].get<int64_t>() *
+                args["gradient_accumulation_steps"].get<int64_t>(),
+            32);
+  EXPECT_TRUE(
+      args["gradient_checkpointing"].get<bool>());  // partial checkpointing is not expressible
+  EXPECT_NE(hf.err.find("all blocks or none"), std::string::npos);
+
+  const CommandResult ds =
+      RunCli("plan --model gpt2 --gpu a100-80gb --seq-len 1024 --global-batch 64 --emit deepspeed");
+  ASSERT_EQ(ds.exit_code, 0) << ds.err;
+  const auto config = nlohmann::json::parse(ds.out);
+  EXPECT_EQ(config["train_batch_size"], 64);
+  EXPECT_TRUE(config["bf16"]["enabled"].get<bool>());  // amp-bf16 becomes DeepSpeed's mixed bf16
+}
+
+}  // namespace
+}  // namespace headroom

@@ -196,7 +196,8 @@ TEST(StepSimulator, LoraUnderAmpStoresFrozenWeightsIn16Bit) {
   const int64_t frozen = g.ParameterCount() - adapters;
   // Per layer: q (64 -> 64) and v (64 -> 2 kv heads x 16 = 32), each A [4, in] + B [out, 4].
   EXPECT_EQ(adapters, 2 * ((4 * 64 + 64 * 4) + (4 * 64 + 32 * 4)));
-  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kWeights)], 2 * frozen + 4 * adapters);
+  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kWeights)],
+            2 * frozen + 4 * adapters);
   EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)], 8 * adapters);
 }
 

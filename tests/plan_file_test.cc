@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+
+#include "models/catalog.h"
+#include "models/plan_file.h"
+#include "planner/stack_exports.h"
+
+namespace headroom {
+namespace {
+
+PlanFile SamplePlan() {
+  PlanFile p;
+  p.model = *LoadCatalogModel("qwen2.5-0.5b");
+  p.device = "rtx-4090";
+  p.device_memory_bytes = 24564LL << 20;
+  p.config.micro_batch = 4;
+  p.config.grad_accum_steps = 8;
+  p.config.seq_len = 2048;
+  p.config.precision = Precision::kAmpBf16;
+  p.config.optimizer = OptimizerKind::kAdamW8bit;
+  p.config.fine_tune = {.mode = FineTuneMode::kLora,
+                        .lora_rank = 16,
+                        .lora_alpha = 32,
+                        .lora_dropout = 0.05,
+                        .lora_targets = {"q", "v"}};
+  p.config.checkpoint = *CheckpointPolicy::Parse("layers:0,1,2,7");
+  p.global_batch = 32;
+  p.margin = 0.05;
+  p.fits = true;
+  p.allocated_bytes = 123456789;
+  p.reserved_bytes = 133456789;
+  p.device_bytes = 553456789;
+  p.peak_phase = "step 2, backward, micro-batch 8/8, log_softmax";
+  p.breakdown_bytes = {{"weights", 1000}, {"activations", 2000}};
+  p.step_seconds = 1.0 / 3.0;
+  p.tokens_per_second = 196608.123456789;
+  return p;
+}
+
+TEST(PlanFile, RoundTripsExactly) {
+  const PlanFile p = SamplePlan();
+  auto back = ParsePlanYaml(WritePlanYaml(p), "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(*back == p);
+  EXPECT_EQ(back->step_seconds, p.step_seconds);  // bit-exact double
+  EXPECT_EQ(WritePlanYaml(*back), WritePlanYaml(p));
+}
+
+TEST(PlanFile, NewerVersionAndCorruptionAreClearErrors) {
+  std::string text = WritePlanYaml(SamplePlan());
+  std::string newer = text;
+  newer.replace(newer.find("headroom_plan_version: 1"), 24, "headroom_plan_version: 7");
+  auto r = ParsePlanYaml(newer, "plan.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("newer headroom"), std::string::npos) << r.error().message;
+
+  auto truncated = ParsePlanYaml(text.substr(0, text.find("training:")), "plan.yaml");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.error().message.find("missing field 'training'"), std::string::npos)
+      << truncated.error().message;
+
+  std::string garbled = text;
+  garbled.replace(garbled.find("micro_batch: 4"), 14, "micro_batch: [");
+  EXPECT_FALSE(ParsePlanYaml(garbled, "plan.yaml").ok());
+
+  std::string bad_value = text;
+  bad_value.replace(bad_value.find("micro_batch: 4"), 14, "micro_batch: x");
+  auto bad = ParsePlanYaml(bad_value, "plan.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("micro_batch"), std::string::npos) << bad.error().message;
+
+  EXPECT_FALSE(ParsePlanYaml("just: a map", "plan.yaml").ok());
+}
+
+TEST(StackExports, HuggingFaceAndDeepSpeedFields) {
+  TrainingConfig c;
+  c.micro_batch = 4;
+  c.grad_accum_steps = 8;
+  c.precision = Precision::kAmpBf16;
+  const auto hf = HfTrainingArguments(c, true);
+  EXPECT_EQ(hf["per_device_train_batch_size"], 4);
+  EXPECT_EQ(hf["gradient_accumulation_steps"], 8);
+  EXPECT_EQ(hf["gradient_checkpointing"], true);
+  EXPECT_EQ(hf["bf16"], true);
+  EXPECT_EQ(hf["fp16"], false);
+  EXPECT_EQ(hf["optim"], "adamw_torch");
+
+  c.precision = Precision::kMixedFp16;
+  const auto ds = DeepSpeedConfig(c, 64);
+  EXPECT_EQ(ds["train_batch_size"], 64);
+  EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 4);
+  EXPECT_EQ(ds["gradient_accumulation_steps"], 8);
+  EXPECT_EQ(ds["fp16"]["enabled"], true);
+  EXPECT_EQ(ds["fp16"]["initial_scale_power"], 16);
+  EXPECT_EQ(ds["fp16"]["loss_scale_window"], 2000);
+  EXPECT_EQ(ds["zero_optimization"]["stage"], 0);
+}
+
+}  // namespace
+}  // namespace headroom
