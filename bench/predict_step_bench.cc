@@ -41,5 +41,3 @@ BENCHMARK_CAPTURE(BM_PredictStep, gpt2_s1024, "gpt2", 1024, false)
 
 }  // namespace
 }  // namespace headroom
-
-BENCHMARK_MAIN();

@@ -9,6 +9,7 @@
 #include "planner/caching_allocator_model.h"
 #include "planner/chain_memory_model.h"
 #include "planner/checkpoint_solver.h"
+#include "planner/optimizer_model.h"
 #include "planner/step_simulator.h"
 
 namespace headroom {
@@ -27,17 +28,30 @@ struct ProfilePair {
   ChainProfile at1, at2;
 };
 
+int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config, int64_t granularity) {
+  const PrecisionRegime regime = RegimeOf(config.precision);
+  int64_t total = 0;
+  for (TensorId p : graph.Parameters()) {
+    if (!graph.tensor(p).param.trainable) continue;
+    for (int64_t b : CostOptimizer(config.optimizer, graph.tensor(p).shape, regime.optimizer_state_dtype,
+                                   regime.master_weights).state_bytes) {
+      total += (b + granularity - 1) / granularity * granularity;
+    }
+  }
+  return total;
+}
+
 ProfilePair Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device) {
   const std::vector<bool> none(graph.blocks().size(), false);
-  const SimulationOptions sim{.cublas_workspace_bytes =
-                                  device.is_cuda ? device.cublas_workspace_bytes : 0};
+  const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
   config.grad_accum_steps = 2;
+  const int64_t states = OptimizerStateBytes(graph, config, granularity);
   ProfilePair out;
   config.micro_batch = 1;
-  out.at1 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity);
+  out.at1 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
   config.micro_batch = 2;
-  out.at2 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity);
+  out.at2 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
   return out;
 }
 

@@ -28,7 +28,12 @@ class StepSimulator {
       throw std::logic_error("SimulateSteps: checkpoint flags do not match the number of blocks");
     }
     block_of_op_.assign(graph.num_ops(), -1);
-    // Every micro-batch and step repeats the same per-op costs: compute them once.
+    // Every micro-batch and step repeats the same sizes, costs and uses: compute them once.
+    for (int t = 0; t < graph.num_tensors(); ++t) bytes_.push_back(states_.Bytes(graph, TensorId{t}, env_));
+    for (int t = 0; t < graph.num_tensors(); ++t) {
+      const TensorId id{t};
+      forward_uses_.push_back(id == graph.loss() ? 1 : static_cast<int>(graph.Consumers(id).size()));
+    }
     for (int o = 0; o < graph.num_ops(); ++o) {
       const OpNode& op = graph.op(OpId{o});
       block_of_op_[o] = op.block;
@@ -36,6 +41,7 @@ class StepSimulator {
       forward_costs_[1].push_back(CostForward(graph, op, states_, env_, true));
       backward_costs_.push_back(CostBackward(graph, op, states_, env_));
     }
+    for (int b = 0; b < static_cast<int>(graph.blocks().size()); ++b) external_inputs_.push_back(ExternalInputs(b));
   }
 
   Timeline Run() {
@@ -85,7 +91,7 @@ class StepSimulator {
   }
 
   bool IsParam(TensorId t) const { return graph_.tensor(t).role == TensorRole::kParameter; }
-  int64_t Bytes(TensorId t) const { return states_.Bytes(graph_, t, env_); }
+  int64_t Bytes(TensorId t) const { return bytes_[t.value]; }
 
   // ---- tensor handles: uses left per tensor, each live tensor holds one buffer ref ---
   void Bind(TensorId t, int64_t buffer, int uses) {
@@ -147,7 +153,7 @@ class StepSimulator {
   // The checkpoint function saves the tensors its block reads from outside: the block
   // input and per-forward tables (rotary cos/sin, the causal mask).
   void HoldBlockInputs(int block) {
-    for (TensorId t : ExternalInputs(block)) {
+    for (TensorId t : external_inputs_[block]) {
       Retain(buffer_of_[t.value]);
       block_holds_[block].push_back(buffer_of_[t.value]);
     }
@@ -184,10 +190,10 @@ class StepSimulator {
   }
 
   int UsesOf(TensorId t, int recompute_block) const {
-    if (t == graph_.loss()) return 1;  // the loss stays until backward starts
+    if (recompute_block < 0) return forward_uses_[t.value];  // the loss stays until backward starts
     int uses = 0;
     for (OpId c : graph_.Consumers(t)) {
-      if (recompute_block < 0 || block_of_op_[c.value] == recompute_block) ++uses;
+      if (block_of_op_[c.value] == recompute_block) ++uses;
     }
     return uses;
   }
@@ -198,7 +204,8 @@ class StepSimulator {
     SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
     const ForwardCost& cost = forward_costs_[grad_mode ? 1 : 0][op_id.value];
     std::vector<int64_t>& holds = op_holds_[op_id.value];
-    std::vector<int64_t> transients;
+    std::vector<int64_t>& transients = transients_;
+    transients.clear();
 
     for (const InternalBuffer& internal : cost.internals) {
       using Lifetime = InternalBuffer::Lifetime;
@@ -415,6 +422,10 @@ class StepSimulator {
   TensorStates states_;
   ShapeEnv env_;
   std::vector<int> block_of_op_;
+  std::vector<int64_t> bytes_;       // per tensor at (b, s)
+  std::vector<int> forward_uses_;    // per tensor: consumers in a full forward
+  std::vector<std::vector<TensorId>> external_inputs_;  // per block
+  std::vector<int64_t> transients_;  // scratch for RunOpForward
   std::vector<ForwardCost> forward_costs_[2];  // [grad_mode]
   std::vector<BackwardCost> backward_costs_;
 

@@ -6,5 +6,7 @@ bash scripts/setup.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_BUILD_TESTS=OFF >/dev/null
 cmake --build build-release --target headroom_bench
 mkdir -p bench/results
-./build-release/bench/headroom_bench --benchmark_out=bench/results/predict_step.json --benchmark_out_format=json
-echo "results: bench/results/predict_step.json"
+# One core, as the targets are stated.
+taskset -c 0 ./build-release/bench/headroom_bench --benchmark_out=bench/results/benchmarks.json \
+  --benchmark_out_format=json "$@"
+echo "results: bench/results/benchmarks.json"
