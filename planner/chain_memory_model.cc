@@ -6,8 +6,8 @@
 
 namespace headroom {
 
-ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config, const Timeline& timeline,
-                          int64_t granularity, int64_t state_bytes) {
+ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
+                          const Timeline& timeline, int64_t granularity, int64_t state_bytes) {
   const auto& blocks = graph.blocks();
   const int n = static_cast<int>(blocks.size());
   auto round_up = [&](int64_t b) { return (b + granularity - 1) / granularity * granularity; };
@@ -53,7 +53,8 @@ ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config, co
     } else if (phase.op.valid() && phase.op.value > first_block_op) {
       region = &p.head_peak;
     }
-    const bool optimizer = phase.kind == Phase::Kind::kOptimizerStep || phase.kind == Phase::Kind::kZeroGrad;
+    const bool optimizer =
+        phase.kind == Phase::Kind::kOptimizerStep || phase.kind == Phase::Kind::kZeroGrad;
     *region = std::max(*region, live + (optimizer ? 0 : state_bytes));
   }
   return p;

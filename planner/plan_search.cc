@@ -17,6 +17,7 @@ namespace {
 
 struct Candidate {
   TrainingConfig config;
+  int64_t budget_bytes = 0;  // for live bytes in the chain model
   ChainMemoryModel model;
   CheckpointSolution solution;
   StepTime time;
@@ -26,15 +27,20 @@ struct Candidate {
 // second micro-batch runs with every gradient allocated), extrapolated to any b.
 struct ProfilePair {
   ChainProfile at1, at2;
+  // What the caching allocator holds beyond live tensors (rounding, segments), measured
+  // on the micro-batch-2 profile: the chain model counts live bytes only.
+  int64_t allocator_slack = 0;
 };
 
-int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config, int64_t granularity) {
+int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config,
+                            int64_t granularity) {
   const PrecisionRegime regime = RegimeOf(config.precision);
   int64_t total = 0;
   for (TensorId p : graph.Parameters()) {
     if (!graph.tensor(p).param.trainable) continue;
-    for (int64_t b : CostOptimizer(config.optimizer, graph.tensor(p).shape, regime.optimizer_state_dtype,
-                                   regime.master_weights).state_bytes) {
+    for (int64_t b : CostOptimizer(config.optimizer, graph.tensor(p).shape,
+                                   regime.optimizer_state_dtype, regime.master_weights)
+                         .state_bytes) {
       total += (b + granularity - 1) / granularity * granularity;
     }
   }
@@ -43,15 +49,23 @@ int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config, 
 
 ProfilePair Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device) {
   const std::vector<bool> none(graph.blocks().size(), false);
-  const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
+  const SimulationOptions sim{
+      .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
   config.grad_accum_steps = 2;
   const int64_t states = OptimizerStateBytes(graph, config, granularity);
   ProfilePair out;
   config.micro_batch = 1;
-  out.at1 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
+  out.at1 =
+      ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
   config.micro_batch = 2;
-  out.at2 = ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
+  const Timeline at2 = SimulateSteps(graph, config, none, sim);
+  out.at2 = ProfileChain(graph, config, at2, granularity, states);
+  if (device.is_cuda) {
+    CachingAllocatorModel allocator;
+    Replay(at2, allocator);
+    out.allocator_slack = allocator.peak_reserved_bytes() - allocator.peak_allocated_bytes();
+  }
   return out;
 }
 
@@ -122,11 +136,13 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
       config.grad_accum_steps = per_gpu / b;
       const StepTimeModel time_model(graph, config, device);
       Candidate c{config,
+                  0,
                   ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
                           time_model.block_forward_seconds()),
                   {},
                   {}};
-      c.solution = Solve(c.model, allocator_budget / c.model.unit_bytes, options);
+      c.budget_bytes = allocator_budget - profiles.allocator_slack;
+      c.solution = Solve(c.model, c.budget_bytes / c.model.unit_bytes, options);
       if (!c.solution.feasible) continue;
       c.time = time_model.Estimate(c.solution.checkpointed);
       candidates.push_back(std::move(c));
@@ -137,26 +153,41 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
                      return a.time.tokens_per_second > b.time.tokens_per_second;
                    });
 
-  // Step 3. Verify with the full simulator; tighten the budget where it disagrees.
+  // Step 3. Verify with the full simulator. Where it disagrees with the chain model,
+  // move the budget by the difference and solve again: tighter when the plan missed,
+  // looser (once) when the verified plan left room a cheaper checkpoint set could use.
   constexpr int kMaxCorrections = 6;
   for (Candidate& c : candidates) {
-    int64_t budget_units = allocator_budget / c.model.unit_bytes;
+    int64_t budget_units = c.budget_bytes / c.model.unit_bytes;
+    bool relaxed = false;
+    std::optional<std::pair<CheckpointSolution, StepPrediction>> verified;
     for (int attempt = 0; attempt <= kMaxCorrections && c.solution.feasible; ++attempt) {
       StepPrediction p = PredictStep(graph, c.config, c.solution.checkpointed, device);
       const int64_t peak = PeakAgainstBudget(p, device);
+      const int64_t room_units = (r.usable_bytes - peak) / c.model.unit_bytes;
       if (peak <= r.usable_bytes) {
-        r.feasible = true;
-        r.config = c.config;
-        r.checkpointed = c.solution.checkpointed;
-        r.time = StepTimeModel(graph, c.config, device).Estimate(r.checkpointed);
-        r.prediction = std::move(p);
-        r.solver_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return r;
+        verified.emplace(c.solution, std::move(p));
+        if (relaxed || c.solution.recompute_cost == 0 || room_units <= 0) break;
+        relaxed = true;
+        const CheckpointSolution looser = Solve(c.model, budget_units + room_units, options);
+        if (!looser.feasible || looser.recompute_cost >= c.solution.recompute_cost) break;
+        c.solution = looser;
+        continue;
       }
       ++r.corrections;
+      if (verified) break;  // the relaxed set missed: keep the verified one
       budget_units -= (peak - r.usable_bytes + c.model.unit_bytes - 1) / c.model.unit_bytes;
       c.solution = Solve(c.model, budget_units, options);
+    }
+    if (verified) {
+      r.feasible = true;
+      r.config = c.config;
+      r.checkpointed = verified->first.checkpointed;
+      r.time = StepTimeModel(graph, c.config, device).Estimate(r.checkpointed);
+      r.prediction = std::move(verified->second);
+      r.solver_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return r;
     }
   }
 

@@ -25,6 +25,19 @@ std::vector<int> CheckpointedIndices(const std::vector<bool>& flags) {
   return out;
 }
 
+// "0-3,7,9-11"
+std::string IndexRanges(const std::vector<int>& sorted) {
+  std::string out;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") +
+           (j == i ? std::to_string(sorted[i]) : fmt::format("{}-{}", sorted[i], sorted[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string JoinTargets(const std::vector<std::string>& targets) {
   if (targets.empty()) return "default targets";
   std::string out;
@@ -91,7 +104,7 @@ std::string FormatPredictionText(const ReportInputs& in) {
       "  plan: micro-batch {} x {} accumulation = global batch {}, {}, {} of {} blocks "
       "checkpointed{}\n",
       c.micro_batch, c.grad_accum_steps, in.global_batch, PrecisionName(c.precision), ckpt.size(),
-      p.checkpointed.size(), ckpt.empty() ? "" : fmt::format(" ({})", fmt::join(ckpt, ",")));
+      p.checkpointed.size(), ckpt.empty() ? "" : fmt::format(" ({})", IndexRanges(ckpt)));
   out += fmt::format(
       "  estimate: {:.3f} s per step, {:.0f} tokens/s (recomputation {:.1f}% of the step)\n",
       in.time.step_seconds, in.time.tokens_per_second,

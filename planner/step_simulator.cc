@@ -29,10 +29,12 @@ class StepSimulator {
     }
     block_of_op_.assign(graph.num_ops(), -1);
     // Every micro-batch and step repeats the same sizes, costs and uses: compute them once.
-    for (int t = 0; t < graph.num_tensors(); ++t) bytes_.push_back(states_.Bytes(graph, TensorId{t}, env_));
+    for (int t = 0; t < graph.num_tensors(); ++t)
+      bytes_.push_back(states_.Bytes(graph, TensorId{t}, env_));
     for (int t = 0; t < graph.num_tensors(); ++t) {
       const TensorId id{t};
-      forward_uses_.push_back(id == graph.loss() ? 1 : static_cast<int>(graph.Consumers(id).size()));
+      forward_uses_.push_back(id == graph.loss() ? 1
+                                                 : static_cast<int>(graph.Consumers(id).size()));
     }
     for (int o = 0; o < graph.num_ops(); ++o) {
       const OpNode& op = graph.op(OpId{o});
@@ -41,7 +43,8 @@ class StepSimulator {
       forward_costs_[1].push_back(CostForward(graph, op, states_, env_, true));
       backward_costs_.push_back(CostBackward(graph, op, states_, env_));
     }
-    for (int b = 0; b < static_cast<int>(graph.blocks().size()); ++b) external_inputs_.push_back(ExternalInputs(b));
+    for (int b = 0; b < static_cast<int>(graph.blocks().size()); ++b)
+      external_inputs_.push_back(ExternalInputs(b));
   }
 
   Timeline Run() {
@@ -422,11 +425,11 @@ class StepSimulator {
   TensorStates states_;
   ShapeEnv env_;
   std::vector<int> block_of_op_;
-  std::vector<int64_t> bytes_;       // per tensor at (b, s)
-  std::vector<int> forward_uses_;    // per tensor: consumers in a full forward
+  std::vector<int64_t> bytes_;                          // per tensor at (b, s)
+  std::vector<int> forward_uses_;                       // per tensor: consumers in a full forward
   std::vector<std::vector<TensorId>> external_inputs_;  // per block
-  std::vector<int64_t> transients_;  // scratch for RunOpForward
-  std::vector<ForwardCost> forward_costs_[2];  // [grad_mode]
+  std::vector<int64_t> transients_;                     // scratch for RunOpForward
+  std::vector<ForwardCost> forward_costs_[2];           // [grad_mode]
   std::vector<BackwardCost> backward_costs_;
 
   Timeline timeline_;
