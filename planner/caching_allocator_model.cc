@@ -77,17 +77,21 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
     free_set.insert(KeyOf(rest_index));
   }
   blocks_[block].allocated = true;
+  if (static_cast<size_t>(event.buffer) >= block_of_buffer_.size()) {
+    block_of_buffer_.resize(std::max<size_t>(event.buffer + 1, 2 * block_of_buffer_.size()), -1);
+  }
   block_of_buffer_[event.buffer] = block;
   allocated_ += blocks_[block].size;
   peak_allocated_ = std::max(peak_allocated_, allocated_);
 }
 
 void CachingAllocatorModel::Free(const MemoryEvent& event) {
-  auto found = block_of_buffer_.find(event.buffer);
-  if (found == block_of_buffer_.end())
+  if (static_cast<size_t>(event.buffer) >= block_of_buffer_.size() ||
+      block_of_buffer_[event.buffer] < 0) {
     throw std::logic_error("allocator model: free of an unknown buffer");
-  int block = found->second;
-  block_of_buffer_.erase(found);
+  }
+  int block = block_of_buffer_[event.buffer];
+  block_of_buffer_[event.buffer] = -1;
   allocated_ -= blocks_[block].size;
   blocks_[block].allocated = false;
   auto& free_set = pool(segments_[blocks_[block].segment].small);

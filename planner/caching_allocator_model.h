@@ -11,11 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory_resource>
+#include <set>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
-
-#include <boost/container/flat_set.hpp>
 
 #include "planner/memory_timeline.h"
 
@@ -67,8 +66,9 @@ class CachingAllocatorModel : public EventConsumer {
   };
   using FreeKey = std::tuple<int64_t, int64_t, int>;  // size, address, block index
 
-  // Sorted vectors: the free lists hold hundreds of blocks, where a flat set beats a tree.
-  using FreeSet = boost::container::flat_set<FreeKey>;
+  // Ordered by (size, address) for best fit; nodes come from a pool, as a replay makes
+  // hundreds of thousands of inserts and erases.
+  using FreeSet = std::pmr::set<FreeKey>;
   FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
   FreeKey KeyOf(int block) const;
   int NewSegment(int64_t size, bool small);
@@ -77,8 +77,9 @@ class CachingAllocatorModel : public EventConsumer {
   CachingAllocatorOptions options_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  FreeSet small_free_, large_free_;
-  std::unordered_map<int64_t, int> block_of_buffer_;
+  std::pmr::unsynchronized_pool_resource node_pool_;
+  FreeSet small_free_{&node_pool_}, large_free_{&node_pool_};
+  std::vector<int> block_of_buffer_;  // by buffer id (ids are dense); -1 when not allocated
   int64_t next_address_ = 0;
   int64_t reserved_ = 0, peak_reserved_ = 0;
   int64_t allocated_ = 0, peak_allocated_ = 0;

@@ -31,8 +31,8 @@ struct ChainProfile {  // bytes
 // rounded up to `granularity` as the device's allocator counts them. A one-step
 // timeline stands for the steady state when `state_bytes` (the optimizer states, which
 // later steps start with) is added outside the optimizer step.
-ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config, const Timeline& timeline,
-                          int64_t granularity, int64_t state_bytes = 0);
+ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
+                          const Timeline& timeline, int64_t granularity, int64_t state_bytes = 0);
 
 // Profiles are linear in the micro-batch (every activation shape has one factor b):
 // the profile at b from those at 1 and 2.

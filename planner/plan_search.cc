@@ -153,38 +153,39 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
                      return a.time.tokens_per_second > b.time.tokens_per_second;
                    });
 
-  // Step 3. Verify with the full simulator. Where it disagrees with the chain model,
-  // move the budget by the difference and solve again: tighter when the plan missed,
-  // looser (once) when the verified plan left room a cheaper checkpoint set could use.
-  constexpr int kMaxCorrections = 6;
+  // Step 3. Verify with the full simulator. The simulator and the chain model differ by
+  // an offset (allocator rounding and segments, what the model leaves out): measure it
+  // on the plan just simulated and solve again against the usable memory less that
+  // offset, until the verified plan is the one the model asks for. Keep the cheapest
+  // plan that passed.
+  constexpr int kMaxAttempts = 6;
   for (Candidate& c : candidates) {
-    int64_t budget_units = c.budget_bytes / c.model.unit_bytes;
-    bool relaxed = false;
-    std::optional<std::pair<CheckpointSolution, StepPrediction>> verified;
-    for (int attempt = 0; attempt <= kMaxCorrections && c.solution.feasible; ++attempt) {
+    std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
+    for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
       StepPrediction p = PredictStep(graph, c.config, c.solution.checkpointed, device);
       const int64_t peak = PeakAgainstBudget(p, device);
-      const int64_t room_units = (r.usable_bytes - peak) / c.model.unit_bytes;
+      const int64_t offset = peak - c.solution.peak_units * c.model.unit_bytes;
       if (peak <= r.usable_bytes) {
-        verified.emplace(c.solution, std::move(p));
-        if (relaxed || c.solution.recompute_cost == 0 || room_units <= 0) break;
-        relaxed = true;
-        const CheckpointSolution looser = Solve(c.model, budget_units + room_units, options);
-        if (!looser.feasible || looser.recompute_cost >= c.solution.recompute_cost) break;
-        c.solution = looser;
-        continue;
+        if (!best || c.solution.recompute_cost < best->first.recompute_cost)
+          best.emplace(c.solution, std::move(p));
+      } else {
+        ++r.corrections;
       }
-      ++r.corrections;
-      if (verified) break;  // the relaxed set missed: keep the verified one
-      budget_units -= (peak - r.usable_bytes + c.model.unit_bytes - 1) / c.model.unit_bytes;
-      c.solution = Solve(c.model, budget_units, options);
+      CheckpointSolution next =
+          Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
+      const bool same = next.checkpointed == c.solution.checkpointed;
+      const bool tried = best && next.checkpointed == best->first.checkpointed;
+      if (!next.feasible || same || tried ||
+          (best && next.recompute_cost >= best->first.recompute_cost))
+        break;
+      c.solution = std::move(next);
     }
-    if (verified) {
+    if (best) {
       r.feasible = true;
       r.config = c.config;
-      r.checkpointed = verified->first.checkpointed;
+      r.checkpointed = best->first.checkpointed;
       r.time = StepTimeModel(graph, c.config, device).Estimate(r.checkpointed);
-      r.prediction = std::move(verified->second);
+      r.prediction = std::move(best->second);
       r.solver_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return r;

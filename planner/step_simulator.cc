@@ -48,6 +48,12 @@ class StepSimulator {
   }
 
   Timeline Run() {
+    // About a dozen events per op and pass (forward, backward, recompute), two passes per
+    // replayed micro-batch: reserve rather than regrow.
+    const size_t passes =
+        static_cast<size_t>(options_.steps) * (config_.grad_accum_steps > 1 ? 2 : 1);
+    timeline_.events.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 12);
+    timeline_.phases.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 3);
     Setup();
     for (int step = 1; step <= options_.steps; ++step) {
       const int last = static_cast<int>(config_.grad_accum_steps);
