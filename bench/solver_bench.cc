@@ -46,6 +46,28 @@ void BM_FullSolve(benchmark::State& state, ModelSpec spec, DeviceSpec device) {
   state.counters["corrections"] = r.corrections;
 }
 
+// Steps 1-2 only: profiling and the checkpoint DP over every micro-batch, without the
+// verification by full simulation.
+void BM_RankCandidates(benchmark::State& state, ModelSpec spec, DeviceSpec device) {
+  TrainingConfig base;
+  base.seq_len = 4096;
+  base.precision = Precision::kBf16;
+  base.fine_tune = {.mode = FineTuneMode::kQLora, .lora_rank = 16};
+  const OpGraph graph = *BuildGraph(spec, {.fine_tune = base.fine_tune});
+  size_t candidates = 0;
+  for (auto _ : state) {
+    candidates = RankCandidates(graph, base, device, {.global_batch = 64}).size();
+    benchmark::DoNotOptimize(candidates);
+  }
+  state.counters["candidates"] = static_cast<double>(candidates);
+}
+
+BENCHMARK_CAPTURE(BM_RankCandidates, llama_3_70b_qlora_h100_s4096, *LoadCatalogModel("llama-3-70b"),
+                  *FindGpu("h100-80gb"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RankCandidates, l126_405b_shape_qlora_320gb_s4096, Llama405bShape(),
+                  CustomGpu(320LL << 30))
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_FullSolve, llama_3_70b_qlora_h100_s4096, *LoadCatalogModel("llama-3-70b"),
                   *FindGpu("h100-80gb"))
     ->Unit(benchmark::kMillisecond);

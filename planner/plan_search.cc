@@ -15,14 +15,6 @@
 namespace headroom {
 namespace {
 
-struct Candidate {
-  TrainingConfig config;
-  int64_t budget_bytes = 0;  // for live bytes in the chain model
-  ChainMemoryModel model;
-  CheckpointSolution solution;
-  StepTime time;
-};
-
 // Step 1. The chain profile at micro-batch 1 and 2 (two accumulation steps, so the
 // second micro-batch runs with every gradient allocated), extrapolated to any b.
 struct ProfilePair {
@@ -102,22 +94,29 @@ std::vector<Precision> SupportedPrecisions(const DeviceSpec& device) {
   return {Precision::kAmpFp16, Precision::kMixedFp16};
 }
 
-SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
-                        const SearchOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  SearchResult r;
-  r.usable_bytes =
-      static_cast<int64_t>(static_cast<double>(device.memory_bytes) * (1.0 - options.margin));
-  const int64_t allocator_budget = r.usable_bytes - (device.is_cuda ? device.context_bytes : 0);
+int64_t UsableBytes(const DeviceSpec& device, double margin) {
+  return static_cast<int64_t>(static_cast<double>(device.memory_bytes) * (1.0 - margin));
+}
 
+int64_t PerGpuBatch(const SearchOptions& options, std::string* note) {
   int64_t per_gpu = options.global_batch / options.num_gpus;
   if (per_gpu < 1 || per_gpu * options.num_gpus != options.global_batch) {
     per_gpu = std::max<int64_t>(
         1, std::llround(static_cast<double>(options.global_batch) / options.num_gpus));
-    r.batch_note = fmt::format(
-        "a global batch of {} cannot be split evenly over {} GPUs; planned {} ({} per GPU)",
-        options.global_batch, options.num_gpus, per_gpu * options.num_gpus, per_gpu);
+    if (note) {
+      *note = fmt::format(
+          "a global batch of {} cannot be split evenly over {} GPUs; planned {} ({} per GPU)",
+          options.global_batch, options.num_gpus, per_gpu * options.num_gpus, per_gpu);
+    }
   }
+  return per_gpu;
+}
+
+std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingConfig& base,
+                                          const DeviceSpec& device, const SearchOptions& options) {
+  const int64_t allocator_budget =
+      UsableBytes(device, options.margin) - (device.is_cuda ? device.context_bytes : 0);
+  const int64_t per_gpu = PerGpuBatch(options, nullptr);
   std::vector<int64_t> micro_batches;
   for (int64_t b = 1; b <= std::min(per_gpu, options.max_micro_batch); ++b) {
     if (per_gpu % b == 0) micro_batches.push_back(b);
@@ -125,8 +124,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   const std::vector<Precision> precisions =
       options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;
 
-  // Steps 1-2: profile each precision, solve each micro-batch.
-  std::vector<Candidate> candidates;
+  std::vector<PlanCandidate> candidates;
   for (Precision precision : precisions) {
     TrainingConfig config = base;
     config.precision = precision;
@@ -135,12 +133,10 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
       config.micro_batch = b;
       config.grad_accum_steps = per_gpu / b;
       const StepTimeModel time_model(graph, config, device);
-      Candidate c{config,
-                  0,
-                  ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
-                          time_model.block_forward_seconds()),
-                  {},
-                  {}};
+      PlanCandidate c;
+      c.config = config;
+      c.model = ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
+                        time_model.block_forward_seconds());
       c.budget_bytes = allocator_budget - profiles.allocator_slack;
       c.solution = Solve(c.model, c.budget_bytes / c.model.unit_bytes, options);
       if (!c.solution.feasible) continue;
@@ -149,9 +145,21 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     }
   }
   std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     return a.time.tokens_per_second > b.time.tokens_per_second;
+                   [](const PlanCandidate& x, const PlanCandidate& y) {
+                     return x.time.tokens_per_second > y.time.tokens_per_second;
                    });
+  return candidates;
+}
+
+SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                        const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult r;
+  r.usable_bytes = UsableBytes(device, options.margin);
+  const int64_t per_gpu = PerGpuBatch(options, &r.batch_note);
+  const std::vector<Precision> precisions =
+      options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;
+  std::vector<PlanCandidate> candidates = RankCandidates(graph, base, device, options);
 
   // Step 3. Verify with the full simulator. The simulator and the chain model differ by
   // an offset (allocator rounding and segments, what the model leaves out): measure it
@@ -159,7 +167,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   // offset, until the verified plan is the one the model asks for. Keep the cheapest
   // plan that passed.
   constexpr int kMaxAttempts = 6;
-  for (Candidate& c : candidates) {
+  for (PlanCandidate& c : candidates) {
     std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
     for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
       StepPrediction p = PredictStep(graph, c.config, c.solution.checkpointed, device);

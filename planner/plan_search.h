@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/chain_memory_model.h"
+#include "planner/checkpoint_solver.h"
 #include "planner/gpu_catalog.h"
 #include "planner/op_graph.h"
 #include "planner/step_prediction.h"
@@ -49,6 +51,21 @@ struct SearchResult {
   double solver_seconds = 0;
   std::string batch_note;  // set when the global batch could not be met exactly
 };
+
+// A (precision, micro-batch) the chain model says fits, with its optimal checkpoint set
+// and time estimate; not yet verified by the simulator.
+struct PlanCandidate {
+  TrainingConfig config;
+  int64_t budget_bytes = 0;  // live bytes the chain model may use
+  ChainMemoryModel model;
+  CheckpointSolution solution;
+  StepTime time;
+};
+
+// Steps 1-2 of the search alone (profiling, the checkpoint DP for every micro-batch and
+// precision), fastest first. SearchPlan adds step 3, verification.
+std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingConfig& base,
+                                          const DeviceSpec& device, const SearchOptions& options);
 
 SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
                         const SearchOptions& options);
