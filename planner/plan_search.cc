@@ -20,7 +20,8 @@ namespace {
 struct ProfilePair {
   ChainProfile at1, at2;
   // What the caching allocator holds beyond live tensors (rounding, segments), measured
-  // on the micro-batch-2 profile: the chain model counts live bytes only.
+  // on the micro-batch-1 profile: the chain model counts live bytes only. A first guess,
+  // corrected by verification.
   int64_t allocator_slack = 0;
 };
 
@@ -48,16 +49,16 @@ ProfilePair Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpe
   const int64_t states = OptimizerStateBytes(graph, config, granularity);
   ProfilePair out;
   config.micro_batch = 1;
-  out.at1 =
-      ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
-  config.micro_batch = 2;
-  const Timeline at2 = SimulateSteps(graph, config, none, sim);
-  out.at2 = ProfileChain(graph, config, at2, granularity, states);
+  const Timeline at1 = SimulateSteps(graph, config, none, sim);
+  out.at1 = ProfileChain(graph, config, at1, granularity, states);
   if (device.is_cuda) {
     CachingAllocatorModel allocator;
-    Replay(at2, allocator);
+    Replay(at1, allocator);
     out.allocator_slack = allocator.peak_reserved_bytes() - allocator.peak_allocated_bytes();
   }
+  config.micro_batch = 2;
+  out.at2 =
+      ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
   return out;
 }
 
@@ -139,6 +140,11 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
                         time_model.block_forward_seconds());
       c.budget_bytes = allocator_budget - profiles.allocator_slack;
       c.solution = Solve(c.model, c.budget_bytes / c.model.unit_bytes, options);
+      if (!c.solution.feasible && profiles.allocator_slack > 0) {
+        // The slack is a guess; let verification judge a plan that fits without it.
+        c.budget_bytes = allocator_budget;
+        c.solution = Solve(c.model, c.budget_bytes / c.model.unit_bytes, options);
+      }
       if (!c.solution.feasible) continue;
       c.time = time_model.Estimate(c.solution.checkpointed);
       candidates.push_back(std::move(c));
