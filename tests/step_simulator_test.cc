@@ -33,6 +33,16 @@ OpGraph TinyClassifierGraph() {
   return g;
 }
 
+// fp32, b = 1, s = 2: small enough to follow every byte by hand.
+TrainingConfig TinyConfig(OptimizerKind optimizer) {
+  TrainingConfig config;
+  config.micro_batch = 1;
+  config.seq_len = 2;
+  config.precision = Precision::kFp32;
+  config.optimizer = optimizer;
+  return config;
+}
+
 std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
   LiveBytes live(t);
   std::vector<int64_t> out;
@@ -74,11 +84,7 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
 //   zero_grad: free W.grad         56 #######
 TEST(StepSimulator, TinyClassifierTimelineByHand) {
   const OpGraph g = TinyClassifierGraph();
-  TrainingConfig config;
-  config.micro_batch = 1;
-  config.seq_len = 2;
-  config.precision = Precision::kFp32;
-  config.optimizer = OptimizerKind::kSgd;
+  TrainingConfig config = TinyConfig(OptimizerKind::kSgd);
   const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
   const std::vector<int64_t> expected = {
       32,  56,                            // setup: E, W
@@ -106,11 +112,7 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
 // temporary per parameter; the second step starts with them.
 TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
   const OpGraph g = TinyClassifierGraph();
-  TrainingConfig config;
-  config.micro_batch = 1;
-  config.seq_len = 2;
-  config.precision = Precision::kFp32;
-  config.optimizer = OptimizerKind::kAdamW;
+  TrainingConfig config = TinyConfig(OptimizerKind::kAdamW);
   const Timeline t = SimulateSteps(g, config, {});
   LiveBytes live(t);
   Replay(t, live);
@@ -125,11 +127,7 @@ TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
 
 TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
   const OpGraph g = TinyClassifierGraph();
-  TrainingConfig config;
-  config.micro_batch = 1;
-  config.seq_len = 2;
-  config.precision = Precision::kFp32;
-  config.optimizer = OptimizerKind::kSgd;
+  TrainingConfig config = TinyConfig(OptimizerKind::kSgd);
   config.grad_accum_steps = 2;
   const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
   LiveBytes live(t);
