@@ -1,5 +1,6 @@
 #include "planner/checkpoint_solver.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace headroom {
@@ -55,19 +56,22 @@ CheckpointSolution SolveCheckpoints(const ChainMemoryModel& m, int64_t budget) {
   return out;
 }
 
-MicroBatchChoice ChooseMicroBatch(const std::vector<MicroBatchOption>& options) {
-  MicroBatchChoice best;
+std::vector<MicroBatchChoice> RankMicroBatches(const std::vector<MicroBatchOption>& options,
+                                               const ChainSolver& solve) {
+  std::vector<MicroBatchChoice> ranked;
   for (size_t k = 0; k < options.size(); ++k) {
     const MicroBatchOption& o = options[k];
-    CheckpointSolution s = SolveCheckpoints(o.model, o.budget_units);
+    CheckpointSolution s = solve(o.model, o.budget_units);
     if (!s.feasible) continue;
     const double per_sample =
         (o.base_seconds + s.recompute_cost) / static_cast<double>(o.micro_batch);
-    if (best.option < 0 || per_sample < best.seconds_per_sample) {
-      best = {static_cast<int>(k), std::move(s), per_sample};
-    }
+    ranked.push_back({static_cast<int>(k), std::move(s), per_sample});
   }
-  return best;
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const MicroBatchChoice& x, const MicroBatchChoice& y) {
+                     return x.seconds_per_sample < y.seconds_per_sample;
+                   });
+  return ranked;
 }
 
 }  // namespace headroom

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "planner/chain_memory_model.h"
@@ -22,23 +23,28 @@ struct CheckpointSolution {
 
 CheckpointSolution SolveCheckpoints(const ChainMemoryModel& model, int64_t budget_units);
 
-// One micro-batch size the search may pick: its chain model and the seconds per
-// micro-batch of forward + backward without recomputation.
+// One micro-batch size the search may pick: its chain model, its budget in that model's
+// units, and the seconds per micro-batch of forward + backward without recomputation.
 struct MicroBatchOption {
   int64_t micro_batch = 1;
   ChainMemoryModel model;
-  int64_t budget_units = 0;  // the budget in this option's units
+  int64_t budget_units = 0;
   double base_seconds = 0;
 };
 
 struct MicroBatchChoice {
-  int option = -1;  // index into the options, -1 when none fits
+  int option = -1;  // index into the options
   CheckpointSolution solution;
-  double seconds_per_sample = 0;
+  double seconds_per_sample = 0;  // (base_seconds + recompute) / micro_batch
 };
 
-// The option and checkpoint set with the least time per sample,
-// (base_seconds + recompute) / micro_batch.
-MicroBatchChoice ChooseMicroBatch(const std::vector<MicroBatchOption>& options);
+using ChainSolver =
+    std::function<CheckpointSolution(const ChainMemoryModel&, int64_t budget_units)>;
+
+// Solves every option (with SolveCheckpoints unless a constrained solver is given) and
+// returns the feasible ones, least time per sample first. For one precision and a fixed
+// global batch this is the tokens-per-second order: the optimizer step costs the same.
+std::vector<MicroBatchChoice> RankMicroBatches(const std::vector<MicroBatchOption>& options,
+                                               const ChainSolver& solve = SolveCheckpoints);
 
 }  // namespace headroom

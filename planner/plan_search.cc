@@ -130,23 +130,36 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     TrainingConfig config = base;
     config.precision = precision;
     const ProfilePair profiles = Profile(graph, config, device);
+    std::vector<MicroBatchOption> micro_batch_options;
+    std::vector<TrainingConfig> configs;
     for (int64_t b : micro_batches) {
       config.micro_batch = b;
       config.grad_accum_steps = per_gpu / b;
       const StepTimeModel time_model(graph, config, device);
-      PlanCandidate c;
-      c.config = config;
-      c.model = ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
-                        time_model.block_forward_seconds());
-      c.budget_bytes = allocator_budget - profiles.allocator_slack;
-      c.solution = Solve(c.model, c.budget_bytes / c.model.unit_bytes, options);
-      if (!c.solution.feasible && profiles.allocator_slack > 0) {
-        // The slack is a guess; let verification judge a plan that fits without it.
-        c.budget_bytes = allocator_budget;
-        c.solution = Solve(c.model, c.budget_bytes / c.model.unit_bytes, options);
+      const StepTime plain = time_model.Estimate({});
+      MicroBatchOption o{b,
+                         ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
+                                 time_model.block_forward_seconds()),
+                         0, plain.forward_seconds + plain.backward_seconds};
+      o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;
+      micro_batch_options.push_back(std::move(o));
+      configs.push_back(config);
+    }
+    // The allocator slack is a guess: when it alone rules a plan out, let verification
+    // judge the plan that fits without it.
+    const auto solve = [&](const ChainMemoryModel& model, int64_t budget_units) {
+      CheckpointSolution s = Solve(model, budget_units, options);
+      if (!s.feasible && profiles.allocator_slack > 0) {
+        s = Solve(model, budget_units + profiles.allocator_slack / model.unit_bytes, options);
       }
-      if (!c.solution.feasible) continue;
-      c.time = time_model.Estimate(c.solution.checkpointed);
+      return s;
+    };
+    for (MicroBatchChoice& choice : RankMicroBatches(micro_batch_options, solve)) {
+      PlanCandidate c;
+      c.config = configs[choice.option];
+      c.model = micro_batch_options[choice.option].model;
+      c.solution = std::move(choice.solution);
+      c.time = StepTimeModel(graph, c.config, device).Estimate(c.solution.checkpointed);
       candidates.push_back(std::move(c));
     }
   }

@@ -56,7 +56,6 @@ struct SearchResult {
 // and time estimate; not yet verified by the simulator.
 struct PlanCandidate {
   TrainingConfig config;
-  int64_t budget_bytes = 0;  // live bytes the chain model may use
   ChainMemoryModel model;
   CheckpointSolution solution;
   StepTime time;

@@ -101,7 +101,8 @@ TEST(CheckpointSolver, MicroBatchChoiceEqualsBruteForce) {
     }
     for (int64_t budget = 20; budget <= 3000; budget += 37) {
       for (auto& o : options) o.budget_units = budget;
-      const MicroBatchChoice choice = ChooseMicroBatch(options);
+      const std::vector<MicroBatchChoice> ranked = RankMicroBatches(options);
+      const MicroBatchChoice choice = ranked.empty() ? MicroBatchChoice{} : ranked.front();
       double best = -1;
       for (const auto& o : options) {
         const BruteForce b = Brute(o.model, budget);
