@@ -35,21 +35,10 @@ SearchOptions ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
     const ExportTarget target =
         f.emit == "hf" ? ExportTarget::kHuggingFace : ExportTarget::kDeepSpeed;
     o.all_or_none = true;
-    // Keep the requested precision when the stack has it; else its closest regime.
-    const auto allowed = ExportPrecisions(target);
-    std::vector<Precision> wanted =
+    const std::vector<Precision> wanted =
         o.precisions.empty() ? std::vector<Precision>{r.config.precision} : o.precisions;
-    o.precisions.clear();
-    for (Precision p : wanted) {
-      if (std::find(allowed.begin(), allowed.end(), p) != allowed.end()) o.precisions.push_back(p);
-    }
-    if (o.precisions.empty()) {
-      for (Precision p : allowed) {
-        if (p != Precision::kFp32 &&
-            (p == Precision::kAmpBf16 || p == Precision::kMixedBf16) == r.device.supports_bf16()) {
-          o.precisions.push_back(p);
-        }
-      }
+    o.precisions = ExportablePrecisions(target, wanted, r.device.supports_bf16());
+    if (std::find(wanted.begin(), wanted.end(), o.precisions.front()) == wanted.end()) {
       fmt::print(stderr, "headroom: note: {} cannot run {}; planned with {}\n",
                  f.emit == "hf" ? "Hugging Face" : "DeepSpeed", PrecisionName(r.config.precision),
                  PrecisionName(o.precisions.front()));
@@ -59,7 +48,7 @@ SearchOptions ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
 }
 
 PlanFile ToPlanFile(const PlanRequest& r, const TrainingConfig& c, const StepPrediction& p,
-                    const StepTime& t, int64_t global_batch, double margin) {
+                    const StepTime& t, int64_t global_batch, double margin, bool fits) {
   PlanFile f;
   f.model = r.model;
   f.device = r.device.name;
@@ -67,7 +56,7 @@ PlanFile ToPlanFile(const PlanRequest& r, const TrainingConfig& c, const StepPre
   f.config = c;
   f.global_batch = global_batch;
   f.margin = margin;
-  f.fits = p.fits;
+  f.fits = fits;
   f.allocated_bytes = p.allocated_peak_bytes;
   f.reserved_bytes = p.reserved_peak_bytes;
   f.device_bytes = p.device_peak_bytes;
@@ -104,7 +93,8 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   auto graph = BuildGraph(request->model, {.attention = request->config.attention,
                                            .fine_tune = request->config.fine_tune});
   if (!graph) return Fail(graph.error().message);
-  if (auto flags_ok = request->config.checkpoint.Resolve(static_cast<int>(graph->blocks().size())); !flags_ok) {
+  if (auto flags_ok = request->config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
+      !flags_ok) {
     return Fail(flags_ok.error().message);
   }
 
@@ -184,8 +174,9 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   if (!flags.output_plan.empty()) {
     std::ofstream out(flags.output_plan);
     if (!out) return Fail(fmt::format("cannot write the plan file {}", flags.output_plan));
-    out << WritePlanYaml(
-        ToPlanFile(*request, config, prediction, time, global_batch, solve ? options.margin : 0.0));
+    out << WritePlanYaml(ToPlanFile(*request, config, prediction, time, global_batch,
+                                    solve ? options.margin : 0.0,
+                                    solve ? search.feasible : prediction.fits));
     if (!flags.json && flags.emit.empty()) fmt::print("\nplan written to {}\n", flags.output_plan);
   }
   if (timeline) {

@@ -1,5 +1,7 @@
 #include "planner/stack_exports.h"
 
+#include <algorithm>
+
 namespace headroom {
 namespace {
 
@@ -29,6 +31,22 @@ std::vector<Precision> ExportPrecisions(ExportTarget target) {
   if (target == ExportTarget::kHuggingFace)
     return {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16};
   return {Precision::kFp32, Precision::kMixedBf16, Precision::kMixedFp16};
+}
+
+std::vector<Precision> ExportablePrecisions(ExportTarget target,
+                                            const std::vector<Precision>& wanted,
+                                            bool bf16_supported) {
+  const std::vector<Precision> allowed = ExportPrecisions(target);
+  std::vector<Precision> out;
+  for (Precision p : wanted) {
+    if (std::find(allowed.begin(), allowed.end(), p) != allowed.end()) out.push_back(p);
+  }
+  if (out.empty()) {
+    for (Precision p : allowed) {
+      if (p != Precision::kFp32 && IsBf16(p) == bf16_supported) out.push_back(p);
+    }
+  }
+  return out;
 }
 
 nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all) {

@@ -17,6 +17,11 @@ enum class ExportTarget { kHuggingFace, kDeepSpeed };
 // Precision regimes the stack runs: HF Trainer's bf16/fp16 flags are autocast (AMP);
 // DeepSpeed's are 16-bit weights with fp32 master weights (mixed).
 std::vector<Precision> ExportPrecisions(ExportTarget target);
+// The wanted precisions the stack can run; when it runs none of them, its 16-bit regime
+// for this GPU (bf16 where supported, else fp16).
+std::vector<Precision> ExportablePrecisions(ExportTarget target,
+                                            const std::vector<Precision>& wanted,
+                                            bool bf16_supported);
 
 nlohmann::json HfTrainingArguments(const TrainingConfig& config, bool checkpoint_all);
 nlohmann::json DeepSpeedConfig(const TrainingConfig& config, int64_t global_batch);
