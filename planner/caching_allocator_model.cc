@@ -16,11 +16,6 @@ int64_t CachingAllocatorModel::SegmentSize(int64_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-CachingAllocatorModel::FreeKey CachingAllocatorModel::KeyOf(int block) const {
-  const Block& b = blocks_[block];
-  return {b.size, segments_[b.segment].address + b.offset, block};
-}
-
 int CachingAllocatorModel::NewSegment(int64_t size, bool small) {
   segments_.push_back({size, small, true, next_address_});
   next_address_ += size;
@@ -31,31 +26,24 @@ int CachingAllocatorModel::NewSegment(int64_t size, bool small) {
 }
 
 void CachingAllocatorModel::ReleaseFreeSegments() {
-  for (auto* free_set : {&small_free_, &large_free_}) {
-    for (auto it = free_set->begin(); it != free_set->end();) {
-      const Block& b = blocks_[std::get<2>(*it)];
-      Segment& seg = segments_[b.segment];
-      if (b.prev == -1 && b.next == -1 && b.size == seg.size) {
-        seg.alive = false;
-        reserved_ -= seg.size;
-        it = free_set->erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+  auto whole_free_segment = [this](int block) {
+    const Block& b = blocks_[block];
+    Segment& seg = segments_[b.segment];
+    if (b.prev != -1 || b.next != -1 || b.size != seg.size) return false;
+    seg.alive = false;
+    reserved_ -= seg.size;
+    return true;
+  };
+  small_free_.EraseIf(whole_free_segment);
+  large_free_.EraseIf(whole_free_segment);
 }
 
 void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
   const int64_t size = RoundSize(event.bytes);
   const bool small = size <= kSmallSize;
-  auto& free_set = pool(small);
-  auto it = free_set.lower_bound({size, INT64_MIN, -1});
-  int block;
-  if (it != free_set.end()) {
-    block = std::get<2>(*it);
-    free_set.erase(it);
-  } else {
+  FreeBlockIndex& free_set = pool(small);
+  int block = free_set.TakeBestFit(size);
+  if (block < 0) {
     const int64_t segment_size = SegmentSize(size);
     if (options_.capacity_bytes > 0 && reserved_ + segment_size > options_.capacity_bytes) {
       ReleaseFreeSegments();
@@ -74,7 +62,7 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
     if (rest.next != -1) blocks_[rest.next].prev = rest_index;
     blocks_[block].next = rest_index;
     blocks_[block].size = size;
-    free_set.insert(KeyOf(rest_index));
+    free_set.Insert(remaining, AddressOf(rest_index), rest_index);
   }
   blocks_[block].allocated = true;
   if (static_cast<size_t>(event.buffer) >= block_of_buffer_.size()) {
@@ -98,7 +86,7 @@ void CachingAllocatorModel::Free(const MemoryEvent& event) {
   // Coalesce with free neighbours.
   for (int neighbour : {blocks_[block].prev, blocks_[block].next}) {
     if (neighbour == -1 || blocks_[neighbour].allocated) continue;
-    free_set.erase(KeyOf(neighbour));
+    free_set.Erase(blocks_[neighbour].size, AddressOf(neighbour));
     Block& b = blocks_[block];
     Block& n = blocks_[neighbour];
     if (neighbour == b.prev) {
@@ -112,7 +100,7 @@ void CachingAllocatorModel::Free(const MemoryEvent& event) {
     b.size += n.size;
     n.size = 0;
   }
-  free_set.insert(KeyOf(block));
+  free_set.Insert(blocks_[block].size, AddressOf(block), block);
 }
 
 int CachingAllocatorModel::num_segments() const {

@@ -11,11 +11,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory_resource>
-#include <set>
-#include <tuple>
 #include <vector>
 
+#include "planner/free_block_index.h"
 #include "planner/memory_timeline.h"
 
 namespace headroom {
@@ -64,21 +62,17 @@ class CachingAllocatorModel : public EventConsumer {
     bool alive;
     int64_t address;  // monotonically increasing, for best-fit tie breaks
   };
-  using FreeKey = std::tuple<int64_t, int64_t, int>;  // size, address, block index
-
-  // Ordered by (size, address) for best fit; nodes come from a pool, as a replay makes
-  // hundreds of thousands of inserts and erases.
-  using FreeSet = std::pmr::set<FreeKey>;
-  FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
-  FreeKey KeyOf(int block) const;
+  FreeBlockIndex& pool(bool small) { return small ? small_free_ : large_free_; }
+  int64_t AddressOf(int block) const {
+    return segments_[blocks_[block].segment].address + blocks_[block].offset;
+  }
   int NewSegment(int64_t size, bool small);
   void ReleaseFreeSegments();
 
   CachingAllocatorOptions options_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  std::pmr::unsynchronized_pool_resource node_pool_;
-  FreeSet small_free_{&node_pool_}, large_free_{&node_pool_};
+  FreeBlockIndex small_free_, large_free_;
   std::vector<int> block_of_buffer_;  // by buffer id (ids are dense); -1 when not allocated
   int64_t next_address_ = 0;
   int64_t reserved_ = 0, peak_reserved_ = 0;
