@@ -18,8 +18,8 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   gpu->excludes(mem)->excludes(device);
   mem->excludes(device);
   cmd.add_option("--seq-len", f.seq_len, "Sequence length in tokens")->capture_default_str();
-  cmd.add_option("--micro-batch", f.micro_batch, "Sequences per forward/backward pass")
-      ->capture_default_str();
+  cmd.add_option("--micro-batch", f.micro_batch,
+                 "Sequences per forward/backward pass (omit it and the solver chooses)");
   cmd.add_option("--grad-accum", f.grad_accum, "Micro-batches accumulated per optimizer step")
       ->capture_default_str();
   cmd.add_option("--precision", f.precision,
@@ -40,8 +40,8 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
       "QLoRA: 4-bit NF4 base weights with LoRA adapters (rank from --lora-rank, default 16)");
   (void)rank;
   cmd.add_option("--checkpoint", f.checkpoint,
-                 "Checkpointed blocks: none | all | every:N | layers:0,2,5-7")
-      ->capture_default_str();
+                 "Checkpointed blocks: none | all | every:N | layers:0,2,5-7 (default: none, or "
+                 "the solver's choice)");
   cmd.add_option("--attention", f.attention, "eager | sdpa")->capture_default_str();
   cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
   cmd.add_flag("--auto", f.auto_plan,
