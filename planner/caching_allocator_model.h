@@ -31,7 +31,9 @@ class CachingAllocatorModel : public EventConsumer {
   static constexpr int64_t kMinLargeAlloc = 10 << 20;  // 10 MiB
   static constexpr int64_t kRoundLarge = 2 << 20;      // 2 MiB
 
-  explicit CachingAllocatorModel(CachingAllocatorOptions options = {}) : options_(options) {}
+  explicit CachingAllocatorModel(CachingAllocatorOptions options = {}) : options_(options) {
+    blocks_.reserve(1 << 16);  // a replay splits blocks tens of thousands of times
+  }
 
   void Alloc(const MemoryEvent& event) override;
   void Free(const MemoryEvent& event) override;

@@ -132,8 +132,6 @@ std::vector<TensorId> OpGraph::Parameters() const {
   return out;
 }
 
-std::vector<OpId> OpGraph::Consumers(TensorId id) const { return consumers_.at(id.value); }
-
 TensorId OpGraph::StorageOf(TensorId id) const {
   const TensorInfo& t = tensors_.at(id.value);
   return t.alias_of ? *t.alias_of : id;

@@ -126,7 +126,7 @@ class OpGraph {
 
   std::vector<TensorId> Parameters() const;
   // Ops that read tensor `id` (directly; views are separate tensors), in execution order.
-  std::vector<OpId> Consumers(TensorId id) const;
+  const std::vector<OpId>& Consumers(TensorId id) const { return consumers_.at(id.value); }
   // The tensor whose storage `id` uses (itself unless it is a view).
   TensorId StorageOf(TensorId id) const;
   // Throws std::logic_error unless the ops, in insertion order, are a topological order
