@@ -7,7 +7,8 @@
 namespace headroom {
 
 ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
-                          const Timeline& timeline, int64_t granularity, int64_t state_bytes) {
+                          const Timeline& timeline, int64_t micro_batch, int64_t granularity,
+                          int64_t state_bytes) {
   const auto& blocks = graph.blocks();
   const int n = static_cast<int>(blocks.size());
   auto round_up = [&](int64_t b) { return (b + granularity - 1) / granularity * granularity; };
@@ -16,7 +17,7 @@ ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
   p.stored.assign(n, 0);
   p.kept.assign(n, 0);
   const TensorStates states(graph, RegimeOf(config.precision));
-  const ShapeEnv env{config.micro_batch, config.seq_len};
+  const ShapeEnv env{micro_batch, config.seq_len};
   for (int i = 0; i < n; ++i)
     p.kept[i] = round_up(states.Bytes(graph, graph.StorageOf(blocks[i].output), env));
   const int first_block_op = n > 0 ? blocks.front().first_op.value : graph.num_ops();
@@ -38,7 +39,7 @@ ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
       }
       stored_measured = true;
     }
-    const int64_t bytes = round_up(e.bytes);
+    const int64_t bytes = round_up(e.per_sample ? e.bytes * micro_batch : e.bytes);
     if (e.kind == MemoryEvent::Kind::kAlloc) {
       live += bytes;
       if (origin.size() <= static_cast<size_t>(e.buffer)) origin.resize(e.buffer + 1);
@@ -56,19 +57,6 @@ ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
     const bool optimizer =
         phase.kind == Phase::Kind::kOptimizerStep || phase.kind == Phase::Kind::kZeroGrad;
     *region = std::max(*region, live + (optimizer ? 0 : state_bytes));
-  }
-  return p;
-}
-
-ChainProfile ExtrapolateProfile(const ChainProfile& at1, const ChainProfile& at2, int64_t b) {
-  auto line = [b](int64_t v1, int64_t v2) { return v1 + (b - 1) * (v2 - v1); };
-  ChainProfile p = at1;
-  p.fixed_peak = line(at1.fixed_peak, at2.fixed_peak);
-  p.head_peak = line(at1.head_peak, at2.head_peak);
-  for (size_t i = 0; i < p.block_peak.size(); ++i) {
-    p.block_peak[i] = line(at1.block_peak[i], at2.block_peak[i]);
-    p.stored[i] = line(at1.stored[i], at2.stored[i]);
-    p.kept[i] = line(at1.kept[i], at2.kept[i]);
   }
   return p;
 }

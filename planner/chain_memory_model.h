@@ -27,17 +27,14 @@ struct ChainProfile {  // bytes
   std::vector<int64_t> kept;    // its output: what remains when it is checkpointed
 };
 
-// Reads the profile off a timeline simulated with no block checkpointed; sizes are
-// rounded up to `granularity` as the device's allocator counts them. A one-step
-// timeline stands for the steady state when `state_bytes` (the optimizer states, which
-// later steps start with) is added outside the optimizer step.
+// Reads the profile at `micro_batch` off a timeline simulated at micro-batch 1 with no
+// block checkpointed (the event sequence does not depend on the micro-batch; sizes that
+// do scale by it), rounded up to `granularity` as the device's allocator counts them. A
+// one-step timeline stands for the steady state when `state_bytes` (the optimizer
+// states, which later steps start with) is added outside the optimizer step.
 ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
-                          const Timeline& timeline, int64_t granularity, int64_t state_bytes = 0);
-
-// Profiles are linear in the micro-batch (every activation shape has one factor b):
-// the profile at b from those at 1 and 2.
-ChainProfile ExtrapolateProfile(const ChainProfile& at1, const ChainProfile& at2,
-                                int64_t micro_batch);
+                          const Timeline& timeline, int64_t micro_batch, int64_t granularity,
+                          int64_t state_bytes = 0);
 
 // The model in integer units, which is what the solver optimizes exactly.
 struct ChainMemoryModel {

@@ -33,6 +33,10 @@ struct MemoryEvent {
   int64_t bytes = 0;
   Category category = Category::kActivations;
   int32_t phase = 0;  // index into Timeline::phases
+  // The size is proportional to the micro-batch (activations and their gradients). The
+  // event sequence itself does not depend on the micro-batch, so one replay at
+  // micro-batch 1 gives the live bytes at any micro-batch.
+  bool per_sample = false;
 };
 
 struct Timeline {

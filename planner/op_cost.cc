@@ -36,7 +36,8 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
         {.label = "autocast copy",
          .bytes = StorageBytes(used, v.in_numel(i)),
          .lifetime = cost.saves_input[i] ? Lifetime::kSaved : Lifetime::kTransient,
-         .cast_of_input = static_cast<int>(i)});
+         .cast_of_input = static_cast<int>(i),
+         .per_sample = v.graph.tensor(v.in(i)).shape.ScalesWithBatch()});
   }
 }
 
@@ -66,7 +67,8 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
             {.label = "NF4 dequantized weight",
              .bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1)),
              .lifetime = Lifetime::kTransient,
-             .weight_copy = true});
+             .weight_copy = true,
+             .per_sample = false});
         break;
       }
       save_if(0, v.grad(1));  // x for the weight gradient
@@ -206,6 +208,7 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
         cost.input_grads[1] = GradFlow::kNone;
         if (v.grad(0))
           cost.workspace_bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1));
+        cost.workspace_per_sample = false;
       }
       break;
     case OpKind::kRmsNorm:

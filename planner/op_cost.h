@@ -26,6 +26,7 @@ struct InternalBuffer {
   Lifetime lifetime = Lifetime::kTransient;
   int cast_of_input = -1;    // >= 0: autocast's copy of that input
   bool weight_copy = false;  // a copy of a weight (QLoRA dequantization)
+  bool per_sample = true;    // proportional to the micro-batch (weight copies are not)
 };
 
 struct ForwardCost {
@@ -45,6 +46,7 @@ enum class GradFlow {
 struct BackwardCost {
   std::vector<GradFlow> input_grads;  // per input, activations and parameters alike
   int64_t workspace_bytes = 0;        // transient during the op's backward
+  bool workspace_per_sample = true;   // false for a dequantized weight
 };
 
 struct OpFlops {

@@ -15,13 +15,15 @@
 namespace headroom {
 namespace {
 
-// Step 1. The chain profile at micro-batch 1 and 2 (two accumulation steps, so the
-// second micro-batch runs with every gradient allocated), extrapolated to any b.
-struct ProfilePair {
-  ChainProfile at1, at2;
-  // What the caching allocator holds beyond live tensors (rounding, segments), measured
-  // on the micro-batch-1 profile: the chain model counts live bytes only. A first guess,
-  // corrected by verification.
+// Step 1. One simulation at micro-batch 1 without checkpointing (two accumulation
+// steps, so the second micro-batch runs with every gradient allocated) gives the chain
+// profile at any micro-batch.
+struct ChainTimeline {
+  Timeline timeline;  // at micro-batch 1
+  int64_t granularity = 1;
+  int64_t state_bytes = 0;
+  // What the caching allocator holds beyond live tensors (rounding, segments): the
+  // chain model counts live bytes only. A first guess, corrected by verification.
   int64_t allocator_slack = 0;
 };
 
@@ -40,25 +42,21 @@ int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config,
   return total;
 }
 
-ProfilePair Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device) {
+ChainTimeline Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device) {
   const std::vector<bool> none(graph.blocks().size(), false);
   const SimulationOptions sim{
       .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
-  const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
-  config.grad_accum_steps = 2;
-  const int64_t states = OptimizerStateBytes(graph, config, granularity);
-  ProfilePair out;
+  ChainTimeline out;
+  out.granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
   config.micro_batch = 1;
-  const Timeline at1 = SimulateSteps(graph, config, none, sim);
-  out.at1 = ProfileChain(graph, config, at1, granularity, states);
+  config.grad_accum_steps = 2;
+  out.state_bytes = OptimizerStateBytes(graph, config, out.granularity);
+  out.timeline = SimulateSteps(graph, config, none, sim);
   if (device.is_cuda) {
     CachingAllocatorModel allocator;
-    Replay(at1, allocator);
+    Replay(out.timeline, allocator);
     out.allocator_slack = allocator.peak_reserved_bytes() - allocator.peak_allocated_bytes();
   }
-  config.micro_batch = 2;
-  out.at2 =
-      ProfileChain(graph, config, SimulateSteps(graph, config, none, sim), granularity, states);
   return out;
 }
 
@@ -129,7 +127,7 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
   for (Precision precision : precisions) {
     TrainingConfig config = base;
     config.precision = precision;
-    const ProfilePair profiles = Profile(graph, config, device);
+    const ChainTimeline profiles = Profile(graph, config, device);
     std::vector<MicroBatchOption> micro_batch_options;
     std::vector<TrainingConfig> configs;
     for (int64_t b : micro_batches) {
@@ -138,7 +136,8 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       const StepTimeModel time_model(graph, config, device);
       const StepTime plain = time_model.Estimate({});
       MicroBatchOption o{b,
-                         ToUnits(ExtrapolateProfile(profiles.at1, profiles.at2, b),
+                         ToUnits(ProfileChain(graph, config, profiles.timeline, b,
+                                              profiles.granularity, profiles.state_bytes),
                                  time_model.block_forward_seconds()),
                          0, plain.forward_seconds + plain.backward_seconds};
       o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;

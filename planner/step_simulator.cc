@@ -74,14 +74,16 @@ class StepSimulator {
     int64_t bytes;
     Category category;
     int refs;
+    bool per_sample;
   };
 
   // ---- buffers -------------------------------------------------------------------
-  int64_t Acquire(int64_t bytes, Category category, int refs = 1) {
+  int64_t Acquire(int64_t bytes, Category category, bool per_sample = false, int refs = 1) {
     const int64_t id = static_cast<int64_t>(buffers_.size());
-    buffers_.push_back(Buffer{bytes, category, refs});
+    buffers_.push_back(Buffer{bytes, category, refs, per_sample});
     live_bytes_ += bytes;
-    timeline_.events.push_back({MemoryEvent::Kind::kAlloc, id, bytes, category, phase_});
+    timeline_.events.push_back(
+        {MemoryEvent::Kind::kAlloc, id, bytes, category, phase_, per_sample});
     return id;
   }
   void Retain(int64_t id) { buffers_.at(id).refs++; }
@@ -89,7 +91,8 @@ class StepSimulator {
     Buffer& b = buffers_.at(id);
     if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
     if (--b.refs > 0) return;
-    timeline_.events.push_back({MemoryEvent::Kind::kFree, id, b.bytes, b.category, phase_});
+    timeline_.events.push_back(
+        {MemoryEvent::Kind::kFree, id, b.bytes, b.category, phase_, b.per_sample});
     live_bytes_ -= b.bytes;
   }
   int refs(int64_t id) const { return buffers_.at(id).refs; }
@@ -101,6 +104,7 @@ class StepSimulator {
 
   bool IsParam(TensorId t) const { return graph_.tensor(t).role == TensorRole::kParameter; }
   int64_t Bytes(TensorId t) const { return bytes_[t.value]; }
+  bool PerSample(TensorId t) const { return graph_.tensor(t).shape.ScalesWithBatch(); }
 
   // ---- tensor handles: uses left per tensor, each live tensor holds one buffer ref ---
   void Bind(TensorId t, int64_t buffer, int uses) {
@@ -147,7 +151,7 @@ class StepSimulator {
     for (int i = 0; i < graph_.num_tensors(); ++i) {
       const TensorId t{i};
       if (graph_.tensor(t).role != TensorRole::kInput) continue;
-      Bind(t, Acquire(Bytes(t), Category::kActivations),
+      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
            static_cast<int>(graph_.Consumers(t).size()));
     }
     for (int o = 0; o < graph_.num_ops(); ++o) {
@@ -225,19 +229,21 @@ class StepSimulator {
           // Autocast caches casts of leaf fp32 weights that require grad.
           auto it = cast_cache_.find(src.value);
           if (it == cast_cache_.end())
-            it = cast_cache_.emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts))
+            it = cast_cache_
+                     .emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts, false))
                      .first;
           buffer = it->second;
           Retain(buffer);
         } else {
           buffer = Acquire(internal.bytes,
-                           IsParam(src) ? Category::kWeightCasts : Category::kActivations);
+                           IsParam(src) ? Category::kWeightCasts : Category::kActivations,
+                           internal.per_sample);
         }
       } else {
         const Category category = internal.weight_copy                    ? Category::kWeightCasts
                                   : internal.lifetime == Lifetime::kSaved ? Category::kActivations
                                                                           : Category::kTemporaries;
-        buffer = Acquire(internal.bytes, category);
+        buffer = Acquire(internal.bytes, category, internal.per_sample);
       }
       switch (internal.lifetime) {
         case Lifetime::kEphemeral:
@@ -263,7 +269,7 @@ class StepSimulator {
         buffer = buffer_of_[op.inputs[0].value];
         Retain(buffer);
       } else {
-        buffer = Acquire(Bytes(out), Category::kActivations);
+        buffer = Acquire(Bytes(out), Category::kActivations, PerSample(out));
       }
       int uses = UsesOf(out, recompute_block);
       if (recompute && out == graph_.blocks()[recompute_block].output)
@@ -274,7 +280,8 @@ class StepSimulator {
       }
       Bind(out, buffer, uses);
     }
-    if (cost.workspace_bytes > 0) Release(Acquire(cost.workspace_bytes, Category::kTemporaries));
+    if (cost.workspace_bytes > 0)
+      Release(Acquire(cost.workspace_bytes, Category::kTemporaries, true));
     for (int64_t b : transients) Release(b);
     for (TensorId in : op.inputs) {
       if (IsParam(in)) continue;
@@ -332,7 +339,9 @@ class StepSimulator {
           ActivationGradient(op, i, cost.input_grads[i]);
         }
       }
-      if (cost.workspace_bytes > 0) Release(Acquire(cost.workspace_bytes, Category::kTemporaries));
+      if (cost.workspace_bytes > 0) {
+        Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));
+      }
     }
     for (int64_t b : op_holds_[op_id.value]) Release(b);
     op_holds_[op_id.value].clear();
@@ -352,12 +361,12 @@ class StepSimulator {
     } else if (states_.IsCast(op, i)) {
       // Gradient in the dtype the op used, then autocast's cast backward converts it.
       const int64_t numel = graph_.tensor(t).shape.Numel(env_);
-      const int64_t used =
-          Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
-      buffer = Acquire(Bytes(t), Category::kTemporaries);
+      const int64_t used = Acquire(StorageBytes(states_.UsedDType(op, i), numel),
+                                   Category::kTemporaries, PerSample(t));
+      buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
       Release(used);
     } else {
-      buffer = Acquire(Bytes(t), Category::kTemporaries);
+      buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
     }
     int64_t& slot = grad_of_[t.value];
     if (slot == kNoBuffer) {
@@ -365,7 +374,7 @@ class StepSimulator {
     } else if (refs(slot) == 1) {
       Release(buffer);  // accumulated in place
     } else {
-      const int64_t sum = Acquire(Bytes(t), Category::kTemporaries);
+      const int64_t sum = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
       Release(slot);
       Release(buffer);
       slot = sum;

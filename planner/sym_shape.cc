@@ -27,6 +27,12 @@ bool SymShape::IsStatic() const {
   return true;
 }
 
+bool SymShape::ScalesWithBatch() const {
+  int batch_dims = 0;
+  for (const Dim& d : dims_) batch_dims += d.kind == Dim::Kind::kBatch ? 1 : 0;
+  return batch_dims == 1;
+}
+
 std::string SymShape::ToString() const {
   std::string out = "[";
   for (size_t i = 0; i < dims_.size(); ++i) {

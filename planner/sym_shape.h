@@ -34,6 +34,8 @@ class SymShape {
   int64_t Numel(const ShapeEnv& env) const;
   // True when the shape does not depend on b or s (parameters, buffers).
   bool IsStatic() const;
+  // True when the element count is proportional to the micro-batch (one dimension b).
+  bool ScalesWithBatch() const;
   std::string ToString() const;  // e.g. "[b, s, 4096]"
 
  private:
