@@ -31,6 +31,7 @@ SearchOptions ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
   o.margin = f.margin;
   if (f.precision == "auto") o.precisions = SupportedPrecisions(r.device);
   if (f.checkpoint_given) o.fixed_checkpoint = r.config.checkpoint;
+  if (f.micro_batch_given) o.fixed_micro_batch = f.micro_batch;
   if (!f.emit.empty()) {
     const ExportTarget target =
         f.emit == "hf" ? ExportTarget::kHuggingFace : ExportTarget::kDeepSpeed;
@@ -109,6 +110,11 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   if (solve) {
     options = ToSearchOptions(flags, *request);
     if (options.global_batch <= 0) return Fail("--global-batch must be a positive integer");
+    if (options.fixed_micro_batch && options.global_batch % *options.fixed_micro_batch != 0) {
+      return Fail(fmt::format(
+          "--micro-batch {} does not divide --global-batch {}; the global batch is kept exact",
+          *options.fixed_micro_batch, options.global_batch));
+    }
     search = SearchPlan(*graph, request->config, request->device, options);
     config = search.config;
     config.checkpoint = PolicyOf(search.checkpointed);

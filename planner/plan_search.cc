@@ -118,7 +118,9 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
   const int64_t per_gpu = PerGpuBatch(options, nullptr);
   std::vector<int64_t> micro_batches;
   for (int64_t b = 1; b <= std::min(per_gpu, options.max_micro_batch); ++b) {
-    if (per_gpu % b == 0) micro_batches.push_back(b);
+    if (per_gpu % b == 0 && (!options.fixed_micro_batch || *options.fixed_micro_batch == b)) {
+      micro_batches.push_back(b);
+    }
   }
   const std::vector<Precision> precisions =
       options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;

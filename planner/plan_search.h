@@ -36,6 +36,8 @@ struct SearchOptions {
   // Restrict to checkpointing all blocks or none (what Hugging Face can express).
   bool all_or_none = false;
   int64_t max_micro_batch = 64;
+  // When set, only this micro-batch is considered (the user stated it).
+  std::optional<int64_t> fixed_micro_batch;
 };
 
 struct SearchResult {

@@ -202,3 +202,23 @@ TEST(CliAuto, PlanFileAndExports) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(CliAuto, StatedMicroBatchIsKeptForExports) {
+  const CommandResult r = RunCli(
+      "plan --model gpt2 --gpu a100-80gb --seq-len 1024 --micro-batch 8 --global-batch 64 --emit "
+      "hf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto args = nlohmann::json::parse(r.out);
+  EXPECT_EQ(args["per_device_train_batch_size"], 8);
+  EXPECT_EQ(args["gradient_accumulation_steps"], 8);
+  const CommandResult bad =
+      RunCli("plan --model gpt2 --gpu a100-80gb --micro-batch 7 --global-batch 64 --auto");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("does not divide"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace headroom
