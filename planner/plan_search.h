@@ -2,8 +2,9 @@
 // that keeps the global batch exact), which blocks to checkpoint (optimal in the chain
 // memory model, see checkpoint_solver.h) and, when asked, precision. The objective is
 // predicted tokens per second; every plan returned has been verified by the full
-// simulator against the budget less the safety margin, and when the solver's model and
-// the simulator disagree the budget is tightened and the solve repeated.
+// simulator against the budget less the safety margin; where the solver's model and the
+// simulator disagree, the budget is moved by the measured difference and the solve
+// repeated.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ struct SearchResult {
   StepTime time;
   int64_t usable_bytes = 0;     // device memory x (1 - margin)
   int64_t shortfall_bytes = 0;  // when infeasible: least device peak - usable
-  int corrections = 0;          // budget tightenings after simulator disagreement
+  int corrections = 0;          // verified plans that missed, each followed by a tighter solve
   double solver_seconds = 0;
   std::string batch_note;  // set when the global batch could not be met exactly
 };
