@@ -15,12 +15,7 @@
 namespace headroom {
 namespace {
 
-constexpr int kUsageError = 2;
-
-int Fail(const Error& e) {
-  fmt::print(stderr, "headroom: error: {}\n", e.message);
-  return kUsageError;
-}
+int Fail(const Error& e) { return ReportUsageError(e.message); }
 
 int RunModels() {
   fmt::print("{:<16} {:<7} {:>16}  {}\n", "model", "family", "parameters", "description");

@@ -16,12 +16,7 @@
 namespace headroom {
 namespace {
 
-constexpr int kUsageError = 2;
-
-int Fail(const std::string& message) {
-  fmt::print(stderr, "headroom: error: {}\n", message);
-  return kUsageError;
-}
+int Fail(const std::string& message) { return ReportUsageError(message); }
 
 SearchOptions ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
   SearchOptions o;
@@ -94,10 +89,9 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   auto graph = BuildGraph(request->model, {.attention = request->config.attention,
                                            .fine_tune = request->config.fine_tune});
   if (!graph) return Fail(graph.error().message);
-  if (auto flags_ok = request->config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
-      !flags_ok) {
-    return Fail(flags_ok.error().message);
-  }
+  const auto checkpointed =
+      request->config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
+  if (!checkpointed) return Fail(checkpointed.error().message);
 
   const bool solve = flags.auto_plan || !flags.micro_batch_given || !flags.emit.empty();
   TrainingConfig config = request->config;
@@ -123,8 +117,6 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
     global_batch = options.global_batch;
     if (!search.feasible) suggestions = SuggestFixes(*request, options);
   } else {
-    auto checkpointed = config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
-    if (!checkpointed) return Fail(checkpointed.error().message);
     prediction = PredictStep(*graph, config, *checkpointed, request->device);
     time = StepTimeModel(*graph, config, request->device).Estimate(*checkpointed);
   }

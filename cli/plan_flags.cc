@@ -8,6 +8,11 @@
 
 namespace headroom {
 
+int ReportUsageError(const std::string& message) {
+  fmt::print(stderr, "headroom: error: {}\n", message);
+  return kUsageError;
+}
+
 void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--model", f.model,
                  "Built-in model name, a YAML spec, or a Hugging Face config.json")

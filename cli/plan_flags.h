@@ -43,6 +43,10 @@ struct PlanFlags {
 // Records which options the user actually gave (defaults mean "let the solver decide").
 void NoteGivenFlags(const CLI::App& command, PlanFlags& flags);
 
+// Bad input: one line on stderr, exit code 2.
+inline constexpr int kUsageError = 2;
+int ReportUsageError(const std::string& message);
+
 void AddPlanFlags(CLI::App& command, PlanFlags& flags);
 Result<PlanRequest> ToPlanRequest(const PlanFlags& flags);
 

@@ -32,14 +32,16 @@ std::string DescribePhase(const Phase& phase, const OpGraph& graph, int micro_ba
   return out;
 }
 
-void Replay(const Timeline& timeline, EventConsumer& consumer) {
-  for (const MemoryEvent& e : timeline.events) {
-    if (e.kind == MemoryEvent::Kind::kAlloc) {
-      consumer.Alloc(e);
-    } else {
-      consumer.Free(e);
-    }
+void ReplayEvent(const MemoryEvent& event, EventConsumer& consumer) {
+  if (event.kind == MemoryEvent::Kind::kAlloc) {
+    consumer.Alloc(event);
+  } else {
+    consumer.Free(event);
   }
+}
+
+void Replay(const Timeline& timeline, EventConsumer& consumer) {
+  for (const MemoryEvent& e : timeline.events) ReplayEvent(e, consumer);
 }
 
 }  // namespace headroom

@@ -52,6 +52,8 @@ class EventConsumer {
   virtual void Free(const MemoryEvent& event) = 0;
 };
 
+// Hands one event to the consumer's Alloc or Free.
+void ReplayEvent(const MemoryEvent& event, EventConsumer& consumer);
 void Replay(const Timeline& timeline, EventConsumer& consumer);
 
 }  // namespace headroom

@@ -88,6 +88,10 @@ TensorId OpGraph::AddParameter(std::string name, SymShape shape, ParamOptions op
 
 std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs) {
   const OpId op_id{static_cast<int32_t>(boost::num_vertices(graph_))};
+  for (TensorId in : op.inputs) {
+    if (!in.valid() || in.value >= num_tensors())
+      throw std::logic_error("AddOp: " + op.name + " reads an unknown tensor");
+  }
   op.block = current_block_;
   op.outputs.clear();
   for (TensorInfo& info : outputs) {
@@ -95,10 +99,6 @@ std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs)
     info.producer = op_id;
     info.block = current_block_;
     op.outputs.push_back(AddTensor(std::move(info)));
-  }
-  for (TensorId in : op.inputs) {
-    if (!in.valid() || in.value >= op_id.value + num_tensors())
-      throw std::logic_error("AddOp: bad input id");
   }
   std::vector<TensorId> inputs = op.inputs;
   std::vector<TensorId> result = op.outputs;

@@ -132,10 +132,11 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     const ChainTimeline profiles = Profile(graph, config, device);
     std::vector<MicroBatchOption> micro_batch_options;
     std::vector<TrainingConfig> configs;
+    std::vector<StepTimeModel> time_models;
     for (int64_t b : micro_batches) {
       config.micro_batch = b;
       config.grad_accum_steps = per_gpu / b;
-      const StepTimeModel time_model(graph, config, device);
+      const StepTimeModel& time_model = time_models.emplace_back(graph, config, device);
       const StepTime plain = time_model.Estimate({});
       MicroBatchOption o{b,
                          ToUnits(ProfileChain(graph, config, profiles.timeline, b,
@@ -160,7 +161,8 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       c.config = configs[choice.option];
       c.model = micro_batch_options[choice.option].model;
       c.solution = std::move(choice.solution);
-      c.time = StepTimeModel(graph, c.config, device).Estimate(c.solution.checkpointed);
+      c.time_model = time_models[choice.option];
+      c.time = c.time_model->Estimate(c.solution.checkpointed);
       candidates.push_back(std::move(c));
     }
   }
@@ -212,7 +214,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
       r.feasible = true;
       r.config = c.config;
       r.checkpointed = best->first.checkpointed;
-      r.time = StepTimeModel(graph, c.config, device).Estimate(r.checkpointed);
+      r.time = c.time_model->Estimate(r.checkpointed);
       r.prediction = std::move(best->second);
       r.solver_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -223,6 +225,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   // No candidate of the model survived verification: the smallest plan there is
   // (micro-batch 1, every block checkpointed unless the policy is fixed) may still fit,
   // since the model is conservative; otherwise report by how much it misses.
+  bool smallest_seen = false;
   for (Precision precision : precisions) {
     TrainingConfig config = base;
     config.precision = precision;
@@ -233,7 +236,8 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
                                                              : std::vector<bool>(n, true);
     StepPrediction p = PredictStep(graph, config, flags, device);
     const int64_t shortfall = PeakAgainstBudget(p, device) - r.usable_bytes;
-    if (r.prediction.timeline.events.empty() || shortfall < r.shortfall_bytes) {
+    if (!smallest_seen || shortfall < r.shortfall_bytes) {
+      smallest_seen = true;
       r.shortfall_bytes = shortfall;
       r.config = config;
       r.checkpointed = flags;

@@ -61,6 +61,7 @@ struct PlanCandidate {
   TrainingConfig config;
   ChainMemoryModel model;
   CheckpointSolution solution;
+  std::optional<StepTimeModel> time_model;  // prices other checkpoint sets at this micro-batch
   StepTime time;
 };
 

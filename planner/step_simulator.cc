@@ -203,7 +203,9 @@ class StepSimulator {
   }
 
   int UsesOf(TensorId t, int recompute_block) const {
-    if (recompute_block < 0) return forward_uses_[t.value];  // the loss stays until backward starts
+    // In a full forward every consumer counts (and the loss stays until backward starts);
+    // in a recomputation only the block's own consumers run again.
+    if (recompute_block < 0) return forward_uses_[t.value];
     int uses = 0;
     for (OpId c : graph_.Consumers(t)) {
       if (block_of_op_[c.value] == recompute_block) ++uses;

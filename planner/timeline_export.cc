@@ -23,12 +23,7 @@ std::vector<Sample> RunningTotals(const Timeline& timeline) {
   std::vector<Sample> samples;
   samples.reserve(timeline.events.size());
   for (size_t i = 0; i < timeline.events.size(); ++i) {
-    const MemoryEvent& e = timeline.events[i];
-    if (e.kind == MemoryEvent::Kind::kAlloc) {
-      live.Alloc(e);
-    } else {
-      live.Free(e);
-    }
+    ReplayEvent(timeline.events[i], live);
     samples.push_back({i, live.current_breakdown(), live.current_bytes()});
   }
   return samples;

@@ -14,8 +14,8 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/live_bytes.h"
 #include "planner/step_simulator.h"
+#include "tests/timeline_probe.h"
 
 namespace headroom {
 namespace {
@@ -24,12 +24,7 @@ int64_t ActivationBytesAtBackwardStart(const ModelSpec& spec, const TrainingConf
   const OpGraph graph = *BuildGraph(spec, {.attention = AttentionImpl::kEager});
   const Timeline t =
       SimulateSteps(graph, config, std::vector<bool>(graph.blocks().size(), false), {.steps = 1});
-  LiveBytes live(t);
-  for (const MemoryEvent& e : t.events) {
-    if (t.phases[e.phase].kind == Phase::Kind::kBackward) break;
-    e.kind == MemoryEvent::Kind::kAlloc ? live.Alloc(e) : live.Free(e);
-  }
-  return live.current_breakdown()[static_cast<int>(Category::kActivations)];
+  return BreakdownAtBackwardStart(t)[static_cast<int>(Category::kActivations)];
 }
 
 TEST(Korthikanti, GptLayerSavedActivationsMatchEquationOne) {

@@ -5,6 +5,7 @@
 #include "models/catalog.h"
 #include "planner/live_bytes.h"
 #include "planner/step_simulator.h"
+#include "tests/timeline_probe.h"
 
 namespace headroom {
 namespace {
@@ -47,7 +48,7 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
   LiveBytes live(t);
   std::vector<int64_t> out;
   for (const MemoryEvent& e : t.events) {
-    e.kind == MemoryEvent::Kind::kAlloc ? live.Alloc(e) : live.Free(e);
+    ReplayEvent(e, live);
     out.push_back(live.current_bytes());
   }
   return out;
@@ -141,12 +142,7 @@ TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
 int64_t ActivationsAtBackwardStart(const OpGraph& g, const TrainingConfig& config,
                                    const std::vector<bool>& ckpt) {
   const Timeline t = SimulateSteps(g, config, ckpt, {.steps = 1});
-  LiveBytes live(t);
-  for (const MemoryEvent& e : t.events) {
-    if (t.phases[e.phase].kind == Phase::Kind::kBackward) break;
-    e.kind == MemoryEvent::Kind::kAlloc ? live.Alloc(e) : live.Free(e);
-  }
-  return live.current_breakdown()[static_cast<int>(Category::kActivations)];
+  return BreakdownAtBackwardStart(t)[static_cast<int>(Category::kActivations)];
 }
 
 // Checkpointing every block keeps only each block's input (b*s*h*4 B in fp32) through
