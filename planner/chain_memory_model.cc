@@ -2,12 +2,11 @@
 
 #include <algorithm>
 
-#include "planner/tensor_states.h"
 
 namespace headroom {
 
-ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
-                          const Timeline& timeline, int64_t micro_batch, int64_t granularity,
+ChainProfile ProfileChain(const OpGraph& graph, const TensorStates& states,
+                          const Timeline& timeline, const ShapeEnv& env, int64_t granularity,
                           int64_t state_bytes) {
   const auto& blocks = graph.blocks();
   const int n = static_cast<int>(blocks.size());
@@ -16,8 +15,6 @@ ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
   p.block_peak.assign(n, 0);
   p.stored.assign(n, 0);
   p.kept.assign(n, 0);
-  const TensorStates states(graph, RegimeOf(config.precision));
-  const ShapeEnv env{micro_batch, config.seq_len};
   for (int i = 0; i < n; ++i)
     p.kept[i] = round_up(states.Bytes(graph, graph.StorageOf(blocks[i].output), env));
   const int first_block_op = n > 0 ? blocks.front().first_op.value : graph.num_ops();
@@ -39,7 +36,7 @@ ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
       }
       stored_measured = true;
     }
-    const int64_t bytes = round_up(e.per_sample ? e.bytes * micro_batch : e.bytes);
+    const int64_t bytes = round_up(e.per_sample ? e.bytes * env.micro_batch : e.bytes);
     if (e.kind == MemoryEvent::Kind::kAlloc) {
       live += bytes;
       if (origin.size() <= static_cast<size_t>(e.buffer)) origin.resize(e.buffer + 1);

@@ -15,7 +15,7 @@
 
 #include "planner/memory_timeline.h"
 #include "planner/op_graph.h"
-#include "planner/training_config.h"
+#include "planner/tensor_states.h"
 
 namespace headroom {
 
@@ -27,13 +27,14 @@ struct ChainProfile {  // bytes
   std::vector<int64_t> kept;    // its output: what remains when it is checkpointed
 };
 
-// Reads the profile at `micro_batch` off a timeline simulated at micro-batch 1 with no
+// Reads the profile at `env.micro_batch` off a timeline simulated at micro-batch 1 with no
 // block checkpointed (the event sequence does not depend on the micro-batch; sizes that
 // do scale by it), rounded up to `granularity` as the device's allocator counts them. A
 // one-step timeline stands for the steady state when `state_bytes` (the optimizer
 // states, which later steps start with) is added outside the optimizer step.
-ChainProfile ProfileChain(const OpGraph& graph, const TrainingConfig& config,
-                          const Timeline& timeline, int64_t micro_batch, int64_t granularity,
+// `states` are the graph's tensor states under the timeline's precision.
+ChainProfile ProfileChain(const OpGraph& graph, const TensorStates& states,
+                          const Timeline& timeline, const ShapeEnv& env, int64_t granularity,
                           int64_t state_bytes = 0);
 
 // The model in integer units, which is what the solver optimizes exactly.

@@ -1,7 +1,6 @@
 #include "planner/checkpoint_solver.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace headroom {
 
@@ -9,48 +8,57 @@ CheckpointSolution SolveCheckpoints(const ChainMemoryModel& m, int64_t budget) {
   const int n = m.num_blocks();
   CheckpointSolution out;
   if (m.fixed_peak > budget) return out;
-  int64_t max_saved = 0;
-  for (int64_t s : m.saved) max_saved += s;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  // cost[D]: least recomputation over the blocks so far with D units saved by them.
-  std::vector<double> cost(max_saved + 1, kInf), next(max_saved + 1, kInf);
-  std::vector<std::vector<char>> took(n, std::vector<char>(max_saved + 1, 0));
-  cost[0] = 0;
-  int64_t reach = 0;  // largest D reachable so far
+  // The DP's states after each block: (saved units D, least recomputation for D). A
+  // state is dominated when another saves at least as much for no more cost (every
+  // constraint is "peak - D <= budget", so more saving never hurts), so only the Pareto
+  // front is kept, sorted by D with the cost rising strictly. For a homogeneous chain it
+  // has at most i + 1 states after block i instead of one per unit of memory.
+  struct State {
+    int64_t saved;
+    double cost;
+    int parent;  // index into the previous block's front
+    bool took;   // this block checkpointed
+  };
+  std::vector<std::vector<State>> fronts(n);
+  std::vector<State> front{{0, 0.0, -1, false}}, candidates;
   for (int i = 0; i < n; ++i) {
-    std::fill(next.begin(), next.begin() + reach + m.saved[i] + 1, kInf);
-    for (int64_t d = 0; d <= reach; ++d) {
-      if (cost[d] == kInf) continue;
-      // On equal cost prefer not checkpointing a later block, so that ties put the
-      // checkpoints first, where they lower every later peak.
-      if (m.block_peak[i] - d <= budget && cost[d] <= next[d]) {
-        next[d] = cost[d];
-        took[i][d] = 0;
-      }
-      const int64_t nd = d + m.saved[i];
-      const double c = cost[d] + m.recompute_cost[i];
-      if (m.block_peak[i] - d + m.kept[i] <= budget && c < next[nd]) {
-        next[nd] = c;
-        took[i][nd] = 1;
+    candidates.clear();
+    for (int k = 0; k < static_cast<int>(front.size()); ++k) {
+      const State& s = front[k];
+      if (m.block_peak[i] - s.saved <= budget) candidates.push_back({s.saved, s.cost, k, false});
+      if (m.block_peak[i] - s.saved + m.kept[i] <= budget) {
+        candidates.push_back({s.saved + m.saved[i], s.cost + m.recompute_cost[i], k, true});
       }
     }
-    reach += m.saved[i];
-    std::swap(cost, next);
+    // Largest saving first; on equal saving the cheaper, and on equal cost not
+    // checkpointing this block, so that ties put the checkpoints first, where they lower
+    // every later peak.
+    std::sort(candidates.begin(), candidates.end(), [](const State& a, const State& b) {
+      if (a.saved != b.saved) return a.saved > b.saved;
+      if (a.cost != b.cost) return a.cost < b.cost;
+      return a.took < b.took;
+    });
+    front.clear();
+    for (const State& c : candidates) {
+      if (front.empty() || c.cost < front.back().cost) front.push_back(c);
+    }
+    std::reverse(front.begin(), front.end());
+    if (front.empty()) return out;
+    fronts[i] = front;
   }
-  int64_t best = -1;
-  for (int64_t d = 0; d <= reach; ++d) {
-    if (cost[d] == kInf || m.head_peak - d > budget) continue;
-    if (best < 0 || cost[d] <= cost[best]) best = d;  // ties: the larger saving
+  int best = -1;
+  for (int k = 0; k < static_cast<int>(front.size()); ++k) {
+    if (m.head_peak - front[k].saved > budget) continue;
+    if (best < 0 || front[k].cost <= front[best].cost) best = k;  // ties: the larger saving
   }
   if (best < 0) return out;
   out.feasible = true;
-  out.recompute_cost = cost[best];
+  out.recompute_cost = front[best].cost;
   out.checkpointed.assign(n, false);
-  for (int i = n - 1, d = static_cast<int>(best); i >= 0; --i) {
-    if (took[i][d]) {
-      out.checkpointed[i] = true;
-      d -= static_cast<int>(m.saved[i]);
-    }
+  for (int i = n - 1, k = best; i >= 0; --i) {
+    const State& s = fronts[i][k];
+    out.checkpointed[i] = s.took;
+    k = s.parent;
   }
   out.peak_units = m.PeakUnits(out.checkpointed);
   return out;

@@ -1,8 +1,8 @@
 // Optimal checkpoint placement on a chain of blocks under a memory budget: the set of
 // blocks to checkpoint that minimizes recomputation time subject to the chain memory
 // model's peak <= budget. A dynamic program over blocks in order whose state is the
-// memory already saved by earlier checkpoints (in the model's integer units): exact in
-// that model, O(blocks x states). The one-level setting is what the runtime executes:
+// memory already saved by earlier checkpoints (in the model's integer units), keeping
+// only the Pareto front of (saving, cost): exact in that model, O(blocks x front). The one-level setting is what the runtime executes:
 // each block is either stored or recomputed once from its input.
 #pragma once
 

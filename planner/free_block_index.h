@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -16,24 +15,25 @@ namespace headroom {
 class FreeBlockIndex {
  public:
   void Insert(int64_t size, int64_t address, int block) {
-    auto& group = by_size_[size];
+    auto& group = GroupOf(size);
     group.insert(
         std::upper_bound(group.begin(), group.end(), Entry{address, block}, std::greater<>()),
         Entry{address, block});
   }
 
   void Erase(int64_t size, int64_t address) {
-    auto& group = by_size_.at(size);
+    auto& group = GroupOf(size);
     group.erase(
         std::lower_bound(group.begin(), group.end(), Entry{address, INT32_MAX}, std::greater<>()));
   }
 
   // Removes and returns the best-fit block of at least `size`, or -1 when none is.
   int TakeBestFit(int64_t size) {
-    for (auto it = by_size_.lower_bound(size); it != by_size_.end(); ++it) {
-      if (it->second.empty()) continue;
-      const int block = it->second.back().second;  // the lowest address
-      it->second.pop_back();
+    const auto first = std::lower_bound(sizes_.begin(), sizes_.end(), size);
+    for (size_t i = first - sizes_.begin(); i < groups_.size(); ++i) {
+      if (groups_[i].empty()) continue;
+      const int block = groups_[i].back().second;  // the lowest address
+      groups_[i].pop_back();
       return block;
     }
     return -1;
@@ -42,14 +42,29 @@ class FreeBlockIndex {
   // Removes every block for which `remove(block)` is true.
   template <typename Predicate>
   void EraseIf(Predicate remove) {
-    for (auto& [size, group] : by_size_) {
+    for (auto& group : groups_) {
       std::erase_if(group, [&](const Entry& e) { return remove(e.second); });
     }
   }
 
  private:
   using Entry = std::pair<int64_t, int>;  // address, block
-  std::map<int64_t, std::vector<Entry>> by_size_;
+
+  // The group of blocks of exactly `size`, created empty when there is none. Sizes are
+  // kept in a sorted flat array (a replay looks them up hundreds of thousands of times;
+  // new sizes are rare), and empty groups stay so that their storage is reused.
+  std::vector<Entry>& GroupOf(int64_t size) {
+    const auto it = std::lower_bound(sizes_.begin(), sizes_.end(), size);
+    const auto i = it - sizes_.begin();
+    if (it == sizes_.end() || *it != size) {
+      sizes_.insert(it, size);
+      groups_.insert(groups_.begin() + i, std::vector<Entry>());
+    }
+    return groups_[i];
+  }
+
+  std::vector<int64_t> sizes_;               // ascending
+  std::vector<std::vector<Entry>> groups_;  // by sizes_; each by address, high to low
 };
 
 }  // namespace headroom

@@ -130,23 +130,10 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     TrainingConfig config = base;
     config.precision = precision;
     const ChainTimeline profiles = Profile(graph, config, device);
+    const TensorStates states(graph, RegimeOf(precision));
     std::vector<MicroBatchOption> micro_batch_options;
     std::vector<TrainingConfig> configs;
     std::vector<StepTimeModel> time_models;
-    for (int64_t b : micro_batches) {
-      config.micro_batch = b;
-      config.grad_accum_steps = per_gpu / b;
-      const StepTimeModel& time_model = time_models.emplace_back(graph, config, device);
-      const StepTime plain = time_model.Estimate({});
-      MicroBatchOption o{b,
-                         ToUnits(ProfileChain(graph, config, profiles.timeline, b,
-                                              profiles.granularity, profiles.state_bytes),
-                                 time_model.block_forward_seconds()),
-                         0, plain.forward_seconds + plain.backward_seconds};
-      o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;
-      micro_batch_options.push_back(std::move(o));
-      configs.push_back(config);
-    }
     // The allocator slack is a guess: when it alone rules a plan out, let verification
     // judge the plan that fits without it.
     const auto solve = [&](const ChainMemoryModel& model, int64_t budget_units) {
@@ -156,6 +143,24 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       }
       return s;
     };
+    for (int64_t b : micro_batches) {
+      config.micro_batch = b;
+      config.grad_accum_steps = per_gpu / b;
+      StepTimeModel time_model(graph, config, device);
+      const StepTime plain = time_model.Estimate({});
+      MicroBatchOption o{b,
+                         ToUnits(ProfileChain(graph, states, profiles.timeline, {b, config.seq_len},
+                                              profiles.granularity, profiles.state_bytes),
+                                 time_model.block_forward_seconds()),
+                         0, plain.forward_seconds + plain.backward_seconds};
+      o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;
+      // Every byte of the model grows with the micro-batch, so once one does not fit no
+      // larger one does: stop profiling there.
+      if (!solve(o.model, o.budget_units).feasible) break;
+      micro_batch_options.push_back(std::move(o));
+      configs.push_back(config);
+      time_models.push_back(std::move(time_model));
+    }
     for (MicroBatchChoice& choice : RankMicroBatches(micro_batch_options, solve)) {
       PlanCandidate c;
       c.config = configs[choice.option];

@@ -34,6 +34,7 @@ TEST(ChainProfile, MicroBatchOneTimelineGivesTheProfileAtAnyMicroBatch) {
         const OpGraph graph =
             *BuildGraph(*LoadCatalogModel(model), {.fine_tune = config.fine_tune});
         const std::vector<bool> none(graph.blocks().size(), false);
+        const TensorStates states(graph, RegimeOf(config.precision));
         const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = 1 << 20};
         config.micro_batch = 1;
         const Timeline at1 = SimulateSteps(graph, config, none, sim);
@@ -42,8 +43,9 @@ TEST(ChainProfile, MicroBatchOneTimelineGivesTheProfileAtAnyMicroBatch) {
           const Timeline direct = SimulateSteps(graph, config, none, sim);
           for (int64_t granularity : {1, 512}) {
             // The direct timeline's sizes are already at b: read it with scale 1.
-            ExpectSameMeasurements(ProfileChain(graph, config, at1, b, granularity, 1000),
-                                   ProfileChain(graph, config, direct, 1, granularity, 1000));
+            ExpectSameMeasurements(
+                ProfileChain(graph, states, at1, {b, config.seq_len}, granularity, 1000),
+                ProfileChain(graph, states, direct, {1, config.seq_len}, granularity, 1000));
           }
         }
       }
