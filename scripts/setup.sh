@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs what headroom needs to build and test on Debian. Idempotent: when every
-# package is already present it only checks and returns (well under a second).
+# package is already present it only checks and returns.
+#   scripts/setup.sh          the planner's dependencies (apt)
+#   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel
 set -euo pipefail
+
+with_torch=0
+[ "${1:-}" = "--torch" ] && with_torch=1
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -20,5 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ $with_torch -eq 1 ] && ! python3 -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch from PyPI (LibTorch for the runtime; about 3 GB)"
+  python3 -m pip install --quiet torch
 fi
 echo "setup: all build dependencies present"

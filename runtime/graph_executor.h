@@ -1,0 +1,62 @@
+// The second interpreter of the OpGraph: runs a micro-batch's forward pass with LibTorch
+// ops, so autograd records the backward. Each tensor is released at its last use, as
+// the simulator assumes; checkpointed blocks run without saving activations and are
+// recomputed in backward (block_checkpoint.h). Mixed precision follows the planner's
+// dtype rules (TensorStates::UsedDType) with explicit casts and autocast's weight-cast
+// cache, so the executed casts are the predicted ones on every device.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+#include "models/model_spec.h"
+#include "planner/op_graph.h"
+#include "planner/tensor_states.h"
+#include "planner/training_config.h"
+#include "runtime/parameter_store.h"
+
+namespace headroom {
+
+class GraphExecutor {
+ public:
+  GraphExecutor(const OpGraph& graph, const ModelSpec& spec, const TrainingConfig& config,
+                const ParameterStore& params);
+
+  // `inputs` holds a tensor for every input of the graph (by tensor id; others
+  // undefined); they are moved in and released at their last use. Returns the loss.
+  at::Tensor Forward(std::vector<at::Tensor> inputs, const std::vector<bool>& checkpointed);
+
+  // Runs block `block` from its external inputs (block input first, then the tables
+  // it reads) and returns its output; used by the checkpoint function, with grad
+  // disabled in its forward and enabled when it recomputes.
+  at::Tensor RunBlock(int block, const std::vector<at::Tensor>& external_inputs);
+  // The tensors a block reads from outside itself, block input first.
+  const std::vector<TensorId>& ExternalInputs(int block) const { return external_inputs_[block]; }
+
+  const OpGraph& graph() const { return graph_; }
+  const TensorStates& states() const { return states_; }
+
+ private:
+  // Tensor values of one run (a forward, or one block) with uses left per tensor.
+  struct Frame {
+    std::vector<at::Tensor> values;
+    std::vector<int> uses_left;
+    std::map<int, at::Tensor> cast_cache;  // autocast copies of trainable weights
+  };
+
+  void RunOp(const OpNode& op, Frame& frame);
+  at::Tensor Input(const OpNode& op, size_t i, Frame& frame);
+  void UseDone(TensorId t, Frame& frame);
+  std::vector<int64_t> Sizes(TensorId t) const;
+
+  const OpGraph& graph_;
+  const ModelSpec& spec_;
+  TrainingConfig config_;
+  const ParameterStore& params_;
+  TensorStates states_;
+  std::vector<std::vector<TensorId>> external_inputs_;  // per block
+};
+
+}  // namespace headroom

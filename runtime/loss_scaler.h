@@ -1,0 +1,38 @@
+// Dynamic loss scaling for fp16 training with PyTorch's GradScaler defaults: start at
+// 2^16; a step whose gradients hold inf or NaN is skipped and the scale halves; after
+// 2000 clean steps in a row it doubles.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+namespace headroom {
+
+struct LossScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+class DynamicLossScaler {
+ public:
+  explicit DynamicLossScaler(LossScalerOptions options = {})
+      : options_(options), scale_(options.init_scale) {}
+
+  double scale() const { return scale_; }
+  int64_t skipped_steps() const { return skipped_; }
+  // Divides the gradients by the scale; returns true when all are finite (the step may
+  // be taken). Then updates the scale for the next step.
+  bool UnscaleAndUpdate(const std::vector<at::Tensor>& params);
+
+ private:
+  LossScalerOptions options_;
+  double scale_;
+  int64_t clean_steps_ = 0;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace headroom
