@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "runtime/block_checkpoint.h"
+#include "runtime/fused_dropout.h"
 #include "runtime/torch_dtypes.h"
 
 namespace headroom {
@@ -176,8 +177,7 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       out = {at::tanh(x)};
       break;
     case OpKind::kDropout:
-      // The fused kernel keeps a bool mask (CPU's at::dropout would keep a float one).
-      out = {std::get<0>(at::native_dropout(x, op.dropout_p, /*train=*/true))};
+      out = {FusedDropout(x, op.dropout_p)};
       break;
     case OpKind::kRopeTables: {
       at::NoGradGuard no_grad;
