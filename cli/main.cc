@@ -7,6 +7,9 @@
 
 #include "cli/plan_command.h"
 #include "cli/plan_flags.h"
+#if HEADROOM_WITH_TORCH
+#include "cli/train_command.h"
+#endif
 #include "models/build_graph.h"
 #include "models/catalog.h"
 #include "planner/byte_units.h"
@@ -63,6 +66,13 @@ int Main(int argc, char** argv) {
   simulate->add_option("--csv", csv_path, "Where to write the timeline CSV")->capture_default_str();
   simulate->add_option("--svg", svg_path, "Where to write the SVG chart")->capture_default_str();
 
+#if HEADROOM_WITH_TORCH
+  TrainFlags train_flags;
+  auto* train = app.add_subcommand(
+      "train", "Plan, then train on this machine with that plan; measured vs predicted memory");
+  AddTrainFlags(*train, train_flags);
+#endif
+
   auto* models = app.add_subcommand("models", "List the built-in model catalog");
   auto* gpus = app.add_subcommand("gpus", "List the GPU catalog");
 
@@ -82,6 +92,12 @@ int Main(int argc, char** argv) {
   }
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
+#if HEADROOM_WITH_TORCH
+  if (train->parsed()) {
+    NoteGivenFlags(*train, train_flags.plan);
+    return RunTrainCommand(train_flags);
+  }
+#endif
   if (simulate->parsed()) {
     NoteGivenFlags(*simulate, sim_flags);
     const TimelineOutputs outputs{csv_path, svg_path};
