@@ -64,22 +64,28 @@ CheckpointSolution SolveCheckpoints(const ChainMemoryModel& m, int64_t budget) {
   return out;
 }
 
-std::vector<MicroBatchChoice> RankMicroBatches(const std::vector<MicroBatchOption>& options,
-                                               const ChainSolver& solve) {
+std::vector<MicroBatchChoice> RankSolvedMicroBatches(const std::vector<MicroBatchOption>& options,
+                                                     std::vector<CheckpointSolution> solutions) {
   std::vector<MicroBatchChoice> ranked;
   for (size_t k = 0; k < options.size(); ++k) {
+    if (!solutions[k].feasible) continue;
     const MicroBatchOption& o = options[k];
-    CheckpointSolution s = solve(o.model, o.budget_units);
-    if (!s.feasible) continue;
     const double per_sample =
-        (o.base_seconds + s.recompute_cost) / static_cast<double>(o.micro_batch);
-    ranked.push_back({static_cast<int>(k), std::move(s), per_sample});
+        (o.base_seconds + solutions[k].recompute_cost) / static_cast<double>(o.micro_batch);
+    ranked.push_back({static_cast<int>(k), std::move(solutions[k]), per_sample});
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const MicroBatchChoice& x, const MicroBatchChoice& y) {
                      return x.seconds_per_sample < y.seconds_per_sample;
                    });
   return ranked;
+}
+
+std::vector<MicroBatchChoice> RankMicroBatches(const std::vector<MicroBatchOption>& options,
+                                               const ChainSolver& solve) {
+  std::vector<CheckpointSolution> solutions;
+  for (const MicroBatchOption& o : options) solutions.push_back(solve(o.model, o.budget_units));
+  return RankSolvedMicroBatches(options, std::move(solutions));
 }
 
 }  // namespace headroom

@@ -46,5 +46,8 @@ using ChainSolver =
 // global batch this is the tokens-per-second order: the optimizer step costs the same.
 std::vector<MicroBatchChoice> RankMicroBatches(const std::vector<MicroBatchOption>& options,
                                                const ChainSolver& solve = SolveCheckpoints);
+// The same ranking of options already solved (solutions[k] belongs to options[k]).
+std::vector<MicroBatchChoice> RankSolvedMicroBatches(const std::vector<MicroBatchOption>& options,
+                                                     std::vector<CheckpointSolution> solutions);
 
 }  // namespace headroom

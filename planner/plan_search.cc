@@ -132,6 +132,7 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     const ChainTimeline profiles = Profile(graph, config, device);
     const TensorStates states(graph, RegimeOf(precision));
     std::vector<MicroBatchOption> micro_batch_options;
+    std::vector<CheckpointSolution> solutions;
     std::vector<TrainingConfig> configs;
     std::vector<StepTimeModel> time_models;
     // The allocator slack is a guess: when it alone rules a plan out, let verification
@@ -156,12 +157,14 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;
       // Every byte of the model grows with the micro-batch, so once one does not fit no
       // larger one does: stop profiling there.
-      if (!solve(o.model, o.budget_units).feasible) break;
+      CheckpointSolution solution = solve(o.model, o.budget_units);
+      if (!solution.feasible) break;
+      solutions.push_back(std::move(solution));
       micro_batch_options.push_back(std::move(o));
       configs.push_back(config);
       time_models.push_back(std::move(time_model));
     }
-    for (MicroBatchChoice& choice : RankMicroBatches(micro_batch_options, solve)) {
+    for (MicroBatchChoice& choice : RankSolvedMicroBatches(micro_batch_options, std::move(solutions))) {
       PlanCandidate c;
       c.config = configs[choice.option];
       c.model = micro_batch_options[choice.option].model;

@@ -30,16 +30,18 @@ GraphExecutor::GraphExecutor(const OpGraph& graph, const ModelSpec& spec,
       states_(graph, RegimeOf(config.precision)) {
   for (const BlockSegment& seg : graph.blocks()) {
     const int block = static_cast<int>(external_inputs_.size());
-    std::vector<TensorId> ext = {seg.input};
+    std::vector<TensorId> ext = {seg.input}, reads;
     for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
       for (TensorId in : graph.op(OpId{o}).inputs) {
         const TensorInfo& info = graph.tensor(in);
         const bool inside = info.producer.valid() && graph.op(info.producer).block == block;
         if (IsParam(graph, in) || inside) continue;
+        reads.push_back(in);
         if (std::find(ext.begin(), ext.end(), in) == ext.end()) ext.push_back(in);
       }
     }
     external_inputs_.push_back(std::move(ext));
+    outside_reads_.push_back(std::move(reads));
   }
 }
 
@@ -75,14 +77,7 @@ at::Tensor GraphExecutor::Forward(std::vector<at::Tensor> inputs,
     at::Tensor out = CheckpointBlock(*this, op.block, ext);
     ext.clear();
     f.values[seg.output.value] = std::move(out);
-    // The block's ops have read their outside inputs.
-    for (int b = seg.first_op.value; b <= seg.last_op.value; ++b) {
-      for (TensorId in : graph_.op(OpId{b}).inputs) {
-        const TensorInfo& info = graph_.tensor(in);
-        const bool inside = info.producer.valid() && graph_.op(info.producer).block == op.block;
-        if (!IsParam(graph_, in) && !inside) UseDone(in, f);
-      }
-    }
+    for (TensorId in : outside_reads_[op.block]) UseDone(in, f);  // the block's ops have read them
   }
   f.cast_cache.clear();  // autocast exit
   return std::move(f.values[graph_.loss().value]);

@@ -32,11 +32,6 @@ class GraphExecutor {
   // it reads) and returns its output; used by the checkpoint function, with grad
   // disabled in its forward and enabled when it recomputes.
   at::Tensor RunBlock(int block, const std::vector<at::Tensor>& external_inputs);
-  // The tensors a block reads from outside itself, block input first.
-  const std::vector<TensorId>& ExternalInputs(int block) const { return external_inputs_[block]; }
-
-  const OpGraph& graph() const { return graph_; }
-  const TensorStates& states() const { return states_; }
 
  private:
   // Tensor values of one run (a forward, or one block) with uses left per tensor.
@@ -56,7 +51,10 @@ class GraphExecutor {
   TrainingConfig config_;
   const ParameterStore& params_;
   TensorStates states_;
-  std::vector<std::vector<TensorId>> external_inputs_;  // per block
+  // Per block: the distinct tensors it reads from outside itself (block input first,
+  // then tables), and every such read, one entry per op input, for the use counts.
+  std::vector<std::vector<TensorId>> external_inputs_;
+  std::vector<std::vector<TensorId>> outside_reads_;
 };
 
 }  // namespace headroom

@@ -21,7 +21,6 @@ class ParameterStore {
                  c10::Device device = c10::Device(c10::DeviceType::CPU));
 
   const at::Tensor& operator[](TensorId id) const { return tensors_.at(id.value); }
-  at::Tensor& mutable_tensor(TensorId id) { return tensors_.at(id.value); }
   // Trainable parameters in graph order (what the optimizer updates).
   std::vector<at::Tensor> Trainable() const;
   // Every parameter with its Hugging Face name, in graph order; tied weights once.
