@@ -2,28 +2,16 @@
 
 #include <cstdint>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "runtime/graph_executor.h"
+#include "runtime/rng_state.h"
 
 namespace headroom {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-at::Tensor CpuRngState() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void SetCpuRngState(const at::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   // `anchor` requires grad so that the output does even when no input does (LoRA: the
@@ -33,7 +21,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     (void)anchor;
     ctx->saved_data["executor"] = reinterpret_cast<int64_t>(executor);
     ctx->saved_data["block"] = block;
-    ctx->saved_data["rng"] = CpuRngState();
+    ctx->saved_data["rng"] = GetRngState(inputs[0].device());
     ctx->save_for_backward(inputs.vec());
     return executor->RunBlock(static_cast<int>(block), inputs.vec());
   }
@@ -51,11 +39,12 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     at::Tensor output;
     {
       // Replay the forward's dropout masks, then leave the RNG where it was.
-      const at::Tensor rng_now = CpuRngState();
-      SetCpuRngState(ctx->saved_data["rng"].toTensor());
+      const c10::Device device = inputs[0].device();
+      const at::Tensor rng_now = GetRngState(device);
+      SetRngState(device, ctx->saved_data["rng"].toTensor());
       torch::AutoGradMode grad(true);
       output = executor->RunBlock(block, inputs);
-      SetCpuRngState(rng_now);
+      SetRngState(device, rng_now);
     }
     torch::autograd::backward({output}, {grad_outputs[0]});
     output.reset();

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "planner/byte_units.h"
+#include "planner/gpu_catalog.h"
 
 namespace headroom {
 namespace {
@@ -72,6 +73,16 @@ CpuMemoryMeter::CpuMemoryMeter()
 CpuMemoryMeter::~CpuMemoryMeter() {
   // Restoring needs a priority at least as high as the one we installed with.
   c10::SetCPUAllocator(previous_, /*priority=*/100);
+}
+
+int64_t CpuMemoryMeter::available_bytes() const {
+  const int64_t budget = allocator_->budget_bytes();
+  return budget > 0 ? budget : HostMemoryBytes();
+}
+
+std::unique_ptr<MemoryMeter> MakeMemoryMeter(c10::Device device) {
+  if (device.is_cuda()) return MakeCudaMemoryMeter(device.has_index() ? device.index() : 0);
+  return std::make_unique<CpuMemoryMeter>();
 }
 
 }  // namespace headroom

@@ -10,6 +10,8 @@
 
 #include <c10/core/Allocator.h>
 
+#include "runtime/memory_meter.h"
+
 namespace headroom {
 
 class CountingCpuAllocator final : public c10::Allocator {
@@ -36,14 +38,20 @@ class CountingCpuAllocator final : public c10::Allocator {
 
 // Installs a CountingCpuAllocator as LibTorch's CPU allocator while alive. Tensors
 // allocated before keep their own deleters, so swapping is safe at any time.
-class CpuMemoryMeter {
+class CpuMemoryMeter final : public MemoryMeter {
  public:
   CpuMemoryMeter();
-  ~CpuMemoryMeter();
+  ~CpuMemoryMeter() override;
   CpuMemoryMeter(const CpuMemoryMeter&) = delete;
   CpuMemoryMeter& operator=(const CpuMemoryMeter&) = delete;
 
   CountingCpuAllocator& allocator() { return *allocator_; }
+
+  int64_t peak_allocated_bytes() const override { return allocator_->peak_bytes(); }
+  int64_t peak_reserved_bytes() const override { return allocator_->peak_bytes(); }
+  void ResetPeak() override { allocator_->ResetPeak(); }
+  void set_budget_bytes(int64_t bytes) override { allocator_->set_budget_bytes(bytes); }
+  int64_t available_bytes() const override;
 
  private:
   CountingCpuAllocator* allocator_;  // leaked on purpose: tensors may outlive the meter

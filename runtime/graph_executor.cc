@@ -194,7 +194,8 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
     }
     case OpKind::kCausalMask: {
       at::NoGradGuard no_grad;
-      out = {at::ones({config_.seq_len, config_.seq_len}, at::TensorOptions().dtype(at::kBool))
+      out = {at::ones({config_.seq_len, config_.seq_len},
+                         at::TensorOptions().dtype(at::kBool).device(params_.device()))
                  .triu(1)};
       break;
     }

@@ -23,6 +23,15 @@ class DynamicLossScaler {
       : options_(options), scale_(options.init_scale) {}
 
   double scale() const { return scale_; }
+  // What a resumed run needs to continue exactly: scale, clean-step streak, skips.
+  std::vector<double> State() const {
+    return {scale_, static_cast<double>(clean_steps_), static_cast<double>(skipped_)};
+  }
+  void Restore(const std::vector<double>& state) {
+    scale_ = state.at(0);
+    clean_steps_ = static_cast<int64_t>(state.at(1));
+    skipped_ = static_cast<int64_t>(state.at(2));
+  }
   int64_t skipped_steps() const { return skipped_; }
   // Divides the gradients by the scale; returns true when all are finite (the step may
   // be taken). Then updates the scale for the next step.

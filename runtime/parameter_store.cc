@@ -15,7 +15,7 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 
 ParameterStore::ParameterStore(const OpGraph& graph, const TensorStates& states, uint64_t seed,
                                c10::Device device)
-    : graph_(graph), tensors_(graph.num_tensors()) {
+    : graph_(graph), device_(device), tensors_(graph.num_tensors()) {
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (TensorId p : graph.Parameters()) {

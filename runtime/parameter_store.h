@@ -21,6 +21,7 @@ class ParameterStore {
                  c10::Device device = c10::Device(c10::DeviceType::CPU));
 
   const at::Tensor& operator[](TensorId id) const { return tensors_.at(id.value); }
+  c10::Device device() const { return device_; }
   // Trainable parameters in graph order (what the optimizer updates).
   std::vector<at::Tensor> Trainable() const;
   // Every parameter with its Hugging Face name, in graph order; tied weights once.
@@ -28,6 +29,7 @@ class ParameterStore {
 
  private:
   const OpGraph& graph_;
+  c10::Device device_;
   std::vector<at::Tensor> tensors_;  // by tensor id; undefined for non-parameters
 };
 

@@ -1,19 +1,23 @@
 #include "runtime/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include <torch/torch.h>
 
 #include "models/build_graph.h"
-#include "planner/gpu_catalog.h"
+#include "planner/byte_units.h"
+#include "planner/plan_search.h"
 #include "planner/step_prediction.h"
 #include "planner/tensor_states.h"
-#include "runtime/counting_cpu_allocator.h"
+#include "runtime/atomic_file.h"
+#include "runtime/batch_builder.h"
 #include "runtime/graph_executor.h"
 #include "runtime/loss_scaler.h"
+#include "runtime/memory_meter.h"
 #include "runtime/parameter_store.h"
-#include "runtime/synthetic_batches.h"
+#include "runtime/rng_state.h"
 
 namespace headroom {
 
@@ -41,19 +45,45 @@ std::optional<Error> CheckExecutable(const TrainingConfig& config) {
   return std::nullopt;
 }
 
+namespace {
+
+constexpr int64_t kStateFormatVersion = 1;
+
+// What a state file must agree on with the run resuming it.
+std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config) {
+  return spec.name + "|" + std::string(PrecisionName(config.precision)) + "|" +
+         std::string(OptimizerName(config.optimizer)) + "|" +
+         (config.fine_tune.mode == FineTuneMode::kFull ? "full" : "lora") + "|r" +
+         std::to_string(config.fine_tune.lora_rank) + "|s" + std::to_string(config.seq_len) +
+         "|g" + std::to_string(config.micro_batch * config.grad_accum_steps);
+}
+
+}  // namespace
+
 struct Trainer::State {
   ModelSpec spec;
   TrainingConfig config;
   std::vector<bool> checkpointed;
   TrainOptions options;
-  CpuMemoryMeter meter;  // installed before any tensor of the run is allocated
+  std::unique_ptr<MemoryMeter> meter;  // installed before any tensor of the run is allocated
   OpGraph graph;
   std::unique_ptr<ParameterStore> params;
   std::unique_ptr<GraphExecutor> executor;
-  std::unique_ptr<SyntheticBatches> batches;
+  std::unique_ptr<TokenSource> synthetic;
+  std::unique_ptr<BatchBuilder> batches;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::optional<DynamicLossScaler> scaler;
+  std::function<void(const std::string&)> replan_listener;
   int64_t steps = 0;
+
+  int64_t global_batch() const { return config.micro_batch * config.grad_accum_steps; }
+  DeviceSpec PlannedDevice(int64_t memory) const {
+    DeviceSpec d = options.device_spec ? *options.device_spec
+                   : options.device.is_cuda() ? CustomGpu(memory)
+                                              : CpuDevice(memory);
+    d.memory_bytes = memory;
+    return d;
+  }
 };
 
 Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
@@ -64,6 +94,7 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
   s_->config = config;
   s_->checkpointed = std::move(checkpointed);
   s_->options = options;
+  s_->meter = MakeMemoryMeter(options.device);
   Result<OpGraph> graph =
       BuildGraph(spec, {.attention = config.attention, .fine_tune = config.fine_tune});
   if (!graph) throw std::invalid_argument(graph.error().message);
@@ -71,10 +102,14 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
   if (s_->checkpointed.size() != s_->graph.blocks().size())
     throw std::invalid_argument("checkpoint flags do not match the model's blocks");
   const TensorStates states(s_->graph, RegimeOf(config.precision));
-  s_->params = std::make_unique<ParameterStore>(s_->graph, states, options.seed);
+  s_->params = std::make_unique<ParameterStore>(s_->graph, states, options.seed, options.device);
   s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->spec, s_->config, *s_->params);
-  s_->batches =
-      std::make_unique<SyntheticBatches>(s_->graph, s_->spec, s_->config, options.seed + 1);
+  const TokenSource* data = options.data;
+  if (!data) {
+    s_->synthetic = MakeSyntheticTokens(spec.vocab_size, options.seed + 1);
+    data = s_->synthetic.get();
+  }
+  s_->batches = std::make_unique<BatchBuilder>(s_->graph, s_->spec, config.seq_len, *data);
   const std::vector<at::Tensor> trainable = s_->params->Trainable();
   switch (config.optimizer) {
     case OptimizerKind::kAdamW:
@@ -91,29 +126,44 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
       break;
   }
   if (RegimeOf(config.precision).loss_scaling) s_->scaler.emplace();
-  predicted_peak_ = PredictStep(s_->graph, config, s_->checkpointed, CpuDevice(int64_t{1} << 40))
-                        .allocated_peak_bytes;
-  set_cpu_budget_bytes(options.cpu_budget_bytes);
-  torch::manual_seed(options.seed + 2);  // dropout masks
-  s_->meter.allocator().ResetPeak();
+  Predict();
+  set_budget_bytes(options.budget_bytes);
+  torch::manual_seed(options.seed + 2);  // dropout masks (every device's generator)
+  s_->meter->ResetPeak();
 }
 
 Trainer::~Trainer() = default;
 
+void Trainer::Predict() {
+  const StepPrediction p = PredictStep(s_->graph, s_->config, s_->checkpointed,
+                                       s_->PlannedDevice(int64_t{1} << 40));
+  predicted_allocated_ = p.allocated_peak_bytes;
+  predicted_reserved_ = p.reserved_peak_bytes;
+}
+
 const OpGraph& Trainer::graph() const { return s_->graph; }
+const TrainingConfig& Trainer::config() const { return s_->config; }
+const std::vector<bool>& Trainer::checkpointed() const { return s_->checkpointed; }
+int64_t Trainer::steps_done() const { return s_->steps; }
 
 std::vector<std::pair<std::string, at::Tensor>> Trainer::NamedParameters() const {
   return s_->params->Named();
 }
 
-int64_t Trainer::measured_peak_allocated_bytes() const {
-  return s_->meter.allocator().peak_bytes();
+int64_t Trainer::measured_peak_allocated_bytes() const { return s_->meter->peak_allocated_bytes(); }
+int64_t Trainer::measured_peak_reserved_bytes() const { return s_->meter->peak_reserved_bytes(); }
+void Trainer::set_budget_bytes(int64_t bytes) { s_->meter->set_budget_bytes(bytes); }
+void Trainer::set_replan_listener(std::function<void(const std::string&)> listener) {
+  s_->replan_listener = std::move(listener);
 }
 
-void Trainer::set_cpu_budget_bytes(int64_t bytes) { s_->meter.allocator().set_budget_bytes(bytes); }
-
-double Trainer::ForwardBackward() {
-  at::Tensor loss = s_->executor->Forward(s_->batches->Next(), s_->checkpointed);
+double Trainer::ForwardBackward(int64_t index) {
+  const int64_t b = s_->config.micro_batch;
+  std::vector<at::Tensor> inputs =
+      s_->batches->Inputs(s_->steps * s_->global_batch() + index * b, b);
+  for (at::Tensor& t : inputs)
+    if (t.defined()) t = t.to(s_->options.device);
+  at::Tensor loss = s_->executor->Forward(std::move(inputs), s_->checkpointed);
   const double value = loss.item<double>();
   double factor = 1.0 / static_cast<double>(s_->config.grad_accum_steps);
   if (s_->scaler) factor *= s_->scaler->scale();
@@ -121,11 +171,52 @@ double Trainer::ForwardBackward() {
   return value;
 }
 
+void Trainer::Replan(int64_t available_bytes) {
+  SearchOptions options;
+  options.global_batch = s_->global_batch();
+  SearchResult plan =
+      SearchPlan(s_->graph, s_->config, s_->PlannedDevice(available_bytes), options);
+  if (!plan.feasible)
+    throw std::runtime_error("out of memory, and no plan fits the " + FormatBytes(available_bytes) +
+                             " available: the smallest needs " +
+                             FormatBytes(plan.prediction.device_peak_bytes));
+  int checkpointed = 0;
+  for (bool c : plan.checkpointed) checkpointed += c ? 1 : 0;
+  const std::string what =
+      "out of memory at micro-batch " + std::to_string(s_->config.micro_batch) + " x " +
+      std::to_string(s_->config.grad_accum_steps) + "; re-planned for " +
+      FormatBytes(available_bytes) + ": micro-batch " + std::to_string(plan.config.micro_batch) +
+      " x " + std::to_string(plan.config.grad_accum_steps) + ", " + std::to_string(checkpointed) +
+      " of " + std::to_string(plan.checkpointed.size()) +
+      " blocks checkpointed; redoing step " + std::to_string(s_->steps + 1);
+  s_->config = plan.config;
+  s_->checkpointed = plan.checkpointed;
+  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->spec, s_->config, *s_->params);
+  Predict();
+  if (s_->replan_listener) s_->replan_listener(what);
+}
+
 StepStats Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   StepStats stats;
   double total = 0;
-  for (int64_t mb = 0; mb < s_->config.grad_accum_steps; ++mb) total += ForwardBackward();
+  const at::Tensor rng_at_start = GetRngState(s_->options.device);
+  for (;;) {
+    try {
+      total = 0;
+      for (int64_t mb = 0; mb < s_->config.grad_accum_steps; ++mb) total += ForwardBackward(mb);
+      break;
+    } catch (const c10::OutOfMemoryError&) {
+      // The step's partial gradients are dropped and its samples redone from the first,
+      // with the dropout masks it would have drawn; no update has been applied yet.
+      s_->optimizer->zero_grad(/*set_to_none=*/true);
+      if (stats.oom_retries == s_->options.max_oom_retries) throw;
+      ++stats.oom_retries;
+      SetRngState(s_->options.device, rng_at_start);
+      Replan(s_->meter->available_bytes());
+      s_->meter->ResetPeak();
+    }
+  }
   bool take = true;
   if (s_->scaler) take = s_->scaler->UnscaleAndUpdate(s_->params->Trainable());
   if (take) s_->optimizer->step();
@@ -136,6 +227,77 @@ StepStats Trainer::Step() {
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats.peak_allocated_bytes = measured_peak_allocated_bytes();
   return stats;
+}
+
+LoadSummary Trainer::LoadWeights(const SafetensorsCheckpoint& checkpoint) {
+  return LoadPretrained(s_->spec, s_->params->Named(), checkpoint);
+}
+
+void Trainer::SaveWeights(const std::filesystem::path& dir) const {
+  if (s_->config.fine_tune.mode == FineTuneMode::kFull)
+    SaveFullWeights(dir, s_->spec, s_->params->Named());
+  else
+    SavePeftAdapter(dir, s_->spec, s_->config.fine_tune, s_->params->Named());
+}
+
+void Trainer::SaveState(const std::filesystem::path& file) const {
+  torch::serialize::OutputArchive archive;
+  archive.write("format_version", c10::IValue(kStateFormatVersion));
+  archive.write("fingerprint", c10::IValue(Fingerprint(s_->spec, s_->config)));
+  archive.write("steps", c10::IValue(s_->steps));
+  for (const auto& [name, tensor] : s_->params->Named())
+    if (tensor.requires_grad()) archive.write("param/" + name, tensor.detach());
+  torch::serialize::OutputArchive optimizer;
+  s_->optimizer->save(optimizer);
+  archive.write("optimizer", optimizer);
+  archive.write("rng/cpu", GetRngState(c10::Device(c10::DeviceType::CPU)));
+  if (s_->options.device.is_cuda()) archive.write("rng/device", GetRngState(s_->options.device));
+  if (s_->scaler)
+    archive.write("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
+  WriteFileAtomically(file, [&](std::ostream& out) { archive.save_to(out); });
+}
+
+void Trainer::LoadState(const std::filesystem::path& file) {
+  const std::string where = file.string();
+  if (!std::filesystem::exists(file)) throw std::runtime_error(where + ": no such state file");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(where, s_->options.device);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(where + ": not a headroom training state (" + e.what_without_backtrace() + ")");
+  }
+  c10::IValue value;
+  if (!archive.try_read("format_version", value) || value.toInt() > kStateFormatVersion)
+    throw std::runtime_error(where + ": a training state of another headroom version");
+  archive.read("fingerprint", value);
+  const std::string expected = Fingerprint(s_->spec, s_->config);
+  if (value.toStringRef() != expected)
+    throw std::runtime_error(where + ": saved by a run of " + value.toStringRef() +
+                             ", not this one (" + expected + ")");
+  archive.read("steps", value);
+  s_->steps = value.toInt();
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : s_->params->Named()) {
+    if (!tensor.requires_grad()) continue;
+    at::Tensor saved;
+    if (!archive.try_read("param/" + name, saved))
+      throw std::runtime_error(where + ": no tensor for the trainable parameter " + name);
+    tensor.copy_(saved);
+  }
+  torch::serialize::InputArchive optimizer;
+  archive.read("optimizer", optimizer);
+  s_->optimizer->load(optimizer);
+  at::Tensor rng;
+  archive.read("rng/cpu", rng);
+  SetRngState(c10::Device(c10::DeviceType::CPU), rng.cpu());
+  if (s_->options.device.is_cuda() && archive.try_read("rng/device", rng))
+    SetRngState(s_->options.device, rng.cpu());
+  if (s_->scaler) {
+    at::Tensor scaler;
+    archive.read("loss_scaler", scaler);
+    const at::Tensor cpu = scaler.cpu().contiguous();
+    s_->scaler->Restore(std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()));
+  }
 }
 
 }  // namespace headroom
