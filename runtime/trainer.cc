@@ -50,8 +50,9 @@ namespace {
 constexpr int64_t kStateFormatVersion = 1;
 
 // What a state file must agree on with the run resuming it.
-std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config) {
-  return spec.name + "|" + std::string(PrecisionName(config.precision)) + "|" +
+std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config, uint64_t seed) {
+  return spec.name + "|seed" + std::to_string(seed) + "|" +
+         std::string(PrecisionName(config.precision)) + "|" +
          std::string(OptimizerName(config.optimizer)) + "|" +
          (config.fine_tune.mode == FineTuneMode::kFull ? "full" : "lora") + "|r" +
          std::to_string(config.fine_tune.lora_rank) + "|s" + std::to_string(config.seq_len) +
@@ -200,19 +201,17 @@ StepStats Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   StepStats stats;
   double total = 0;
-  const at::Tensor rng_at_start = GetRngState(s_->options.device);
   for (;;) {
     try {
       total = 0;
       for (int64_t mb = 0; mb < s_->config.grad_accum_steps; ++mb) total += ForwardBackward(mb);
       break;
     } catch (const c10::OutOfMemoryError&) {
-      // The step's partial gradients are dropped and its samples redone from the first,
-      // with the dropout masks it would have drawn; no update has been applied yet.
+      // The step's partial gradients are dropped and its samples redone from the first;
+      // no update has been applied yet. (Dropout draws fresh masks for the redo.)
       s_->optimizer->zero_grad(/*set_to_none=*/true);
       if (stats.oom_retries == s_->options.max_oom_retries) throw;
       ++stats.oom_retries;
-      SetRngState(s_->options.device, rng_at_start);
       Replan(s_->meter->available_bytes());
       s_->meter->ResetPeak();
     }
@@ -243,7 +242,7 @@ void Trainer::SaveWeights(const std::filesystem::path& dir) const {
 void Trainer::SaveState(const std::filesystem::path& file) const {
   torch::serialize::OutputArchive archive;
   archive.write("format_version", c10::IValue(kStateFormatVersion));
-  archive.write("fingerprint", c10::IValue(Fingerprint(s_->spec, s_->config)));
+  archive.write("fingerprint", c10::IValue(Fingerprint(s_->spec, s_->config, s_->options.seed)));
   archive.write("steps", c10::IValue(s_->steps));
   for (const auto& [name, tensor] : s_->params->Named())
     if (tensor.requires_grad()) archive.write("param/" + name, tensor.detach());
@@ -270,7 +269,7 @@ void Trainer::LoadState(const std::filesystem::path& file) {
   if (!archive.try_read("format_version", value) || value.toInt() > kStateFormatVersion)
     throw std::runtime_error(where + ": a training state of another headroom version");
   archive.read("fingerprint", value);
-  const std::string expected = Fingerprint(s_->spec, s_->config);
+  const std::string expected = Fingerprint(s_->spec, s_->config, s_->options.seed);
   if (value.toStringRef() != expected)
     throw std::runtime_error(where + ": saved by a run of " + value.toStringRef() +
                              ", not this one (" + expected + ")");
