@@ -121,7 +121,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
   if (f.attention == "sdpa") {
-    c.attention = AttentionImpl::kSdpa;
+    c.attention = AttentionAsExecuted(r.model, AttentionImpl::kSdpa, r.device);
   } else if (f.attention == "eager") {
     c.attention = AttentionImpl::kEager;
   } else {

@@ -4,6 +4,13 @@
 
 namespace headroom {
 
+AttentionImpl AttentionAsExecuted(const ModelSpec& model, AttentionImpl requested,
+                                  const DeviceSpec& device) {
+  if (requested == AttentionImpl::kSdpa && !device.is_cuda && model.attention_dropout > 0)
+    return AttentionImpl::kEager;
+  return requested;
+}
+
 std::optional<Error> ValidateRequest(const PlanRequest& r) {
   const TrainingConfig& c = r.config;
   for (auto [value, flag] : {std::pair{c.micro_batch, "--micro-batch"},

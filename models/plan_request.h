@@ -18,6 +18,13 @@ struct PlanRequest {
   DeviceSpec device;
 };
 
+// The attention a device actually runs. On the CPU, PyTorch's SDPA with attention
+// dropout falls back to its math kernel, which keeps the attention probabilities (and
+// the dropout mask) for backward exactly as eager attention does; so it is planned as
+// eager there. CUDA's flash and memory-efficient kernels support dropout.
+AttentionImpl AttentionAsExecuted(const ModelSpec& model, AttentionImpl requested,
+                                  const DeviceSpec& device);
+
 // The user-facing checks of a request; the message says what is wrong.
 std::optional<Error> ValidateRequest(const PlanRequest& request);
 

@@ -130,7 +130,6 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
   Predict();
   set_budget_bytes(options.budget_bytes);
   torch::manual_seed(options.seed + 2);  // dropout masks (every device's generator)
-  s_->meter->ResetPeak();
 }
 
 Trainer::~Trainer() = default;
@@ -151,8 +150,8 @@ std::vector<std::pair<std::string, at::Tensor>> Trainer::NamedParameters() const
   return s_->params->Named();
 }
 
-int64_t Trainer::measured_peak_allocated_bytes() const { return s_->meter->peak_allocated_bytes(); }
-int64_t Trainer::measured_peak_reserved_bytes() const { return s_->meter->peak_reserved_bytes(); }
+int64_t Trainer::measured_peak_allocated_bytes() const { return measured_allocated_; }
+int64_t Trainer::measured_peak_reserved_bytes() const { return measured_reserved_; }
 void Trainer::set_budget_bytes(int64_t bytes) { s_->meter->set_budget_bytes(bytes); }
 void Trainer::set_replan_listener(std::function<void(const std::string&)> listener) {
   s_->replan_listener = std::move(listener);
@@ -201,6 +200,7 @@ StepStats Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   StepStats stats;
   double total = 0;
+  s_->meter->ResetPeak();
   for (;;) {
     try {
       total = 0;
@@ -214,6 +214,7 @@ StepStats Trainer::Step() {
       ++stats.oom_retries;
       Replan(s_->meter->available_bytes());
       s_->meter->ResetPeak();
+      measured_allocated_ = measured_reserved_ = 0;
     }
   }
   bool take = true;
@@ -224,7 +225,9 @@ StepStats Trainer::Step() {
   stats.loss = total / static_cast<double>(s_->config.grad_accum_steps);
   stats.skipped = !take;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stats.peak_allocated_bytes = measured_peak_allocated_bytes();
+  stats.peak_allocated_bytes = s_->meter->peak_allocated_bytes();
+  measured_allocated_ = std::max(measured_allocated_, stats.peak_allocated_bytes);
+  measured_reserved_ = std::max(measured_reserved_, s_->meter->peak_reserved_bytes());
   return stats;
 }
 

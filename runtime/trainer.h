@@ -47,7 +47,7 @@ struct StepStats {
   double seconds = 0;
   bool skipped = false;              // fp16 overflow: no update
   int oom_retries = 0;               // re-plans this step needed
-  int64_t peak_allocated_bytes = 0;  // since the run (or the last re-plan) started
+  int64_t peak_allocated_bytes = 0;  // of this step
 };
 
 struct RunReport {
@@ -110,6 +110,10 @@ class Trainer {
   std::unique_ptr<State> s_;
   int64_t predicted_allocated_ = 0;
   int64_t predicted_reserved_ = 0;
+  // Maxima over the steps since the run (or the last re-plan) started: saving and
+  // loading between steps is not part of a training step's memory.
+  int64_t measured_allocated_ = 0;
+  int64_t measured_reserved_ = 0;
 };
 
 }  // namespace headroom

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "planner/byte_units.h"
+#include "models/catalog.h"
+#include "models/plan_request.h"
 #include "planner/training_config.h"
 
 namespace headroom {
@@ -46,6 +48,23 @@ TEST(Precision, RegimesStoreAndComputeAsDocumented) {
   EXPECT_EQ(RegimeOf(*ParsePrecision("bf16")).optimizer_state_dtype, DType::kBF16);
   EXPECT_FALSE(ParsePrecision("fp8").ok());
   EXPECT_FALSE(ParseOptimizer("lion").ok());
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(AttentionAsExecuted, CpuSdpaWithDropoutIsPlannedAsEager) {
+  const ModelSpec gpt2 = *LoadCatalogModel("tiny-gpt2");    // attention dropout 0.1
+  const ModelSpec llama = *LoadCatalogModel("tiny-llama");  // none
+  const DeviceSpec cpu = CpuDevice(int64_t{1} << 30);
+  const DeviceSpec h100 = *FindGpu("h100-80gb");
+  EXPECT_EQ(AttentionAsExecuted(gpt2, AttentionImpl::kSdpa, cpu), AttentionImpl::kEager);
+  EXPECT_EQ(AttentionAsExecuted(llama, AttentionImpl::kSdpa, cpu), AttentionImpl::kSdpa);
+  EXPECT_EQ(AttentionAsExecuted(gpt2, AttentionImpl::kSdpa, h100), AttentionImpl::kSdpa);
+  EXPECT_EQ(AttentionAsExecuted(gpt2, AttentionImpl::kEager, h100), AttentionImpl::kEager);
 }
 
 }  // namespace
