@@ -180,8 +180,11 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
 
 void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   AddPlanFlags(command, flags.plan);
+  // A plan file carries the model: --model is needed only without one.
+  CLI::Option* model = command.get_option("--model")->required(false);
   command.add_option("--plan", flags.plan_file,
-                     "Execute a plan file written by `headroom plan -o` (instead of planner flags)");
+                     "Execute a plan file written by `headroom plan -o` (instead of planner flags)")
+      ->excludes(model);
   command.add_option("--steps", flags.steps, "Optimizer steps to train (in all, when resuming)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -212,6 +215,8 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
 }
 
 int RunTrainCommand(const TrainFlags& flags) {
+  if (flags.plan_file.empty() && flags.plan.model.empty())
+    return ReportUsageError("train needs --model (with planner flags) or --plan plan.yaml");
   Result<PlanRequest> request =
       flags.plan_file.empty() ? ToPlanRequest(flags.plan) : RequestFromPlanFile(flags.plan_file);
   if (!request) return ReportUsageError(request.error().message);
