@@ -1,7 +1,6 @@
 // (No fmt here: LibTorch's include directory carries its own, newer copy.)
 #include "cli/train_command.h"
 
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>

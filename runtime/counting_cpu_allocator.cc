@@ -80,9 +80,4 @@ int64_t CpuMemoryMeter::available_bytes() const {
   return budget > 0 ? budget : HostMemoryBytes();
 }
 
-std::unique_ptr<MemoryMeter> MakeMemoryMeter(c10::Device device) {
-  if (device.is_cuda()) return MakeCudaMemoryMeter(device.has_index() ? device.index() : 0);
-  return std::make_unique<CpuMemoryMeter>();
-}
-
 }  // namespace headroom

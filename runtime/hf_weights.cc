@@ -11,10 +11,6 @@
 namespace headroom {
 namespace {
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 bool IsAdapter(const std::string& name) { return name.find(".lora_") != std::string::npos; }
 
 // GPT-2's Conv1D stores [in, out]; the graph (like nn.Linear) uses [out, in].
@@ -22,7 +18,7 @@ bool StoredTransposed(const ModelSpec& spec, const std::string& name) {
   if (spec.family != ModelFamily::kGpt2 || IsAdapter(name)) return false;
   for (const char* conv : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight",
                            ".mlp.c_proj.weight"})
-    if (EndsWith(name, conv)) return true;
+    if (name.ends_with(conv)) return true;
   return false;
 }
 
@@ -33,9 +29,9 @@ std::vector<std::string> StoredNames(const std::string& name) {
     if (name.rfind(prefix, 0) == 0) out.push_back(name.substr(std::string(prefix).size()));
   if (name.find("LayerNorm.") != std::string::npos) {
     for (size_t i = 0, n = out.size(); i < n; ++i) {
-      if (EndsWith(out[i], ".weight"))
+      if (out[i].ends_with(".weight"))
         out.push_back(out[i].substr(0, out[i].size() - 7) + ".gamma");
-      if (EndsWith(out[i], ".bias")) out.push_back(out[i].substr(0, out[i].size() - 5) + ".beta");
+      if (out[i].ends_with(".bias")) out.push_back(out[i].substr(0, out[i].size() - 5) + ".beta");
     }
   }
   return out;
@@ -84,7 +80,7 @@ LoadSummary LoadPretrained(const ModelSpec& spec, const NamedTensors& params,
   if (summary.loaded == 0)
     throw std::runtime_error(checkpoint.description() + " holds none of " + spec.name +
                              "'s parameters (first expected: " + params.front().first + ")");
-  summary.unused = static_cast<int>(checkpoint.names().size() - used.size());
+  summary.unused = static_cast<int>(checkpoint.size() - used.size());
   return summary;
 }
 

@@ -5,14 +5,6 @@
 #include "runtime/torch_dtypes.h"
 
 namespace headroom {
-namespace {
-
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 ParameterStore::ParameterStore(const OpGraph& graph, const TensorStates& states, uint64_t seed,
                                c10::Device device)
     : graph_(graph), device_(device), tensors_(graph.num_tensors()) {
@@ -26,8 +18,8 @@ ParameterStore::ParameterStore(const OpGraph& graph, const TensorStates& states,
     // precisions), then convert.
     at::Tensor t;
     if (sizes.size() == 1) {
-      t = EndsWith(info.name, "bias") ? torch::zeros(sizes) : torch::ones(sizes);
-    } else if (EndsWith(info.name, "lora_B.weight")) {
+      t = info.name.ends_with("bias") ? torch::zeros(sizes) : torch::ones(sizes);
+    } else if (info.name.ends_with("lora_B.weight")) {
       t = torch::zeros(sizes);
     } else {
       t = at::normal(0.0, 0.02, sizes, generator);

@@ -189,12 +189,6 @@ at::Tensor SafetensorsCheckpoint::Read(const std::string& name) const {
   return shards_[it->second].Read(name);
 }
 
-std::vector<std::string> SafetensorsCheckpoint::names() const {
-  std::vector<std::string> out;
-  for (const auto& [name, shard] : shard_of_) out.push_back(name);
-  return out;
-}
-
 std::string SafetensorsCheckpoint::description() const {
   if (shards_.size() == 1) return shards_[0].path().string();
   return origin_.string() + " (" + std::to_string(shards_.size()) + " shards)";

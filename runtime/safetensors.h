@@ -57,7 +57,7 @@ class SafetensorsCheckpoint {
   bool contains(const std::string& name) const { return shard_of_.count(name) != 0; }
   const SafetensorsFile::Entry& entry(const std::string& name) const;
   at::Tensor Read(const std::string& name) const;
-  std::vector<std::string> names() const;
+  size_t size() const { return shard_of_.size(); }
   std::string description() const;  // for messages: the file, or the index and shard count
 
  private:

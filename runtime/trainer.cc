@@ -1,7 +1,7 @@
 #include "runtime/trainer.h"
 
 #include <chrono>
-#include <cmath>
+#include <algorithm>
 #include <stdexcept>
 
 #include <torch/torch.h>

@@ -40,7 +40,7 @@ TEST(TokenSource, Uint32FileChecksTheVocabulary) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("position 2"), std::string::npos) << e.what();
   }
-  // 20 bytes are not a whole number of... they are 10 uint16 ids, but 5 bytes are not.
+  // 5 bytes are not a whole number of 16-bit ids.
   fs::resize_file(file, 5);
   EXPECT_THROW(OpenTokenFile(file, TokenFileFormat::kUint16, 70001, 2), std::runtime_error);
 }
