@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/op_cost.h"
 
 namespace headroom {
 
@@ -15,8 +16,17 @@ ChainProfile ProfileChain(const OpGraph& graph, const TensorStates& states,
   p.block_peak.assign(n, 0);
   p.stored.assign(n, 0);
   p.kept.assign(n, 0);
-  for (int i = 0; i < n; ++i)
-    p.kept[i] = round_up(states.Bytes(graph, graph.StorageOf(blocks[i].output), env));
+  p.grad_held.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const int64_t output = round_up(states.Bytes(graph, graph.StorageOf(blocks[i].output), env));
+    // A checkpointed block's backward holds its output's gradient to its end: extra
+    // memory unless the last op passes that gradient straight on (a residual add).
+    const BackwardCost last = CostBackward(graph, graph.op(blocks[i].last_op), states, env);
+    const bool passed_on = std::find(last.input_grads.begin(), last.input_grads.end(),
+                                     GradFlow::kPassThrough) != last.input_grads.end();
+    p.kept[i] = output;
+    p.grad_held[i] = passed_on ? 0 : output;
+  }
   const int first_block_op = n > 0 ? blocks.front().first_op.value : graph.num_ops();
 
   struct Origin {
@@ -62,7 +72,7 @@ int64_t ChainMemoryModel::PeakUnits(const std::vector<bool>& checkpointed) const
   int64_t peak = fixed_peak;
   int64_t saved_before = 0;
   for (int i = 0; i < num_blocks(); ++i) {
-    peak = std::max(peak, block_peak[i] - saved_before + (checkpointed[i] ? kept[i] : 0));
+    peak = std::max(peak, block_peak[i] - saved_before + (checkpointed[i] ? recompute_extra[i] : 0));
     if (checkpointed[i]) saved_before += saved[i];
   }
   return std::max(peak, head_peak - saved_before);
@@ -81,7 +91,7 @@ ChainMemoryModel ToUnits(const ChainProfile& p, const std::vector<double>& recom
   for (size_t i = 0; i < p.stored.size(); ++i) {
     m.block_peak.push_back(up(p.block_peak[i]));
     m.saved.push_back(std::max<int64_t>(0, p.stored[i] - p.kept[i]) / u);
-    m.kept.push_back(up(p.kept[i]));
+    m.recompute_extra.push_back(up(p.kept[i] + p.grad_held[i]));
   }
   m.recompute_cost = recompute_cost;
   return m;

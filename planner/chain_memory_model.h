@@ -4,10 +4,11 @@
 //
 //   peak(C) = max( fixed_peak,                              embedding, optimizer, setup
 //                  head_peak - sum_{j in C} d_j,            LM head and loss
-//                  max_i block_peak_i - sum_{j<i, j in C} d_j + [i in C] kept_i )
+//                  max_i block_peak_i - sum_{j<i, j in C} d_j + [i in C] e_i )
 //
-// (a checkpointed block keeps only its output for the next block, and while it is
-// recomputed in backward its recomputed output is live on top of its peak).
+// (a checkpointed block keeps only its output for the next block; while it is recomputed
+// in backward, e_i is live on top of its peak: the recomputed output, and the output's
+// gradient where the block's last op does not pass it on).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct ChainProfile {  // bytes
   std::vector<int64_t> block_peak;
   std::vector<int64_t> stored;  // kept from a block's forward to its backward
   std::vector<int64_t> kept;    // its output: what remains when it is checkpointed
+  std::vector<int64_t> grad_held;  // its output's gradient, where its backward holds it
 };
 
 // Reads the profile at `env.micro_batch` off a timeline simulated at micro-batch 1 with no
@@ -44,7 +46,7 @@ struct ChainMemoryModel {
   int64_t head_peak = 0;
   std::vector<int64_t> block_peak;
   std::vector<int64_t> saved;  // d_i, rounded down (never overstates a saving)
-  std::vector<int64_t> kept;
+  std::vector<int64_t> recompute_extra;  // e_i = kept_i + grad_held_i
   std::vector<double> recompute_cost;  // seconds to recompute each block
 
   int num_blocks() const { return static_cast<int>(block_peak.size()); }

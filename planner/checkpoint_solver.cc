@@ -26,7 +26,7 @@ CheckpointSolution SolveCheckpoints(const ChainMemoryModel& m, int64_t budget) {
     for (int k = 0; k < static_cast<int>(front.size()); ++k) {
       const State& s = front[k];
       if (m.block_peak[i] - s.saved <= budget) candidates.push_back({s.saved, s.cost, k, false});
-      if (m.block_peak[i] - s.saved + m.kept[i] <= budget) {
+      if (m.block_peak[i] - s.saved + m.recompute_extra[i] <= budget) {
         candidates.push_back({s.saved + m.saved[i], s.cost + m.recompute_cost[i], k, true});
       }
     }

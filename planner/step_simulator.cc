@@ -302,7 +302,16 @@ class StepSimulator {
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
-      if (ckpt && graph_.blocks()[block].last_op.value == o) Recompute(block);
+      if (ckpt && graph_.blocks()[block].last_op.value == o) {
+        // The checkpoint's backward is handed its output's gradient and holds it until
+        // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
+        const int64_t output_grad = grad_of_[graph_.blocks()[block].output.value];
+        if (output_grad != kNoBuffer) {
+          Retain(output_grad);
+          block_holds_[block].push_back(output_grad);
+        }
+        Recompute(block);
+      }
       RunOpBackward(OpId{o});
       if (ckpt && graph_.blocks()[block].first_op.value == o) {
         for (int64_t b : block_holds_[block]) Release(b);

@@ -18,7 +18,7 @@ ChainMemoryModel RandomChain(std::mt19937& rng, int n, int64_t scale) {
   for (int i = 0; i < n; ++i) {
     const int64_t kept = scale * (1 + small(rng) / 4);
     const int64_t saved = scale * small(rng);  // heterogeneous, sometimes nothing to save
-    m.kept.push_back(kept);
+    m.recompute_extra.push_back(kept);
     m.saved.push_back(saved);
     m.block_peak.push_back(m.fixed_peak + stored_total + scale * big(rng));
     m.recompute_cost.push_back(seconds(rng));
@@ -125,7 +125,7 @@ TEST(CheckpointSolver, HomogeneousChainCheckpointsTheFewestBlocksFirst) {
   for (int i = 0; i < 8; ++i) {
     m.block_peak.push_back(10 * i + 15);
     m.saved.push_back(8);
-    m.kept.push_back(2);
+    m.recompute_extra.push_back(2);
     m.recompute_cost.push_back(1.0);
   }
   m.head_peak = 80 + 20;  // all 8 blocks stored + 20 for the head

@@ -2,9 +2,7 @@
 // (counted by the CPU allocator LibTorch allocates through) against PredictStep, over
 // the tiny models of all three families and the grid of precision, checkpointing,
 // micro-batch, fine-tuning mode and optimizer. Prints the table; each config must be
-// within 2%, except a known gap: BERT with every block checkpointed measures 2.7-4.5%
-// above the prediction (recomputation there holds memory the simulator does not yet
-// account for), checked against 5% until that is found.
+// within 2%.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -81,9 +79,7 @@ TEST(ValidationSuite, MeasuredPeakWithinTwoPercentOfPrediction) {
     const double measured = static_cast<double>(trainer.measured_peak_allocated_bytes());
     const double error = 100.0 * (measured - predicted) / predicted;
     std::printf("%-58s %14.0f %14.0f %7.2f%%\n", Describe(c).c_str(), predicted, measured, error);
-    const bool known_gap = std::string(c.model) == "tiny-bert" && std::string(c.checkpoint) == "all";
-    const double limit = known_gap ? 5.0 : 2.0;
-    EXPECT_LE(std::abs(error), limit) << Describe(c);
+    EXPECT_LE(std::abs(error), 2.0) << Describe(c);
     failures += std::abs(error) > 2.0;
   }
   std::printf("%d of %zu configs outside 2%%\n", failures, Configs().size());
