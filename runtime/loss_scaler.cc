@@ -4,14 +4,30 @@
 
 namespace headroom {
 
-bool DynamicLossScaler::UnscaleAndUpdate(const std::vector<at::Tensor>& params) {
+namespace {
+
+bool AllFinite(const std::vector<at::Tensor>& params, double factor) {
   bool finite = true;
   for (const at::Tensor& p : params) {
     at::Tensor g = p.grad();
     if (!g.defined()) continue;
-    g.mul_(1.0 / scale_);
+    if (factor != 1.0) g.mul_(factor);
     finite = finite && g.isfinite().all().item<bool>();
   }
+  return finite;
+}
+
+}  // namespace
+
+bool DynamicLossScaler::UnscaleAndUpdate(const std::vector<at::Tensor>& params) {
+  return Update(AllFinite(params, 1.0 / scale_));
+}
+
+bool DynamicLossScaler::CheckAndUpdate(const std::vector<at::Tensor>& params) {
+  return Update(AllFinite(params, 1.0));
+}
+
+bool DynamicLossScaler::Update(bool finite) {
   if (!finite) {
     scale_ *= options_.backoff_factor;
     clean_steps_ = 0;

@@ -36,8 +36,13 @@ class DynamicLossScaler {
   // Divides the gradients by the scale; returns true when all are finite (the step may
   // be taken). Then updates the scale for the next step.
   bool UnscaleAndUpdate(const std::vector<at::Tensor>& params);
+  // For gradients unscaled elsewhere (fp16 ones, in their fp32 copies): checks them as
+  // they are, then updates the scale; true when the step may be taken.
+  bool CheckAndUpdate(const std::vector<at::Tensor>& params);
 
  private:
+  bool Update(bool finite);
+
   LossScalerOptions options_;
   double scale_;
   int64_t clean_steps_ = 0;

@@ -15,6 +15,7 @@
 #include "runtime/batch_builder.h"
 #include "runtime/graph_executor.h"
 #include "runtime/loss_scaler.h"
+#include "runtime/master_weights.h"
 #include "runtime/memory_meter.h"
 #include "runtime/parameter_store.h"
 #include "runtime/rng_state.h"
@@ -36,11 +37,6 @@ std::optional<Error> CheckExecutable(const TrainingConfig& config) {
     return MakeError(
         "QLoRA (4-bit NF4 base weights) is modelled by the planner but not executed by `train`; "
         "use --lora-rank without --qlora");
-  }
-  if (config.precision == Precision::kMixedBf16 || config.precision == Precision::kMixedFp16) {
-    return MakeError("precision " + std::string(PrecisionName(config.precision)) +
-                     " (16-bit weights with fp32 master copies) is not executed by `train` yet; "
-                     "use fp32, amp-bf16, amp-fp16 or bf16");
   }
   return std::nullopt;
 }
@@ -73,11 +69,15 @@ struct Trainer::State {
   std::unique_ptr<TokenSource> synthetic;
   std::unique_ptr<BatchBuilder> batches;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::optional<MasterWeights> masters;  // the mixed-* regimes: what the optimizer updates
   std::optional<DynamicLossScaler> scaler;
   std::function<void(const std::string&)> replan_listener;
   int64_t steps = 0;
 
   int64_t global_batch() const { return config.micro_batch * config.grad_accum_steps; }
+  void ZeroGrads() {
+    for (at::Tensor& p : params->Trainable()) p.mutable_grad().reset();
+  }
   DeviceSpec PlannedDevice(int64_t memory) const {
     DeviceSpec d = options.device_spec ? *options.device_spec
                    : options.device.is_cuda() ? CustomGpu(memory)
@@ -111,7 +111,11 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
     data = s_->synthetic.get();
   }
   s_->batches = std::make_unique<BatchBuilder>(s_->graph, s_->spec, config.seq_len, *data);
-  const std::vector<at::Tensor> trainable = s_->params->Trainable();
+  std::vector<at::Tensor> trainable = s_->params->Trainable();
+  if (RegimeOf(config.precision).master_weights) {
+    s_->masters.emplace(trainable);
+    trainable = s_->masters->masters();
+  }
   switch (config.optimizer) {
     case OptimizerKind::kAdamW:
       s_->optimizer = std::make_unique<torch::optim::AdamW>(
@@ -209,7 +213,7 @@ StepStats Trainer::Step() {
     } catch (const c10::OutOfMemoryError&) {
       // The step's partial gradients are dropped and its samples redone from the first;
       // no update has been applied yet. (Dropout draws fresh masks for the redo.)
-      s_->optimizer->zero_grad(/*set_to_none=*/true);
+      s_->ZeroGrads();
       if (stats.oom_retries == s_->options.max_oom_retries) throw;
       ++stats.oom_retries;
       Replan(s_->meter->available_bytes());
@@ -218,9 +222,16 @@ StepStats Trainer::Step() {
     }
   }
   bool take = true;
-  if (s_->scaler) take = s_->scaler->UnscaleAndUpdate(s_->params->Trainable());
-  if (take) s_->optimizer->step();
-  s_->optimizer->zero_grad(/*set_to_none=*/true);
+  if (s_->masters) {
+    // 16-bit gradients are unscaled in their fp32 copies, one parameter at a time.
+    const double unscale = s_->scaler ? 1.0 / s_->scaler->scale() : 1.0;
+    if (s_->scaler) take = s_->scaler->CheckAndUpdate(s_->params->Trainable());
+    if (take) s_->masters->Step(*s_->optimizer, unscale);
+  } else {
+    if (s_->scaler) take = s_->scaler->UnscaleAndUpdate(s_->params->Trainable());
+    if (take) s_->optimizer->step();
+  }
+  s_->ZeroGrads();
   stats.step = ++s_->steps;
   stats.loss = total / static_cast<double>(s_->config.grad_accum_steps);
   stats.skipped = !take;
@@ -232,7 +243,9 @@ StepStats Trainer::Step() {
 }
 
 LoadSummary Trainer::LoadWeights(const SafetensorsCheckpoint& checkpoint) {
-  return LoadPretrained(s_->spec, s_->params->Named(), checkpoint);
+  LoadSummary summary = LoadPretrained(s_->spec, s_->params->Named(), checkpoint);
+  if (s_->masters) s_->masters->SyncFromModel();
+  return summary;
 }
 
 void Trainer::SaveWeights(const std::filesystem::path& dir) const {
@@ -249,6 +262,11 @@ void Trainer::SaveState(const std::filesystem::path& file) const {
   archive.write("steps", c10::IValue(s_->steps));
   for (const auto& [name, tensor] : s_->params->Named())
     if (tensor.requires_grad()) archive.write("param/" + name, tensor.detach());
+  if (s_->masters) {
+    const std::vector<at::Tensor>& masters = s_->masters->masters();
+    for (size_t i = 0; i < masters.size(); ++i)
+      archive.write("master/" + std::to_string(i), masters[i]);
+  }
   torch::serialize::OutputArchive optimizer;
   s_->optimizer->save(optimizer);
   archive.write("optimizer", optimizer);
@@ -285,6 +303,15 @@ void Trainer::LoadState(const std::filesystem::path& file) {
     if (!archive.try_read("param/" + name, saved))
       throw std::runtime_error(where + ": no tensor for the trainable parameter " + name);
     tensor.copy_(saved);
+  }
+  if (s_->masters) {
+    const std::vector<at::Tensor>& masters = s_->masters->masters();
+    for (size_t i = 0; i < masters.size(); ++i) {
+      at::Tensor saved;
+      if (!archive.try_read("master/" + std::to_string(i), saved))
+        throw std::runtime_error(where + ": no fp32 master weight " + std::to_string(i));
+      masters[i].copy_(saved);
+    }
   }
   torch::serialize::InputArchive optimizer;
   archive.read("optimizer", optimizer);

@@ -1,6 +1,7 @@
 // Trains a model with a plan on the local device: gradient accumulation (loss / steps,
 // one optimizer step per effective batch), the planned checkpointed blocks, the
-// precision regime (fp32, AMP bf16/fp16 with dynamic loss scaling, pure bf16), AdamW or
+// precision regime (fp32, AMP bf16/fp16 with dynamic loss scaling, pure bf16, 16-bit
+// with fp32 master weights), AdamW or
 // SGD, full fine-tuning or LoRA; measures the peak memory against the planner's
 // prediction. An out-of-memory inside a step is caught: the trainer re-plans for the
 // memory it actually had and redoes the same effective batch (same samples, no update

@@ -1,5 +1,6 @@
 // A run saved after k steps and resumed continues bit for bit as if never stopped:
-// weights, optimizer moments, step count, data position and dropout RNG all restored.
+// weights (and fp32 master weights), optimizer moments, step count, data position and
+// dropout RNG all restored.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -11,30 +12,31 @@
 namespace headroom {
 namespace {
 
-TrainingConfig Config() {
+TrainingConfig Config(Precision precision = Precision::kAmpBf16) {
   TrainingConfig c;
   c.micro_batch = 2;
   c.grad_accum_steps = 2;
   c.seq_len = 16;
-  c.precision = Precision::kAmpBf16;
+  c.precision = precision;
   c.optimizer = OptimizerKind::kAdamW;
   return c;
 }
 
-TEST(Resume, ContinuesBitForBitWhereItStopped) {
+void ExpectResumesBitForBit(Precision precision) {
+  SCOPED_TRACE(std::string(PrecisionName(precision)));
   // tiny-gpt2 has dropout (RNG) and one checkpointed block (RNG replay).
   const ModelSpec spec = *LoadCatalogModel("tiny-gpt2");
   const std::filesystem::path state = std::filesystem::temp_directory_path() / "headroom_resume.pt";
   std::vector<double> losses_uninterrupted, losses_resumed;
-  Trainer uninterrupted(spec, Config(), {true, false}, {.seed = 7});
+  Trainer uninterrupted(spec, Config(precision), {true, false}, {.seed = 7});
   for (int i = 0; i < 4; ++i) losses_uninterrupted.push_back(uninterrupted.Step().loss);
   {
-    Trainer first(spec, Config(), {true, false}, {.seed = 7});
+    Trainer first(spec, Config(precision), {true, false}, {.seed = 7});
     for (int i = 0; i < 2; ++i) losses_resumed.push_back(first.Step().loss);
     first.SaveState(state);
     first.Step();  // moves on after saving: the resumed run must not see this
   }
-  Trainer second(spec, Config(), {true, false}, {.seed = 7});
+  Trainer second(spec, Config(precision), {true, false}, {.seed = 7});
   second.LoadState(state);
   EXPECT_EQ(second.steps_done(), 2);
   for (int i = 0; i < 2; ++i) losses_resumed.push_back(second.Step().loss);
@@ -44,6 +46,12 @@ TEST(Resume, ContinuesBitForBitWhereItStopped) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+}
+
+TEST(Resume, ContinuesBitForBitWhereItStopped) { ExpectResumesBitForBit(Precision::kAmpBf16); }
+
+TEST(Resume, ContinuesBitForBitWithMasterWeights) {
+  ExpectResumesBitForBit(Precision::kMixedBf16);
 }
 
 TEST(Resume, RefusesTheStateOfAnotherRun) {

@@ -50,6 +50,10 @@ std::vector<ValidationConfig> Configs() {
     out.push_back({m, P::kFp32, "alternate", 4, M::kFull, O::kSgdMomentum});
     out.push_back({m, P::kAmpBf16, "all", 4, M::kLora, O::kSgd});
   }
+  // fp32 master weights, once per family.
+  out.push_back({"tiny-gpt2", P::kMixedBf16, "none", 2, M::kFull, O::kAdamW});
+  out.push_back({"tiny-llama", P::kMixedBf16, "alternate", 2, M::kLora, O::kAdamW});
+  out.push_back({"tiny-bert", P::kMixedBf16, "all", 4, M::kFull, O::kSgdMomentum});
   return out;
 }
 
