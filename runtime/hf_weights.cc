@@ -110,12 +110,9 @@ void SavePeftAdapter(const std::filesystem::path& dir, const ModelSpec& spec,
       tensors.emplace_back("base_model.model." + name, param.detach());
     } else if (param.requires_grad()) {
       // A head trained in full next to the adapters (BERT's classifier): PEFT keeps it
-      // as modules_to_save, stored under "<module>.modules_to_save.<param>".
-      const std::string module = ModuleOf(name);
-      modules_to_save.insert(LeafOf(module));
-      tensors.emplace_back("base_model.model." + module + ".modules_to_save." +
-                               name.substr(module.size() + 1),
-                           param.detach());
+      // as modules_to_save, stored under its own name (as PEFT 0.21 saves it).
+      modules_to_save.insert(LeafOf(ModuleOf(name)));
+      tensors.emplace_back("base_model.model." + name, param.detach());
     }
   }
   if (tensors.empty()) throw std::invalid_argument("no LoRA adapters to save (not a LoRA run)");

@@ -2,7 +2,8 @@
 # Installs what headroom needs to build and test on Debian. Idempotent: when every
 # package is already present it only checks and returns.
 #   scripts/setup.sh          the planner's dependencies (apt)
-#   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel
+#   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel,
+#                             and transformers + peft for the runtime's reference test
 set -euo pipefail
 
 with_torch=0
@@ -29,5 +30,10 @@ fi
 if [ $with_torch -eq 1 ] && ! python3 -c "import torch" 2>/dev/null; then
   echo "setup: installing torch from PyPI (LibTorch for the runtime; about 3 GB)"
   python3 -m pip install --quiet torch
+fi
+if [ $with_torch -eq 1 ] && ! python3 -c "import transformers, peft" 2>/dev/null; then
+  # The reference the runtime's saved weights and adapters are checked against.
+  echo "setup: installing transformers and peft from PyPI (for the Hugging Face reference test)"
+  python3 -m pip install --quiet "transformers==5.24.0" "peft==0.21.2"
 fi
 echo "setup: all build dependencies present"

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""headroom's trained weights and LoRA adapters, loaded by the Hugging Face stack itself.
+
+For GPT-2, Llama and BERT configs (dropout off, fp32), `headroom train` trains and saves:
+  1. full weights: transformers loads model.safetensors and its loss on a batch must equal
+     the loss headroom computes for those weights on that batch;
+  2. a LoRA adapter on those weights: PEFT loads adapter_model.safetensors +
+     adapter_config.json onto the transformers model, and its loss must equal headroom's
+     for the adapted model.
+So the saved names, layouts (GPT-2's Conv1D transpose), PEFT's config (target modules,
+fan_in_fan_out, alpha, modules_to_save) and the executor's model itself all agree with
+the reference implementation.
+
+Usage: check_against_transformers.py HEADROOM_BINARY  (run by ctest)
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+from peft import PeftModel
+
+SEQ = 32
+MICRO_BATCH = 2
+TOLERANCE = 1e-4  # relative, on the mean cross-entropy in fp32
+
+CONFIGS = {
+    "gpt2": {
+        "model_type": "gpt2", "vocab_size": 512, "n_embd": 64, "n_layer": 2, "n_head": 4,
+        "n_positions": 128, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+        "layer_norm_epsilon": 1e-5, "architectures": ["GPT2LMHeadModel"],
+    },
+    "llama": {
+        "model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+        "rope_theta": 10000.0, "architectures": ["LlamaForCausalLM"],
+    },
+    "bert": {
+        "model_type": "bert", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 128,
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "layer_norm_eps": 1e-12, "num_labels": 2, "architectures": ["BertForSequenceClassification"],
+    },
+}
+
+
+def headroom(binary, *args):
+    result = subprocess.run([binary, "train", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"headroom train {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def loss_of_step(binary, common, work, step, extra=()):
+    """headroom's loss on the batch of `step` (1-based), for the weights before that step."""
+    report = work / f"report_{step}_{len(extra)}.json"
+    headroom(binary, *common, "--steps", str(step), "--report", str(report), *extra)
+    return json.loads(report.read_text())["loss_last"]
+
+
+def batch(tokens, step):
+    """The samples headroom trains on at `step`: windows of SEQ + 1 tokens, in order."""
+    first = (step - 1) * MICRO_BATCH
+    return torch.stack([
+        torch.from_numpy(tokens[i * (SEQ + 1):(i + 1) * (SEQ + 1)].astype(np.int64))
+        for i in range(first, first + MICRO_BATCH)
+    ])
+
+
+def reference_loss(model, family, config, samples):
+    with torch.no_grad():
+        if family == "bert":
+            ids = samples[:, :SEQ]
+            labels = ids[:, 0] % config["num_labels"]
+            return model(input_ids=ids, token_type_ids=torch.zeros_like(ids), labels=labels).loss.item()
+        # A causal LM over SEQ + 1 tokens scores positions 1..SEQ from 0..SEQ-1, as headroom does.
+        return model(input_ids=samples, labels=samples).loss.item()
+
+
+def check(name, ours, theirs):
+    error = abs(ours - theirs) / abs(theirs)
+    print(f"{name:34s} headroom {ours:.6f}  transformers {theirs:.6f}  rel. error {error:.1e}")
+    return error <= TOLERANCE
+
+
+def main():
+    binary = sys.argv[1]
+    torch.manual_seed(0)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        tokens = np.random.default_rng(0).integers(0, 512, size=20 * (SEQ + 1), dtype=np.uint16)
+        data = work / "tokens.bin"
+        tokens.tofile(data)
+        for family, config in CONFIGS.items():
+            cfg_dir = work / family
+            cfg_dir.mkdir()
+            (cfg_dir / "config.json").write_text(json.dumps(config))
+            common = ["--model", str(cfg_dir / "config.json"), "--device", "cpu",
+                      "--precision", "fp32", "--seq-len", str(SEQ), "--micro-batch",
+                      str(MICRO_BATCH), "--optimizer", "adamw", "--lr", "1e-2",
+                      "--data", str(data), "--data-format", "u16", "--seed", "5"]
+            # 1. Full fine-tune: 2 steps saved; headroom's step-3 loss is for those weights.
+            full = work / f"{family}_full"
+            headroom(binary, *common, "--steps", "2", "--save", str(full))
+            ours = loss_of_step(binary, common, work, 3)
+            (full / "config.json").write_text(json.dumps(config))
+            model = getattr(transformers, config["architectures"][0]).from_pretrained(full).eval()
+            ok &= check(f"{family} full weights", ours, reference_loss(model, family, config, batch(tokens, 3)))
+            # 2. LoRA on those weights: the adapter after 2 steps, headroom's step-3 loss.
+            lora = work / f"{family}_lora"
+            lora_args = ["--weights", str(full), "--lora-rank", "4"]
+            headroom(binary, *common, *lora_args, "--steps", "2", "--save", str(lora))
+            ours = loss_of_step(binary, common, work, 3, lora_args)
+            peft_model = PeftModel.from_pretrained(model, lora).eval()
+            ok &= check(f"{family} LoRA adapter (PEFT)", ours,
+                        reference_loss(peft_model, family, config, batch(tokens, 3)))
+    print("all match" if ok else "MISMATCH")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
