@@ -29,8 +29,10 @@ class StepSimulator {
     }
     block_of_op_.assign(graph.num_ops(), -1);
     // Every micro-batch and step repeats the same sizes, costs and uses: compute them once.
-    for (int t = 0; t < graph.num_tensors(); ++t)
+    for (int t = 0; t < graph.num_tensors(); ++t) {
       bytes_.push_back(states_.Bytes(graph, TensorId{t}, env_));
+      per_sample_.push_back(graph.tensor(TensorId{t}).shape.ScalesWithBatch());
+    }
     for (int t = 0; t < graph.num_tensors(); ++t) {
       const TensorId id{t};
       forward_uses_.push_back(id == graph.loss() ? 1
@@ -54,6 +56,7 @@ class StepSimulator {
         static_cast<size_t>(options_.steps) * (config_.grad_accum_steps > 1 ? 2 : 1);
     timeline_.events.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 12);
     timeline_.phases.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 3);
+    buffers_.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 6);
     Setup();
     for (int step = 1; step <= options_.steps; ++step) {
       const int last = static_cast<int>(config_.grad_accum_steps);
@@ -104,7 +107,7 @@ class StepSimulator {
 
   bool IsParam(TensorId t) const { return graph_.tensor(t).role == TensorRole::kParameter; }
   int64_t Bytes(TensorId t) const { return bytes_[t.value]; }
-  bool PerSample(TensorId t) const { return graph_.tensor(t).shape.ScalesWithBatch(); }
+  bool PerSample(TensorId t) const { return per_sample_[t.value]; }
 
   // ---- tensor handles: uses left per tensor, each live tensor holds one buffer ref ---
   void Bind(TensorId t, int64_t buffer, int uses) {
@@ -452,6 +455,7 @@ class StepSimulator {
   ShapeEnv env_;
   std::vector<int> block_of_op_;
   std::vector<int64_t> bytes_;                          // per tensor at (b, s)
+  std::vector<bool> per_sample_;                        // per tensor: scales with b
   std::vector<int> forward_uses_;                       // per tensor: consumers in a full forward
   std::vector<std::vector<TensorId>> external_inputs_;  // per block
   std::vector<int64_t> transients_;                     // scratch for RunOpForward
