@@ -9,6 +9,7 @@
 #include "planner/caching_allocator_model.h"
 #include "planner/chain_memory_model.h"
 #include "planner/checkpoint_solver.h"
+#include "planner/live_bytes.h"
 #include "planner/optimizer_model.h"
 #include "planner/step_simulator.h"
 
@@ -84,6 +85,25 @@ CheckpointSolution Solve(const ChainMemoryModel& model, int64_t budget_units,
 
 int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device) {
   return device.is_cuda ? p.device_peak_bytes : p.allocated_peak_bytes;
+}
+
+// The peak of the first step's micro-batches (1 and K), before its optimizer step
+// allocates the states, against the same budget as PeakAgainstBudget: about a quarter
+// of a full prediction's work.
+int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& checkpointed,
+                      const DeviceSpec& device) {
+  const SimulationOptions sim{
+      .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
+  const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
+  LiveBytes live(timeline, 1);
+  CachingAllocatorModel allocator;
+  EventConsumer& consumer = device.is_cuda ? static_cast<EventConsumer&>(allocator) : live;
+  for (const MemoryEvent& e : timeline.events) {
+    if (timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep) break;
+    ReplayEvent(e, consumer);
+  }
+  return device.is_cuda ? allocator.peak_reserved_bytes() + device.context_bytes
+                        : live.peak_bytes();
 }
 
 }  // namespace
@@ -197,10 +217,25 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   // offset, until the verified plan is the one the model asks for. Keep the cheapest
   // plan that passed.
   constexpr int kMaxAttempts = 6;
+  const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
   for (PlanCandidate& c : candidates) {
     std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
+    const SimulationTables tables(graph, c.config);
+    // The model's plan rests on a guess of the allocator's slack. A first step alone
+    // measures the offset at about half the cost of a full prediction (the model counts
+    // the optimizer states, which that step does not have yet); the plan re-solved with
+    // it is usually the one the full verification below keeps, so it runs once.
+    if (c.solution.feasible && !options.fixed_checkpoint) {
+      const int64_t model_without_states = c.solution.peak_units * c.model.unit_bytes -
+                                           OptimizerStateBytes(graph, c.config, granularity);
+      const int64_t offset =
+          FirstStepPeak(tables, c.solution.checkpointed, device) - model_without_states;
+      CheckpointSolution guess =
+          Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
+      if (guess.feasible) c.solution = std::move(guess);
+    }
     for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
-      StepPrediction p = PredictStep(graph, c.config, c.solution.checkpointed, device);
+      StepPrediction p = PredictStep(tables, c.solution.checkpointed, device);
       const int64_t peak = PeakAgainstBudget(p, device);
       const int64_t offset = peak - c.solution.peak_units * c.model.unit_bytes;
       if (peak <= r.usable_bytes) {

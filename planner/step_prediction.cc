@@ -8,6 +8,13 @@ namespace headroom {
 
 StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config,
                            const std::vector<bool>& checkpointed, const DeviceSpec& device) {
+  return PredictStep(SimulationTables(graph, config), checkpointed, device);
+}
+
+StepPrediction PredictStep(const SimulationTables& tables, const std::vector<bool>& checkpointed,
+                           const DeviceSpec& device) {
+  const OpGraph& graph = tables.graph();
+  const TrainingConfig& config = tables.config();
   StepPrediction p;
   p.checkpointed = checkpointed;
   p.params_total = graph.ParameterCount();
@@ -15,7 +22,7 @@ StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config,
   p.budget_bytes = device.memory_bytes;
   SimulationOptions options;
   options.cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0;
-  p.timeline = SimulateSteps(graph, config, checkpointed, options);
+  p.timeline = SimulateSteps(tables, checkpointed, options);
 
   LiveBytes live(p.timeline, device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1);
   Replay(p.timeline, live);

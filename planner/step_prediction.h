@@ -12,6 +12,7 @@
 #include "planner/memory_category.h"
 #include "planner/memory_timeline.h"
 #include "planner/op_graph.h"
+#include "planner/step_simulator.h"
 #include "planner/training_config.h"
 
 namespace headroom {
@@ -38,5 +39,8 @@ struct StepPrediction {
 
 StepPrediction PredictStep(const OpGraph& graph, const TrainingConfig& config,
                            const std::vector<bool>& checkpointed, const DeviceSpec& device);
+// The same with tables built once for several checkpoint sets of one configuration.
+StepPrediction PredictStep(const SimulationTables& tables, const std::vector<bool>& checkpointed,
+                           const DeviceSpec& device);
 
 }  // namespace headroom

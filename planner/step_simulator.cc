@@ -1,6 +1,8 @@
 #include "planner/step_simulator.h"
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -14,39 +16,92 @@ namespace {
 
 constexpr int64_t kNoBuffer = -1;
 
+bool IsParamOf(const OpGraph& g, TensorId t) { return g.tensor(t).role == TensorRole::kParameter; }
+
+}  // namespace
+
+// Every micro-batch, step and checkpoint set repeats the same sizes, costs and uses:
+// computed once per configuration.
+struct SimulationTables::Impl {
+  Impl(const OpGraph& g, const TrainingConfig& c)
+      : graph(g),
+        config(c),
+        states(g, RegimeOf(c.precision)),
+        env{c.micro_batch, c.seq_len} {
+    for (int t = 0; t < g.num_tensors(); ++t) {
+      const TensorId id{t};
+      bytes.push_back(states.Bytes(g, id, env));
+      per_sample.push_back(g.tensor(id).shape.ScalesWithBatch());
+      forward_uses.push_back(id == g.loss() ? 1 : static_cast<int>(g.Consumers(id).size()));
+    }
+    for (int o = 0; o < g.num_ops(); ++o) {
+      const OpNode& op = g.op(OpId{o});
+      block_of_op.push_back(op.block);
+      forward_costs[0].push_back(CostForward(g, op, states, env, false));
+      forward_costs[1].push_back(CostForward(g, op, states, env, true));
+      backward_costs.push_back(CostBackward(g, op, states, env));
+    }
+    for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
+      // What the block reads from outside: what its checkpoint function saves.
+      const BlockSegment& seg = g.blocks()[b];
+      std::vector<TensorId> outside;
+      for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+        for (TensorId in : g.op(OpId{o}).inputs) {
+          if (IsParamOf(g, in) || IsInsideBlock(in, b)) continue;
+          if (std::find(outside.begin(), outside.end(), in) == outside.end()) outside.push_back(in);
+        }
+      }
+      external_inputs.push_back(std::move(outside));
+    }
+  }
+
+  bool IsInsideBlock(TensorId t, int block) const {
+    const TensorInfo& info = graph.tensor(t);
+    return info.producer.valid() && block_of_op[info.producer.value] == block;
+  }
+
+  const OpGraph& graph;
+  const TrainingConfig config;
+  TensorStates states;
+  ShapeEnv env;
+  std::vector<int> block_of_op;
+  std::vector<int64_t> bytes;                          // per tensor at (b, s)
+  std::vector<bool> per_sample;                        // per tensor: scales with b
+  std::vector<int> forward_uses;                       // per tensor: consumers in a full forward
+  std::vector<std::vector<TensorId>> external_inputs;  // per block
+  std::vector<ForwardCost> forward_costs[2];           // [grad_mode]
+  std::vector<BackwardCost> backward_costs;
+};
+
+SimulationTables::SimulationTables(const OpGraph& graph, const TrainingConfig& config)
+    : impl_(std::make_unique<Impl>(graph, config)) {}
+SimulationTables::~SimulationTables() = default;
+const OpGraph& SimulationTables::graph() const { return impl_->graph; }
+const TrainingConfig& SimulationTables::config() const { return impl_->config; }
+
+namespace {
+
 class StepSimulator {
  public:
-  StepSimulator(const OpGraph& graph, const TrainingConfig& config,
-                const std::vector<bool>& checkpointed, const SimulationOptions& options)
-      : graph_(graph),
-        config_(config),
+  StepSimulator(const SimulationTables::Impl& tables, const std::vector<bool>& checkpointed,
+                const SimulationOptions& options)
+      : tables_(tables),
+        graph_(tables.graph),
+        config_(tables.config),
         checkpointed_(checkpointed),
         options_(options),
-        states_(graph, RegimeOf(config.precision)),
-        env_{config.micro_batch, config.seq_len} {
-    if (static_cast<int>(checkpointed.size()) != static_cast<int>(graph.blocks().size())) {
+        states_(tables.states),
+        env_(tables.env),
+        block_of_op_(tables.block_of_op),
+        bytes_(tables.bytes),
+        per_sample_(tables.per_sample),
+        forward_uses_(tables.forward_uses),
+        external_inputs_(tables.external_inputs),
+        forward_costs_(tables.forward_costs),
+        backward_costs_(tables.backward_costs) {
+    if (static_cast<int>(checkpointed.size()) != static_cast<int>(graph_.blocks().size())) {
       throw std::logic_error("SimulateSteps: checkpoint flags do not match the number of blocks");
     }
-    block_of_op_.assign(graph.num_ops(), -1);
-    // Every micro-batch and step repeats the same sizes, costs and uses: compute them once.
-    for (int t = 0; t < graph.num_tensors(); ++t) {
-      bytes_.push_back(states_.Bytes(graph, TensorId{t}, env_));
-      per_sample_.push_back(graph.tensor(TensorId{t}).shape.ScalesWithBatch());
-    }
-    for (int t = 0; t < graph.num_tensors(); ++t) {
-      const TensorId id{t};
-      forward_uses_.push_back(id == graph.loss() ? 1
-                                                 : static_cast<int>(graph.Consumers(id).size()));
-    }
-    for (int o = 0; o < graph.num_ops(); ++o) {
-      const OpNode& op = graph.op(OpId{o});
-      block_of_op_[o] = op.block;
-      forward_costs_[0].push_back(CostForward(graph, op, states_, env_, false));
-      forward_costs_[1].push_back(CostForward(graph, op, states_, env_, true));
-      backward_costs_.push_back(CostBackward(graph, op, states_, env_));
-    }
-    for (int b = 0; b < static_cast<int>(graph.blocks().size()); ++b)
-      external_inputs_.push_back(ExternalInputs(b));
   }
 
   Timeline Run() {
@@ -105,7 +160,7 @@ class StepSimulator {
     phase_ = static_cast<int32_t>(timeline_.phases.size() - 1);
   }
 
-  bool IsParam(TensorId t) const { return graph_.tensor(t).role == TensorRole::kParameter; }
+  bool IsParam(TensorId t) const { return IsParamOf(graph_, t); }
   int64_t Bytes(TensorId t) const { return bytes_[t.value]; }
   bool PerSample(TensorId t) const { return per_sample_[t.value]; }
 
@@ -175,22 +230,7 @@ class StepSimulator {
     }
   }
 
-  std::vector<TensorId> ExternalInputs(int block) const {
-    const BlockSegment& seg = graph_.blocks()[block];
-    std::vector<TensorId> out;
-    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
-      for (TensorId in : graph_.op(OpId{o}).inputs) {
-        if (IsParam(in) || IsInsideBlock(in, block)) continue;
-        if (std::find(out.begin(), out.end(), in) == out.end()) out.push_back(in);
-      }
-    }
-    return out;
-  }
-
-  bool IsInsideBlock(TensorId t, int block) const {
-    const TensorInfo& info = graph_.tensor(t);
-    return info.producer.valid() && block_of_op_[info.producer.value] == block;
-  }
+  bool IsInsideBlock(TensorId t, int block) const { return tables_.IsInsideBlock(t, block); }
 
   // Autocast exit (end of forward, or end of a recomputed block's backward) drops the
   // weight-cast cache; copies that ops saved stay alive through those ops.
@@ -447,20 +487,21 @@ class StepSimulator {
     }
   }
 
+  const SimulationTables::Impl& tables_;
   const OpGraph& graph_;
   const TrainingConfig& config_;
   const std::vector<bool>& checkpointed_;
   SimulationOptions options_;
-  TensorStates states_;
-  ShapeEnv env_;
-  std::vector<int> block_of_op_;
-  std::vector<int64_t> bytes_;                          // per tensor at (b, s)
-  std::vector<bool> per_sample_;                        // per tensor: scales with b
-  std::vector<int> forward_uses_;                       // per tensor: consumers in a full forward
-  std::vector<std::vector<TensorId>> external_inputs_;  // per block
-  std::vector<int64_t> transients_;                     // scratch for RunOpForward
-  std::vector<ForwardCost> forward_costs_[2];           // [grad_mode]
-  std::vector<BackwardCost> backward_costs_;
+  const TensorStates& states_;
+  const ShapeEnv& env_;
+  const std::vector<int>& block_of_op_;
+  const std::vector<int64_t>& bytes_;
+  const std::vector<bool>& per_sample_;
+  const std::vector<int>& forward_uses_;
+  const std::vector<std::vector<TensorId>>& external_inputs_;
+  const std::vector<ForwardCost> (&forward_costs_)[2];  // [grad_mode]
+  const std::vector<BackwardCost>& backward_costs_;
+  std::vector<int64_t> transients_;  // scratch for RunOpForward
 
   Timeline timeline_;
   int32_t phase_ = 0;
@@ -481,7 +522,12 @@ class StepSimulator {
 
 Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config,
                        const std::vector<bool>& checkpointed, const SimulationOptions& options) {
-  return StepSimulator(graph, config, checkpointed, options).Run();
+  return SimulateSteps(SimulationTables(graph, config), checkpointed, options);
+}
+
+Timeline SimulateSteps(const SimulationTables& tables, const std::vector<bool>& checkpointed,
+                       const SimulationOptions& options) {
+  return StepSimulator(tables.impl(), checkpointed, options).Run();
 }
 
 }  // namespace headroom

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "planner/memory_timeline.h"
@@ -34,10 +35,32 @@ struct SimulationOptions {
   bool replay_every_micro_batch = false;
 };
 
+// What a simulation computes before its first event (sizes, per-op costs, uses) for a
+// graph and config. Build it once to simulate several checkpoint sets of the same
+// configuration; it refers to `graph`, which must outlive it.
+class SimulationTables {
+ public:
+  SimulationTables(const OpGraph& graph, const TrainingConfig& config);
+  ~SimulationTables();
+  SimulationTables(const SimulationTables&) = delete;
+  SimulationTables& operator=(const SimulationTables&) = delete;
+
+  const OpGraph& graph() const;
+  const TrainingConfig& config() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 // `checkpointed[i]` says whether block i is checkpointed; its size must equal the
 // number of blocks.
 Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config,
                        const std::vector<bool>& checkpointed,
+                       const SimulationOptions& options = {});
+Timeline SimulateSteps(const SimulationTables& tables, const std::vector<bool>& checkpointed,
                        const SimulationOptions& options = {});
 
 }  // namespace headroom

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,7 +19,9 @@ struct CommandResult {
 };
 
 CommandResult RunCli(const std::string& args) {
-  const std::string err_file = testing::TempDir() + "/headroom_cli_stderr.txt";
+  // Per process: ctest -j runs these tests side by side.
+  const std::string err_file =
+      testing::TempDir() + "/headroom_cli_stderr_" + std::to_string(getpid()) + ".txt";
   const std::string cmd = std::string(HEADROOM_CLI_PATH) + " " + args + " 2>" + err_file;
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
