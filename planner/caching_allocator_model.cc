@@ -21,8 +21,18 @@ int CachingAllocatorModel::NewSegment(int64_t size, bool small) {
   next_address_ += size;
   reserved_ += size;
   peak_reserved_ = std::max(peak_reserved_, reserved_);
-  blocks_.push_back({static_cast<int>(segments_.size() - 1), 0, size, false, -1, -1});
-  return static_cast<int>(blocks_.size() - 1);
+  return AddBlock({static_cast<int>(segments_.size() - 1), 0, size, false, -1, -1});
+}
+
+int CachingAllocatorModel::AddBlock(const Block& block) {
+  if (dead_blocks_.empty()) {
+    blocks_.push_back(block);
+    return static_cast<int>(blocks_.size() - 1);
+  }
+  const int index = dead_blocks_.back();
+  dead_blocks_.pop_back();
+  blocks_[index] = block;
+  return index;
 }
 
 void CachingAllocatorModel::ReleaseFreeSegments() {
@@ -57,8 +67,7 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
   if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
     Block rest{blocks_[block].segment, blocks_[block].offset + size, remaining, false, block,
                blocks_[block].next};
-    blocks_.push_back(rest);
-    const int rest_index = static_cast<int>(blocks_.size() - 1);
+    const int rest_index = AddBlock(rest);
     if (rest.next != -1) blocks_[rest.next].prev = rest_index;
     blocks_[block].next = rest_index;
     blocks_[block].size = size;
@@ -99,6 +108,7 @@ void CachingAllocatorModel::Free(const MemoryEvent& event) {
     }
     b.size += n.size;
     n.size = 0;
+    dead_blocks_.push_back(neighbour);
   }
   free_set.Insert(blocks_[block].size, AddressOf(block), block);
 }

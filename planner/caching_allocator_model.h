@@ -31,9 +31,7 @@ class CachingAllocatorModel : public EventConsumer {
   static constexpr int64_t kMinLargeAlloc = 10 << 20;  // 10 MiB
   static constexpr int64_t kRoundLarge = 2 << 20;      // 2 MiB
 
-  explicit CachingAllocatorModel(CachingAllocatorOptions options = {}) : options_(options) {
-    blocks_.reserve(1 << 16);  // a replay splits blocks tens of thousands of times
-  }
+  explicit CachingAllocatorModel(CachingAllocatorOptions options = {}) : options_(options) {}
 
   void Alloc(const MemoryEvent& event) override;
   void Free(const MemoryEvent& event) override;
@@ -69,10 +67,14 @@ class CachingAllocatorModel : public EventConsumer {
     return segments_[blocks_[block].segment].address + blocks_[block].offset;
   }
   int NewSegment(int64_t size, bool small);
+  // Stores `block` in the slot of one merged away, if any: a replay splits and merges
+  // blocks tens of thousands of times, and a small table stays in cache.
+  int AddBlock(const Block& block);
   void ReleaseFreeSegments();
 
   CachingAllocatorOptions options_;
   std::vector<Block> blocks_;
+  std::vector<int> dead_blocks_;  // slots of blocks merged into a neighbour
   std::vector<Segment> segments_;
   FreeBlockIndex small_free_, large_free_;
   std::vector<int> block_of_buffer_;  // by buffer id (ids are dense); -1 when not allocated
