@@ -1,12 +1,13 @@
 // The caching allocator model's free blocks of one pool, found best-fit: the smallest
 // size that is large enough, then the lowest address. Blocks are grouped by exact size
 // (a replay has a few hundred distinct sizes but thousands of free blocks), each group
-// sorted by address from high to low, so the best fit is the back of a vector.
+// sorted by address from high to low, so the best fit is the back of a vector. A group
+// is found by its size through a hash table (inserts and erases, several per event) or
+// by a search of the sorted sizes (best fit, once per allocation).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 namespace headroom {
@@ -14,29 +15,26 @@ namespace headroom {
 class FreeBlockIndex {
  public:
   void Insert(int64_t size, int64_t address, int block) {
-    const size_t i = GroupOf(size);
-    auto& group = groups_[i];
+    const int id = GroupOf(size);
+    auto& group = groups_[id];
     group.insert(
         std::upper_bound(group.begin(), group.end(), Entry{address, block}, HigherAddress),
         Entry{address, block});
-    nonempty_[i] = 1;
   }
 
   void Erase(int64_t size, int64_t address) {
-    const size_t i = GroupOf(size);
-    auto& group = groups_[i];
+    auto& group = groups_[GroupOf(size)];
     group.erase(
         std::lower_bound(group.begin(), group.end(), Entry{address, 0}, HigherAddress));
-    nonempty_[i] = !group.empty();
   }
 
   // Removes and returns the best-fit block of at least `size`, or -1 when none is.
   int TakeBestFit(int64_t size) {
-    for (size_t i = LowerBound(size); i < groups_.size(); ++i) {
-      if (!nonempty_[i]) continue;  // a byte array: scanning it stays in cache
-      const int block = groups_[i].back().block;  // the lowest address
-      groups_[i].pop_back();
-      nonempty_[i] = !groups_[i].empty();
+    for (size_t i = LowerBound(size); i < sorted_ids_.size(); ++i) {
+      auto& group = groups_[sorted_ids_[i]];
+      if (group.empty()) continue;
+      const int block = group.back().block;  // the lowest address
+      group.pop_back();
       return block;
     }
     return -1;
@@ -45,9 +43,8 @@ class FreeBlockIndex {
   // Removes every block for which `remove(block)` is true.
   template <typename Predicate>
   void EraseIf(Predicate remove) {
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      std::erase_if(groups_[i], [&](const Entry& e) { return remove(e.block); });
-      nonempty_[i] = !groups_[i].empty();
+    for (auto& group : groups_) {
+      std::erase_if(group, [&](const Entry& e) { return remove(e.block); });
     }
   }
 
@@ -60,8 +57,8 @@ class FreeBlockIndex {
   };
   static bool HigherAddress(const Entry& a, const Entry& b) { return a.address > b.address; }
 
-  // The first index whose size is >= `size`; branch-free, as the sizes a replay asks
-  // for follow no pattern a branch predictor could learn.
+  // The first index into sizes_ whose size is >= `size`; branch-free, as the sizes a
+  // replay asks for follow no pattern a branch predictor could learn.
   size_t LowerBound(int64_t size) const {
     const int64_t* base = sizes_.data();
     size_t n = sizes_.size();
@@ -74,23 +71,56 @@ class FreeBlockIndex {
     return static_cast<size_t>(base - sizes_.data()) + (*base < size ? 1 : 0);
   }
 
-  // The index of the group of blocks of exactly `size`, created empty when there is
-  // none. Sizes are kept in a sorted flat array (a replay looks them up hundreds of
-  // thousands of times; new sizes are rare), and empty groups stay so that their
-  // storage is reused.
-  size_t GroupOf(int64_t size) {
-    const size_t i = LowerBound(size);
-    if (i == sizes_.size() || sizes_[i] != size) {
-      sizes_.insert(sizes_.begin() + static_cast<std::ptrdiff_t>(i), size);
-      groups_.insert(groups_.begin() + static_cast<std::ptrdiff_t>(i), std::vector<Entry>());
-      nonempty_.insert(nonempty_.begin() + static_cast<std::ptrdiff_t>(i), 0);
-    }
-    return i;
+  // Open addressing over a power-of-two table; sizes are multiples of 512 B.
+  size_t Slot(int64_t size) const {
+    return static_cast<size_t>((static_cast<uint64_t>(size) >> 9) * 0x9E3779B97F4A7C15ULL) >>
+           (64 - table_bits_);
   }
 
+  // The id of the group of blocks of exactly `size`, created empty when there is none.
+  // Ids are stable and empty groups stay, so that their storage is reused.
+  int GroupOf(int64_t size) {
+    const size_t mask = table_.size() - 1;
+    for (size_t s = table_.empty() ? 0 : Slot(size); !table_.empty(); s = (s + 1) & mask) {
+      if (table_[s].id < 0) break;
+      if (table_[s].size == size) return table_[s].id;
+    }
+    const int id = static_cast<int>(groups_.size());
+    groups_.emplace_back();
+    const size_t at = LowerBound(size);
+    sizes_.insert(sizes_.begin() + static_cast<std::ptrdiff_t>(at), size);
+    sorted_ids_.insert(sorted_ids_.begin() + static_cast<std::ptrdiff_t>(at), id);
+    if (2 * groups_.size() > table_.size()) {
+      Rehash();  // at most half full
+    } else {
+      AddToTable(size, id);
+    }
+    return id;
+  }
+
+  void AddToTable(int64_t size, int id) {
+    const size_t mask = table_.size() - 1;
+    size_t s = Slot(size);
+    while (table_[s].id >= 0) s = (s + 1) & mask;
+    table_[s] = {size, id};
+  }
+
+  void Rehash() {
+    table_bits_ = std::max(table_bits_ + 1, 6);
+    table_.assign(size_t{1} << table_bits_, TableSlot{0, -1});
+    for (size_t i = 0; i < sizes_.size(); ++i) AddToTable(sizes_[i], sorted_ids_[i]);
+  }
+
+  struct TableSlot {
+    int64_t size;
+    int id;  // -1: empty
+  };
+
+  std::vector<std::vector<Entry>> groups_;  // by id; each by address, high to low
   std::vector<int64_t> sizes_;              // ascending
-  std::vector<std::vector<Entry>> groups_;  // by sizes_; each by address, high to low
-  std::vector<uint8_t> nonempty_;           // by sizes_: whether the group has blocks
+  std::vector<int> sorted_ids_;             // the group id of each of sizes_
+  std::vector<TableSlot> table_;                // size -> group id
+  int table_bits_ = 5;
 };
 
 }  // namespace headroom
