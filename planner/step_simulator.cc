@@ -144,16 +144,16 @@ class StepSimulator {
         {MemoryEvent::Kind::kAlloc, id, bytes, category, phase_, per_sample});
     return id;
   }
-  void Retain(int64_t id) { buffers_.at(id).refs++; }
+  void Retain(int64_t id) { buffers_[id].refs++; }
   void Release(int64_t id) {
-    Buffer& b = buffers_.at(id);
+    Buffer& b = buffers_[id];
     if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
     if (--b.refs > 0) return;
     timeline_.events.push_back(
         {MemoryEvent::Kind::kFree, id, b.bytes, b.category, phase_, b.per_sample});
     live_bytes_ -= b.bytes;
   }
-  int refs(int64_t id) const { return buffers_.at(id).refs; }
+  int refs(int64_t id) const { return buffers_[id].refs; }
 
   void SetPhase(Phase::Kind kind, int step, int mb, OpId op = {}) {
     timeline_.phases.push_back({kind, step, mb, op, op.valid() ? block_of_op_[op.value] : -1});
