@@ -117,7 +117,8 @@ std::string FormatPredictionText(const ReportInputs& in) {
                        100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
                                           static_cast<double>(p.budget_bytes)),
                        in.search->corrections
-                           ? fmt::format(", {} budget corrections", in.search->corrections)
+                           ? fmt::format(", {} budget correction{}", in.search->corrections,
+                                         in.search->corrections == 1 ? "" : "s")
                            : "");
     if (!in.search->batch_note.empty()) out += "  note: " + in.search->batch_note + "\n";
   }
