@@ -50,5 +50,6 @@ run gpt2-lora-ckpt      --model gpt2 --seq-len 1024 --micro-batch 16 --lora-rank
 run gpt2-fp16-scaler    --model gpt2 --seq-len 512 --micro-batch 8 --precision amp-fp16 --grad-accum 2
 run llama-tiny-fp32     --model tiny-llama --seq-len 128 --micro-batch 4 --precision fp32
 run bert-base-bf16      --model bert-base --seq-len 512 --micro-batch 16 --precision bf16 --optimizer sgd-momentum
+run gpt2-mixed-bf16     --model gpt2 --seq-len 1024 --micro-batch 8 --precision mixed-bf16
 run gpt2-oom-replan     --model gpt2 --seq-len 1024 --micro-batch 32 --memory-limit 12GiB
 column -t -s $'\t' "$out/summary.tsv"
