@@ -88,8 +88,8 @@ int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device) {
 }
 
 // The peak of the first step's micro-batches (1 and K), before its optimizer step
-// allocates the states, against the same budget as PeakAgainstBudget: about a quarter
-// of a full prediction's work.
+// allocates the states, against the same budget as PeakAgainstBudget: about half of a
+// full prediction's work.
 int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& checkpointed,
                       const DeviceSpec& device) {
   const SimulationOptions sim{
