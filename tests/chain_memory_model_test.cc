@@ -55,3 +55,32 @@ TEST(ChainProfile, MicroBatchOneTimelineGivesTheProfileAtAnyMicroBatch) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// A checkpointed block's backward holds its output's gradient: free where the block ends
+// in a residual add (GPT-2, Llama pass that gradient on), a hidden-state tensor more
+// where it ends in BERT's post-LayerNorm.
+TEST(ChainProfile, HeldOutputGradientOnlyWhereTheLastOpMakesANewOne) {
+  for (const char* model : {"tiny-gpt2", "tiny-llama", "tiny-bert"}) {
+    SCOPED_TRACE(model);
+    TrainingConfig config;
+    config.precision = Precision::kFp32;
+    config.seq_len = 32;
+    config.micro_batch = 2;
+    const OpGraph graph = *BuildGraph(*LoadCatalogModel(model), {});
+    const std::vector<bool> none(graph.blocks().size(), false);
+    const TensorStates states(graph, RegimeOf(config.precision));
+    const ChainProfile p = ProfileChain(graph, states, SimulateSteps(graph, config, none, {}),
+                                        {config.micro_batch, config.seq_len}, 1);
+    const bool post_norm = std::string(model) == "tiny-bert";
+    for (size_t i = 0; i < p.kept.size(); ++i) {
+      EXPECT_GT(p.kept[i], 0);
+      EXPECT_EQ(p.grad_held[i], post_norm ? p.kept[i] : 0) << "block " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headroom
