@@ -72,7 +72,8 @@ int64_t ChainMemoryModel::PeakUnits(const std::vector<bool>& checkpointed) const
   int64_t peak = fixed_peak;
   int64_t saved_before = 0;
   for (int i = 0; i < num_blocks(); ++i) {
-    peak = std::max(peak, block_peak[i] - saved_before + (checkpointed[i] ? recompute_extra[i] : 0));
+    peak =
+        std::max(peak, block_peak[i] - saved_before + (checkpointed[i] ? recompute_extra[i] : 0));
     if (checkpointed[i]) saved_before += saved[i];
   }
   return std::max(peak, head_peak - saved_before);

@@ -17,15 +17,13 @@ class FreeBlockIndex {
   void Insert(int64_t size, int64_t address, int block) {
     const int id = GroupOf(size);
     auto& group = groups_[id];
-    group.insert(
-        std::upper_bound(group.begin(), group.end(), Entry{address, block}, HigherAddress),
-        Entry{address, block});
+    group.insert(std::upper_bound(group.begin(), group.end(), Entry{address, block}, HigherAddress),
+                 Entry{address, block});
   }
 
   void Erase(int64_t size, int64_t address) {
     auto& group = groups_[GroupOf(size)];
-    group.erase(
-        std::lower_bound(group.begin(), group.end(), Entry{address, 0}, HigherAddress));
+    group.erase(std::lower_bound(group.begin(), group.end(), Entry{address, 0}, HigherAddress));
   }
 
   // Removes and returns the best-fit block of at least `size`, or -1 when none is.
@@ -119,7 +117,7 @@ class FreeBlockIndex {
   std::vector<std::vector<Entry>> groups_;  // by id; each by address, high to low
   std::vector<int64_t> sizes_;              // ascending
   std::vector<int> sorted_ids_;             // the group id of each of sizes_
-  std::vector<TableSlot> table_;                // size -> group id
+  std::vector<TableSlot> table_;            // size -> group id
   int table_bits_ = 5;
 };
 

@@ -184,7 +184,8 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       configs.push_back(config);
       time_models.push_back(std::move(time_model));
     }
-    for (MicroBatchChoice& choice : RankSolvedMicroBatches(micro_batch_options, std::move(solutions))) {
+    for (MicroBatchChoice& choice :
+         RankSolvedMicroBatches(micro_batch_options, std::move(solutions))) {
       PlanCandidate c;
       c.config = configs[choice.option];
       c.model = micro_batch_options[choice.option].model;

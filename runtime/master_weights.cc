@@ -6,7 +6,8 @@ namespace headroom {
 
 MasterWeights::MasterWeights(std::vector<at::Tensor> params) : params_(std::move(params)) {
   torch::NoGradGuard no_grad;
-  for (const at::Tensor& p : params_) masters_.push_back(p.detach().to(at::kFloat, false, /*copy=*/true));
+  for (const at::Tensor& p : params_)
+    masters_.push_back(p.detach().to(at::kFloat, false, /*copy=*/true));
 }
 
 void MasterWeights::SyncFromModel() {

@@ -1,7 +1,7 @@
 #include "runtime/trainer.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -51,8 +51,8 @@ std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config, uin
          std::string(PrecisionName(config.precision)) + "|" +
          std::string(OptimizerName(config.optimizer)) + "|" +
          (config.fine_tune.mode == FineTuneMode::kFull ? "full" : "lora") + "|r" +
-         std::to_string(config.fine_tune.lora_rank) + "|s" + std::to_string(config.seq_len) +
-         "|g" + std::to_string(config.micro_batch * config.grad_accum_steps);
+         std::to_string(config.fine_tune.lora_rank) + "|s" + std::to_string(config.seq_len) + "|g" +
+         std::to_string(config.micro_batch * config.grad_accum_steps);
 }
 
 }  // namespace
@@ -79,7 +79,7 @@ struct Trainer::State {
     for (at::Tensor& p : params->Trainable()) p.mutable_grad().reset();
   }
   DeviceSpec PlannedDevice(int64_t memory) const {
-    DeviceSpec d = options.device_spec ? *options.device_spec
+    DeviceSpec d = options.device_spec        ? *options.device_spec
                    : options.device.is_cuda() ? CustomGpu(memory)
                                               : CpuDevice(memory);
     d.memory_bytes = memory;
@@ -139,8 +139,8 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
 Trainer::~Trainer() = default;
 
 void Trainer::Predict() {
-  const StepPrediction p = PredictStep(s_->graph, s_->config, s_->checkpointed,
-                                       s_->PlannedDevice(int64_t{1} << 40));
+  const StepPrediction p =
+      PredictStep(s_->graph, s_->config, s_->checkpointed, s_->PlannedDevice(int64_t{1} << 40));
   predicted_allocated_ = p.allocated_peak_bytes;
   predicted_reserved_ = p.reserved_peak_bytes;
 }
@@ -191,8 +191,8 @@ void Trainer::Replan(int64_t available_bytes) {
       std::to_string(s_->config.grad_accum_steps) + "; re-planned for " +
       FormatBytes(available_bytes) + ": micro-batch " + std::to_string(plan.config.micro_batch) +
       " x " + std::to_string(plan.config.grad_accum_steps) + ", " + std::to_string(checkpointed) +
-      " of " + std::to_string(plan.checkpointed.size()) +
-      " blocks checkpointed; redoing step " + std::to_string(s_->steps + 1);
+      " of " + std::to_string(plan.checkpointed.size()) + " blocks checkpointed; redoing step " +
+      std::to_string(s_->steps + 1);
   s_->config = plan.config;
   s_->checkpointed = plan.checkpointed;
   s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->spec, s_->config, *s_->params);
@@ -272,8 +272,7 @@ void Trainer::SaveState(const std::filesystem::path& file) const {
   archive.write("optimizer", optimizer);
   archive.write("rng/cpu", GetRngState(c10::Device(c10::DeviceType::CPU)));
   if (s_->options.device.is_cuda()) archive.write("rng/device", GetRngState(s_->options.device));
-  if (s_->scaler)
-    archive.write("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
+  if (s_->scaler) archive.write("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
   WriteFileAtomically(file, [&](std::ostream& out) { archive.save_to(out); });
 }
 
@@ -284,7 +283,8 @@ void Trainer::LoadState(const std::filesystem::path& file) {
   try {
     archive.load_from(where, s_->options.device);
   } catch (const c10::Error& e) {
-    throw std::runtime_error(where + ": not a headroom training state (" + e.what_without_backtrace() + ")");
+    throw std::runtime_error(where + ": not a headroom training state (" +
+                             e.what_without_backtrace() + ")");
   }
   c10::IValue value;
   if (!archive.try_read("format_version", value) || value.toInt() > kStateFormatVersion)
@@ -325,7 +325,8 @@ void Trainer::LoadState(const std::filesystem::path& file) {
     at::Tensor scaler;
     archive.read("loss_scaler", scaler);
     const at::Tensor cpu = scaler.cpu().contiguous();
-    s_->scaler->Restore(std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()));
+    s_->scaler->Restore(
+        std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()));
   }
 }
 
