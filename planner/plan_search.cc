@@ -95,15 +95,20 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
   const SimulationOptions sim{
       .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
-  LiveBytes live(timeline, 1);
-  CachingAllocatorModel allocator;
-  EventConsumer& consumer = device.is_cuda ? static_cast<EventConsumer&>(allocator) : live;
-  for (const MemoryEvent& e : timeline.events) {
-    if (timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep) break;
-    ReplayEvent(e, consumer);
+  const auto replay_until_optimizer = [&](EventConsumer& consumer) {
+    for (const MemoryEvent& e : timeline.events) {
+      if (timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep) return;
+      ReplayEvent(e, consumer);
+    }
+  };
+  if (!device.is_cuda) {
+    LiveBytes live(timeline, 1);
+    replay_until_optimizer(live);
+    return live.peak_bytes();
   }
-  return device.is_cuda ? allocator.peak_reserved_bytes() + device.context_bytes
-                        : live.peak_bytes();
+  CachingAllocatorModel allocator;
+  replay_until_optimizer(allocator);
+  return allocator.peak_reserved_bytes() + device.context_bytes;
 }
 
 }  // namespace
