@@ -43,16 +43,15 @@ int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config,
   return total;
 }
 
-ChainTimeline Profile(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device) {
+ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) {
+  const OpGraph& graph = tables.graph();
   const std::vector<bool> none(graph.blocks().size(), false);
   const SimulationOptions sim{
       .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   ChainTimeline out;
   out.granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
-  config.micro_batch = 1;
-  config.grad_accum_steps = 2;
-  out.state_bytes = OptimizerStateBytes(graph, config, out.granularity);
-  out.timeline = SimulateSteps(graph, config, none, sim);
+  out.state_bytes = OptimizerStateBytes(graph, tables.config(), out.granularity);
+  out.timeline = SimulateSteps(tables.WithBatch(1, 2), none, sim);
   if (device.is_cuda) {
     CachingAllocatorModel allocator;
     Replay(out.timeline, allocator);
@@ -154,8 +153,9 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
   for (Precision precision : precisions) {
     TrainingConfig config = base;
     config.precision = precision;
-    const ChainTimeline profiles = Profile(graph, config, device);
-    const TensorStates states(graph, RegimeOf(precision));
+    // One set of tables serves the profile and every micro-batch of this precision.
+    const SimulationTables tables(graph, config);
+    const ChainTimeline profiles = Profile(tables, device);
     std::vector<MicroBatchOption> micro_batch_options;
     std::vector<CheckpointSolution> solutions;
     std::vector<TrainingConfig> configs;
@@ -175,7 +175,7 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       StepTimeModel time_model(graph, config, device);
       const StepTime plain = time_model.Estimate({});
       MicroBatchOption o{b,
-                         ToUnits(ProfileChain(graph, states, profiles.timeline, {b, config.seq_len},
+                         ToUnits(ProfileChain(graph, tables.states(), profiles.timeline, {b, config.seq_len},
                                               profiles.granularity, profiles.state_bytes),
                                  time_model.block_forward_seconds()),
                          0, plain.forward_seconds + plain.backward_seconds};
@@ -191,11 +191,10 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     }
     for (MicroBatchChoice& choice :
          RankSolvedMicroBatches(micro_batch_options, std::move(solutions))) {
-      PlanCandidate c;
-      c.config = configs[choice.option];
-      c.model = micro_batch_options[choice.option].model;
-      c.solution = std::move(choice.solution);
-      c.time_model = time_models[choice.option];
+      const TrainingConfig& chosen = configs[choice.option];
+      PlanCandidate c{tables.WithBatch(chosen.micro_batch, chosen.grad_accum_steps),
+                      micro_batch_options[choice.option].model, std::move(choice.solution),
+                      time_models[choice.option], StepTime{}};
       c.time = c.time_model->Estimate(c.solution.checkpointed);
       candidates.push_back(std::move(c));
     }
@@ -226,14 +225,14 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
   for (PlanCandidate& c : candidates) {
     std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
-    const SimulationTables tables(graph, c.config);
+    const SimulationTables& tables = c.tables;
     // The model's plan rests on a guess of the allocator's slack. A first step alone
     // measures the offset at about half the cost of a full prediction (the model counts
     // the optimizer states, which that step does not have yet); the plan re-solved with
     // it is usually the one the full verification below keeps, so it runs once.
     if (c.solution.feasible && !options.fixed_checkpoint) {
       const int64_t model_without_states = c.solution.peak_units * c.model.unit_bytes -
-                                           OptimizerStateBytes(graph, c.config, granularity);
+                                           OptimizerStateBytes(graph, c.config(), granularity);
       const int64_t offset =
           FirstStepPeak(tables, c.solution.checkpointed, device) - model_without_states;
       CheckpointSolution guess =
@@ -261,7 +260,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     }
     if (best) {
       r.feasible = true;
-      r.config = c.config;
+      r.config = c.config();
       r.checkpointed = best->first.checkpointed;
       r.time = c.time_model->Estimate(r.checkpointed);
       r.prediction = std::move(best->second);

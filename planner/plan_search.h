@@ -17,6 +17,7 @@
 #include "planner/gpu_catalog.h"
 #include "planner/op_graph.h"
 #include "planner/step_prediction.h"
+#include "planner/step_simulator.h"
 #include "planner/step_time_model.h"
 #include "planner/training_config.h"
 
@@ -58,11 +59,13 @@ struct SearchResult {
 // A (precision, micro-batch) the chain model says fits, with its optimal checkpoint set
 // and time estimate; not yet verified by the simulator.
 struct PlanCandidate {
-  TrainingConfig config;
+  SimulationTables tables;  // of this precision, at this micro-batch and accumulation
   ChainMemoryModel model;
   CheckpointSolution solution;
   std::optional<StepTimeModel> time_model;  // prices other checkpoint sets at this micro-batch
   StepTime time;
+
+  const TrainingConfig& config() const { return tables.config(); }
 };
 
 // Steps 1-2 of the search alone (profiling, the checkpoint DP for every micro-batch and

@@ -21,13 +21,10 @@ bool IsParamOf(const OpGraph& g, TensorId t) { return g.tensor(t).role == Tensor
 }  // namespace
 
 // Every micro-batch, step and checkpoint set repeats the same sizes, costs and uses:
-// computed once per configuration.
+// computed once per precision and sequence length, at micro-batch 1.
 struct SimulationTables::Impl {
   Impl(const OpGraph& g, const TrainingConfig& c)
-      : graph(g),
-        config(c),
-        states(g, RegimeOf(c.precision)),
-        env{c.micro_batch, c.seq_len} {
+      : graph(g), states(g, RegimeOf(c.precision)), env{1, c.seq_len} {
     for (int t = 0; t < g.num_tensors(); ++t) {
       const TensorId id{t};
       bytes.push_back(states.Bytes(g, id, env));
@@ -61,11 +58,10 @@ struct SimulationTables::Impl {
   }
 
   const OpGraph& graph;
-  const TrainingConfig config;
   TensorStates states;
-  ShapeEnv env;
+  ShapeEnv env;  // micro-batch 1
   std::vector<int> block_of_op;
-  std::vector<int64_t> bytes;                          // per tensor at (b, s)
+  std::vector<int64_t> bytes;                          // per tensor at (1, s)
   std::vector<bool> per_sample;                        // per tensor: scales with b
   std::vector<int> forward_uses;                       // per tensor: consumers in a full forward
   std::vector<std::vector<TensorId>> external_inputs;  // per block
@@ -74,20 +70,31 @@ struct SimulationTables::Impl {
 };
 
 SimulationTables::SimulationTables(const OpGraph& graph, const TrainingConfig& config)
-    : impl_(std::make_unique<Impl>(graph, config)) {}
+    : impl_(std::make_shared<const Impl>(graph, config)), config_(config) {}
 SimulationTables::~SimulationTables() = default;
+SimulationTables::SimulationTables(const SimulationTables&) = default;
+SimulationTables& SimulationTables::operator=(const SimulationTables&) = default;
+
+SimulationTables SimulationTables::WithBatch(int64_t micro_batch, int64_t grad_accum_steps) const {
+  SimulationTables out = *this;
+  out.config_.micro_batch = micro_batch;
+  out.config_.grad_accum_steps = grad_accum_steps;
+  return out;
+}
+
 const OpGraph& SimulationTables::graph() const { return impl_->graph; }
-const TrainingConfig& SimulationTables::config() const { return impl_->config; }
+const TensorStates& SimulationTables::states() const { return impl_->states; }
 
 namespace {
 
 class StepSimulator {
  public:
-  StepSimulator(const SimulationTables::Impl& tables, const std::vector<bool>& checkpointed,
-                const SimulationOptions& options)
+  StepSimulator(const SimulationTables::Impl& tables, const TrainingConfig& config,
+                const std::vector<bool>& checkpointed, const SimulationOptions& options)
       : tables_(tables),
         graph_(tables.graph),
-        config_(tables.config),
+        config_(config),
+        batch_scale_(config.micro_batch),
         checkpointed_(checkpointed),
         options_(options),
         states_(tables.states),
@@ -136,7 +143,9 @@ class StepSimulator {
   };
 
   // ---- buffers -------------------------------------------------------------------
+  // `bytes` at micro-batch 1; per-sample sizes scale to the configured micro-batch.
   int64_t Acquire(int64_t bytes, Category category, bool per_sample = false, int refs = 1) {
+    if (per_sample) bytes *= batch_scale_;
     const int64_t id = static_cast<int64_t>(buffers_.size());
     buffers_.push_back(Buffer{bytes, category, refs, per_sample});
     live_bytes_ += bytes;
@@ -490,6 +499,7 @@ class StepSimulator {
   const SimulationTables::Impl& tables_;
   const OpGraph& graph_;
   const TrainingConfig& config_;
+  const int64_t batch_scale_;  // the micro-batch
   const std::vector<bool>& checkpointed_;
   SimulationOptions options_;
   const TensorStates& states_;
@@ -527,7 +537,7 @@ Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config,
 
 Timeline SimulateSteps(const SimulationTables& tables, const std::vector<bool>& checkpointed,
                        const SimulationOptions& options) {
-  return StepSimulator(tables.impl(), checkpointed, options).Run();
+  return StepSimulator(tables.impl(), tables.config(), checkpointed, options).Run();
 }
 
 }  // namespace headroom

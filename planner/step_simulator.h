@@ -18,6 +18,7 @@
 
 #include "planner/memory_timeline.h"
 #include "planner/op_graph.h"
+#include "planner/tensor_states.h"
 #include "planner/training_config.h"
 
 namespace headroom {
@@ -36,23 +37,31 @@ struct SimulationOptions {
 };
 
 // What a simulation computes before its first event (sizes, per-op costs, uses) for a
-// graph and config. Build it once to simulate several checkpoint sets of the same
-// configuration; it refers to `graph`, which must outlive it.
+// graph, precision and sequence length. Sizes are kept at micro-batch 1 and scaled when
+// an event is made: a size that depends on the batch has exactly one batch dimension
+// (SymShape::ScalesWithBatch), so it is proportional to the micro-batch, and every
+// micro-batch and accumulation of a configuration shares one set of tables
+// (WithBatch). Copies share the tables; they refer to `graph`, which must outlive them.
 class SimulationTables {
  public:
   SimulationTables(const OpGraph& graph, const TrainingConfig& config);
   ~SimulationTables();
-  SimulationTables(const SimulationTables&) = delete;
-  SimulationTables& operator=(const SimulationTables&) = delete;
+  SimulationTables(const SimulationTables&);
+  SimulationTables& operator=(const SimulationTables&);
+
+  // The same tables for another micro-batch and number of accumulation steps.
+  SimulationTables WithBatch(int64_t micro_batch, int64_t grad_accum_steps) const;
 
   const OpGraph& graph() const;
-  const TrainingConfig& config() const;
+  const TrainingConfig& config() const { return config_; }
+  const TensorStates& states() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<const Impl> impl_;
+  TrainingConfig config_;
 };
 
 // `checkpointed[i]` says whether block i is checkpointed; its size must equal the
