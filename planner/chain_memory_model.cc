@@ -6,66 +6,91 @@
 
 namespace headroom {
 
-ChainProfile ProfileChain(const OpGraph& graph, const TensorStates& states,
-                          const Timeline& timeline, const ShapeEnv& env, int64_t granularity,
-                          int64_t state_bytes) {
+ChainProfiler::ChainProfiler(const OpGraph& graph, const TensorStates& states,
+                             const Timeline& timeline, int64_t granularity, int64_t state_bytes)
+    : graph_(graph), states_(states), granularity_(granularity), state_bytes_(state_bytes) {
   const auto& blocks = graph.blocks();
+  for (const BlockSegment& block : blocks) {
+    // A checkpointed block's backward holds its output's gradient to its end: extra
+    // memory unless the last op passes that gradient straight on (a residual add).
+    const BackwardCost last = CostBackward(graph, graph.op(block.last_op), states, {});
+    grad_passed_on_.push_back(std::find(last.input_grads.begin(), last.input_grads.end(),
+                                        GradFlow::kPassThrough) != last.input_grads.end());
+  }
+  const int first_block_op = blocks.empty() ? graph.num_ops() : blocks.front().first_op.value;
+
+  // Which block's forward allocated each live buffer, until the first backward starts.
+  struct Origin {
+    int block = -1;
+    bool forward = false;
+    bool live = false;
+    int64_t bytes = 0;
+    bool per_sample = false;
+  };
+  std::vector<Origin> origin;
+  bool stored_measured = false;
+  events_.reserve(timeline.events.size());
+  for (const MemoryEvent& e : timeline.events) {
+    const Phase& phase = timeline.phases[e.phase];
+    const bool alloc = e.kind == MemoryEvent::Kind::kAlloc;
+    if (!stored_measured) {
+      if (phase.kind == Phase::Kind::kBackward) {
+        for (const Origin& o : origin) {
+          if (o.live && o.forward && o.block >= 0)
+            stored_.push_back({o.block, o.bytes, o.per_sample});
+        }
+        stored_measured = true;
+      } else {
+        if (origin.size() <= static_cast<size_t>(e.buffer)) origin.resize(e.buffer + 1);
+        origin[e.buffer] = {phase.block, phase.kind == Phase::Kind::kForward, alloc, e.bytes,
+                            e.per_sample};
+      }
+    }
+    int32_t region = kFixed;
+    if (phase.block >= 0) {
+      region = kFirstBlock + phase.block;
+    } else if (phase.op.valid() && phase.op.value > first_block_op) {
+      region = kHead;
+    }
+    events_.push_back({e.bytes, region, alloc, e.per_sample,
+                       phase.kind == Phase::Kind::kOptimizerStep ||
+                           phase.kind == Phase::Kind::kZeroGrad});
+  }
+}
+
+ChainProfile ChainProfiler::Profile(const ShapeEnv& env) const {
+  const auto& blocks = graph_.blocks();
   const int n = static_cast<int>(blocks.size());
-  auto round_up = [&](int64_t b) { return (b + granularity - 1) / granularity * granularity; };
   ChainProfile p;
-  p.block_peak.assign(n, 0);
   p.stored.assign(n, 0);
   p.kept.assign(n, 0);
   p.grad_held.assign(n, 0);
   for (int i = 0; i < n; ++i) {
-    const int64_t output = round_up(states.Bytes(graph, graph.StorageOf(blocks[i].output), env));
-    // A checkpointed block's backward holds its output's gradient to its end: extra
-    // memory unless the last op passes that gradient straight on (a residual add).
-    const BackwardCost last = CostBackward(graph, graph.op(blocks[i].last_op), states, env);
-    const bool passed_on = std::find(last.input_grads.begin(), last.input_grads.end(),
-                                     GradFlow::kPassThrough) != last.input_grads.end();
+    const int64_t output = RoundUp(states_.Bytes(graph_, graph_.StorageOf(blocks[i].output), env));
     p.kept[i] = output;
-    p.grad_held[i] = passed_on ? 0 : output;
+    p.grad_held[i] = grad_passed_on_[i] ? 0 : output;
   }
-  const int first_block_op = n > 0 ? blocks.front().first_op.value : graph.num_ops();
+  const int64_t b = env.micro_batch;
+  for (const StoredBuffer& s : stored_) p.stored[s.block] += RoundUp(s.per_sample ? s.bytes * b : s.bytes);
 
-  struct Origin {
-    int block;
-    bool forward;
-    int64_t bytes;
-    bool live;
-  };
-  std::vector<Origin> origin;
+  std::vector<int64_t> peak(kFirstBlock + n, 0);
   int64_t live = 0;
-  bool stored_measured = false;
-  for (const MemoryEvent& e : timeline.events) {
-    const Phase& phase = timeline.phases[e.phase];
-    if (!stored_measured && phase.kind == Phase::Kind::kBackward) {
-      for (const Origin& o : origin) {
-        if (o.live && o.forward && o.block >= 0) p.stored[o.block] += o.bytes;
-      }
-      stored_measured = true;
-    }
-    const int64_t bytes = round_up(e.per_sample ? e.bytes * env.micro_batch : e.bytes);
-    if (e.kind == MemoryEvent::Kind::kAlloc) {
-      live += bytes;
-      if (origin.size() <= static_cast<size_t>(e.buffer)) origin.resize(e.buffer + 1);
-      origin[e.buffer] = {phase.block, phase.kind == Phase::Kind::kForward, bytes, true};
-    } else {
-      live -= bytes;
-      origin[e.buffer].live = false;
-    }
-    int64_t* region = &p.fixed_peak;
-    if (phase.block >= 0) {
-      region = &p.block_peak[phase.block];
-    } else if (phase.op.valid() && phase.op.value > first_block_op) {
-      region = &p.head_peak;
-    }
-    const bool optimizer =
-        phase.kind == Phase::Kind::kOptimizerStep || phase.kind == Phase::Kind::kZeroGrad;
-    *region = std::max(*region, live + (optimizer ? 0 : state_bytes));
+  for (const Event& e : events_) {
+    const int64_t bytes = RoundUp(e.per_sample ? e.bytes * b : e.bytes);
+    live += e.alloc ? bytes : -bytes;
+    int64_t& region = peak[e.region];
+    region = std::max(region, live + (e.optimizer ? 0 : state_bytes_));
   }
+  p.fixed_peak = peak[kFixed];
+  p.head_peak = peak[kHead];
+  p.block_peak.assign(peak.begin() + kFirstBlock, peak.end());
   return p;
+}
+
+ChainProfile ProfileChain(const OpGraph& graph, const TensorStates& states,
+                          const Timeline& timeline, const ShapeEnv& env, int64_t granularity,
+                          int64_t state_bytes) {
+  return ChainProfiler(graph, states, timeline, granularity, state_bytes).Profile(env);
 }
 
 int64_t ChainMemoryModel::PeakUnits(const std::vector<bool>& checkpointed) const {

@@ -29,12 +29,48 @@ struct ChainProfile {  // bytes
   std::vector<int64_t> grad_held;  // its output's gradient, where its backward holds it
 };
 
-// Reads the profile at `env.micro_batch` off a timeline simulated at micro-batch 1 with no
+// Reads the profile at any micro-batch off a timeline simulated at micro-batch 1 with no
 // block checkpointed (the event sequence does not depend on the micro-batch; sizes that
 // do scale by it), rounded up to `granularity` as the device's allocator counts them. A
 // one-step timeline stands for the steady state when `state_bytes` (the optimizer
 // states, which later steps start with) is added outside the optimizer step.
-// `states` are the graph's tensor states under the timeline's precision.
+// `states` are the graph's tensor states under the timeline's precision. The timeline is
+// read once; each micro-batch is then one pass over a compact copy of its events.
+class ChainProfiler {
+ public:
+  ChainProfiler(const OpGraph& graph, const TensorStates& states, const Timeline& timeline,
+                int64_t granularity, int64_t state_bytes = 0);
+  ChainProfile Profile(const ShapeEnv& env) const;
+
+ private:
+  // Where an event's live bytes count: 0 the fixed part, 1 the head, 2 + i block i.
+  static constexpr int32_t kFixed = 0, kHead = 1, kFirstBlock = 2;
+  struct Event {
+    int64_t bytes;  // at micro-batch 1
+    int32_t region;
+    bool alloc;
+    bool per_sample;
+    bool optimizer;  // the optimizer step or zero_grad: the states are already live
+  };
+  struct StoredBuffer {  // live from a block's forward when the first backward starts
+    int block;
+    int64_t bytes;
+    bool per_sample;
+  };
+  int64_t RoundUp(int64_t bytes) const {
+    return (bytes + granularity_ - 1) / granularity_ * granularity_;
+  }
+
+  const OpGraph& graph_;
+  const TensorStates& states_;
+  int64_t granularity_;
+  int64_t state_bytes_;
+  std::vector<Event> events_;
+  std::vector<StoredBuffer> stored_;
+  std::vector<bool> grad_passed_on_;  // per block: its last op passes the output gradient on
+};
+
+// One profile at `env.micro_batch` (see ChainProfiler).
 ChainProfile ProfileChain(const OpGraph& graph, const TensorStates& states,
                           const Timeline& timeline, const ShapeEnv& env, int64_t granularity,
                           int64_t state_bytes = 0);

@@ -156,6 +156,8 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     // One set of tables serves the profile and every micro-batch of this precision.
     const SimulationTables tables(graph, config);
     const ChainTimeline profiles = Profile(tables, device);
+    const ChainProfiler profiler(graph, tables.states(), profiles.timeline, profiles.granularity,
+                                 profiles.state_bytes);
     std::vector<MicroBatchOption> micro_batch_options;
     std::vector<CheckpointSolution> solutions;
     std::vector<TrainingConfig> configs;
@@ -175,8 +177,7 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       StepTimeModel time_model(graph, config, device);
       const StepTime plain = time_model.Estimate({});
       MicroBatchOption o{b,
-                         ToUnits(ProfileChain(graph, tables.states(), profiles.timeline, {b, config.seq_len},
-                                              profiles.granularity, profiles.state_bytes),
+                         ToUnits(profiler.Profile({b, config.seq_len}),
                                  time_model.block_forward_seconds()),
                          0, plain.forward_seconds + plain.backward_seconds};
       o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;
