@@ -14,20 +14,31 @@ namespace headroom {
 
 class FreeBlockIndex {
  public:
+  FreeBlockIndex() { Rehash(); }
+
   void Insert(int64_t size, int64_t address, int block) {
-    const int id = GroupOf(size);
+    int id = FindGroup(size);
+    if (id < 0) id = AddGroup(size);
     auto& group = groups_[id];
     group.insert(std::upper_bound(group.begin(), group.end(), Entry{address, block}, HigherAddress),
                  Entry{address, block});
   }
 
+  // `size` and `address` must name a block in the index.
   void Erase(int64_t size, int64_t address) {
-    auto& group = groups_[GroupOf(size)];
+    auto& group = groups_[FindGroup(size)];
     group.erase(std::lower_bound(group.begin(), group.end(), Entry{address, 0}, HigherAddress));
   }
 
   // Removes and returns the best-fit block of at least `size`, or -1 when none is.
   int TakeBestFit(int64_t size) {
+    // A block of exactly the size asked for is the best fit, and the common case: a
+    // replay frees and asks for the same sizes over and over.
+    if (const int id = FindGroup(size); id >= 0 && !groups_[id].empty()) {
+      const int block = groups_[id].back().block;
+      groups_[id].pop_back();
+      return block;
+    }
     for (size_t i = LowerBound(size); i < sorted_ids_.size(); ++i) {
       auto& group = groups_[sorted_ids_[i]];
       if (group.empty()) continue;
@@ -75,14 +86,17 @@ class FreeBlockIndex {
            (64 - table_bits_);
   }
 
-  // The id of the group of blocks of exactly `size`, created empty when there is none.
-  // Ids are stable and empty groups stay, so that their storage is reused.
-  int GroupOf(int64_t size) {
+  // The id of the group of blocks of exactly `size`, or -1 when there is none. Ids are
+  // stable and empty groups stay, so that their storage is reused.
+  int FindGroup(int64_t size) const {
     const size_t mask = table_.size() - 1;
-    for (size_t s = table_.empty() ? 0 : Slot(size); !table_.empty(); s = (s + 1) & mask) {
-      if (table_[s].id < 0) break;
-      if (table_[s].size == size) return table_[s].id;
+    for (size_t s = Slot(size);; s = (s + 1) & mask) {
+      if (table_[s].id < 0 || table_[s].size == size) return table_[s].id;
     }
+  }
+
+  // Creates the (empty) group of blocks of `size`; out of line, as it is rare.
+  [[gnu::noinline]] int AddGroup(int64_t size) {
     const int id = static_cast<int>(groups_.size());
     groups_.emplace_back();
     const size_t at = LowerBound(size);

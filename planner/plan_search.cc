@@ -18,14 +18,12 @@ namespace {
 
 // Step 1. One simulation at micro-batch 1 without checkpointing (two accumulation
 // steps, so the second micro-batch runs with every gradient allocated) gives the chain
-// profile at any micro-batch.
+// profile at any micro-batch. The model counts live bytes only; what the caching
+// allocator holds beyond them is measured in step 3, on the plan the model picks.
 struct ChainTimeline {
   Timeline timeline;  // at micro-batch 1
   int64_t granularity = 1;
   int64_t state_bytes = 0;
-  // What the caching allocator holds beyond live tensors (rounding, segments): the
-  // chain model counts live bytes only. A first guess, corrected by verification.
-  int64_t allocator_slack = 0;
 };
 
 int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config,
@@ -52,11 +50,6 @@ ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) 
   out.granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
   out.state_bytes = OptimizerStateBytes(graph, tables.config(), out.granularity);
   out.timeline = SimulateSteps(tables.WithBatch(1, 2), none, sim);
-  if (device.is_cuda) {
-    CachingAllocatorModel allocator;
-    Replay(out.timeline, allocator);
-    out.allocator_slack = allocator.peak_reserved_bytes() - allocator.peak_allocated_bytes();
-  }
   return out;
 }
 
@@ -162,15 +155,6 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     std::vector<CheckpointSolution> solutions;
     std::vector<TrainingConfig> configs;
     std::vector<StepTimeModel> time_models;
-    // The allocator slack is a guess: when it alone rules a plan out, let verification
-    // judge the plan that fits without it.
-    const auto solve = [&](const ChainMemoryModel& model, int64_t budget_units) {
-      CheckpointSolution s = Solve(model, budget_units, options);
-      if (!s.feasible && profiles.allocator_slack > 0) {
-        s = Solve(model, budget_units + profiles.allocator_slack / model.unit_bytes, options);
-      }
-      return s;
-    };
     for (int64_t b : micro_batches) {
       config.micro_batch = b;
       config.grad_accum_steps = per_gpu / b;
@@ -180,10 +164,10 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
                          ToUnits(profiler.Profile({b, config.seq_len}),
                                  time_model.block_forward_seconds()),
                          0, plain.forward_seconds + plain.backward_seconds};
-      o.budget_units = (allocator_budget - profiles.allocator_slack) / o.model.unit_bytes;
+      o.budget_units = allocator_budget / o.model.unit_bytes;
       // Every byte of the model grows with the micro-batch, so once one does not fit no
       // larger one does: stop profiling there.
-      CheckpointSolution solution = solve(o.model, o.budget_units);
+      CheckpointSolution solution = Solve(o.model, o.budget_units, options);
       if (!solution.feasible) break;
       solutions.push_back(std::move(solution));
       micro_batch_options.push_back(std::move(o));
@@ -227,18 +211,25 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   for (PlanCandidate& c : candidates) {
     std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
     const SimulationTables& tables = c.tables;
-    // The model's plan rests on a guess of the allocator's slack. A first step alone
-    // measures the offset at about half the cost of a full prediction (the model counts
-    // the optimizer states, which that step does not have yet); the plan re-solved with
-    // it is usually the one the full verification below keeps, so it runs once.
+    // The model's plan leaves out what the allocator holds beyond live bytes. A first
+    // step alone measures that offset at about half the cost of a full prediction (the
+    // model counts the optimizer states, which that step does not have yet); the plan
+    // re-solved with it is usually the one the full verification below keeps, so that
+    // runs once.
     if (c.solution.feasible && !options.fixed_checkpoint) {
       const int64_t model_without_states = c.solution.peak_units * c.model.unit_bytes -
                                            OptimizerStateBytes(graph, c.config(), granularity);
-      const int64_t offset =
-          FirstStepPeak(tables, c.solution.checkpointed, device) - model_without_states;
+      const int64_t first_step = FirstStepPeak(tables, c.solution.checkpointed, device);
+      const int64_t offset = first_step - model_without_states;
       CheckpointSolution guess =
           Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
-      if (guess.feasible) c.solution = std::move(guess);
+      if (guess.feasible) {
+        c.solution = std::move(guess);
+      } else if (first_step > r.usable_bytes) {
+        // The plan misses already before its optimizer states exist, and with the
+        // measured offset no checkpoint set at this micro-batch fits: the next candidate.
+        continue;
+      }
     }
     for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
       StepPrediction p = PredictStep(tables, c.solution.checkpointed, device);
