@@ -22,7 +22,7 @@ struct CachingAllocatorOptions {
   int64_t capacity_bytes = 0;  // memory the allocator may reserve; 0 means unlimited
 };
 
-class CachingAllocatorModel : public EventConsumer {
+class CachingAllocatorModel final : public EventConsumer {
  public:
   static constexpr int64_t kMinBlockSize = 512;
   static constexpr int64_t kSmallSize = 1 << 20;       // 1 MiB

@@ -3,13 +3,13 @@
 // breakdown at that instant, plus the peak of each step.
 #pragma once
 
-#include <map>
+#include <vector>
 
 #include "planner/memory_timeline.h"
 
 namespace headroom {
 
-class LiveBytes : public EventConsumer {
+class LiveBytes final : public EventConsumer {
  public:
   // `granularity`: sizes round up to a multiple of it (512 on CUDA, where the caching
   // allocator's statistics count rounded blocks; 1 on CPU).
@@ -24,8 +24,8 @@ class LiveBytes : public EventConsumer {
   int32_t peak_phase() const { return peak_phase_; }
   const CategoryBytes& breakdown_at_peak() const { return peak_breakdown_; }
   const CategoryBytes& current_breakdown() const { return by_category_; }
-  // Peak of live bytes during each step (0 = setup).
-  const std::map<int, int64_t>& peak_by_step() const { return peak_by_step_; }
+  // Peak of live bytes during each step, indexed by step (0 = setup).
+  const std::vector<int64_t>& peak_by_step() const { return peak_by_step_; }
 
  private:
   int64_t Rounded(int64_t bytes) const {
@@ -39,7 +39,7 @@ class LiveBytes : public EventConsumer {
   int32_t peak_phase_ = 0;
   CategoryBytes by_category_{};
   CategoryBytes peak_breakdown_{};
-  std::map<int, int64_t> peak_by_step_;
+  std::vector<int64_t> peak_by_step_;
 };
 
 }  // namespace headroom

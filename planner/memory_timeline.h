@@ -56,4 +56,20 @@ class EventConsumer {
 void ReplayEvent(const MemoryEvent& event, EventConsumer& consumer);
 void Replay(const Timeline& timeline, EventConsumer& consumer);
 
+// Replays events [begin, end) into several consumers in one pass. With consumers of
+// final classes the calls are direct: the solver replays a hundred thousand events per
+// plan it verifies.
+template <typename... Consumers>
+void ReplayInto(const std::vector<MemoryEvent>& events, size_t begin, size_t end,
+                Consumers&... consumers) {
+  for (size_t i = begin; i < end; ++i) {
+    const MemoryEvent& e = events[i];
+    if (e.kind == MemoryEvent::Kind::kAlloc) {
+      (consumers.Alloc(e), ...);
+    } else {
+      (consumers.Free(e), ...);
+    }
+  }
+}
+
 }  // namespace headroom

@@ -87,19 +87,18 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
   const SimulationOptions sim{
       .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
-  const auto replay_until_optimizer = [&](EventConsumer& consumer) {
-    for (const MemoryEvent& e : timeline.events) {
-      if (timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep) return;
-      ReplayEvent(e, consumer);
-    }
-  };
+  const auto optimizer = std::find_if(
+      timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
+        return timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep;
+      });
+  const size_t end = static_cast<size_t>(optimizer - timeline.events.begin());
   if (!device.is_cuda) {
     LiveBytes live(timeline, 1);
-    replay_until_optimizer(live);
+    ReplayInto(timeline.events, 0, end, live);
     return live.peak_bytes();
   }
   CachingAllocatorModel allocator;
-  replay_until_optimizer(allocator);
+  ReplayInto(timeline.events, 0, end, allocator);
   return allocator.peak_reserved_bytes() + device.context_bytes;
 }
 
@@ -158,7 +157,7 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
     for (int64_t b : micro_batches) {
       config.micro_batch = b;
       config.grad_accum_steps = per_gpu / b;
-      StepTimeModel time_model(graph, config, device);
+      StepTimeModel time_model(graph, tables.states(), config, device);
       const StepTime plain = time_model.Estimate({});
       MicroBatchOption o{b,
                          ToUnits(profiler.Profile({b, config.seq_len}),

@@ -25,18 +25,21 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   p.timeline = SimulateSteps(tables, checkpointed, options);
 
   LiveBytes live(p.timeline, device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1);
-  Replay(p.timeline, live);
+  CachingAllocatorModel allocator({.capacity_bytes = device.memory_bytes - device.context_bytes});
+  if (device.is_cuda) {
+    ReplayInto(p.timeline.events, 0, p.timeline.events.size(), live, allocator);
+  } else {
+    ReplayInto(p.timeline.events, 0, p.timeline.events.size(), live);
+  }
   p.allocated_peak_bytes = live.peak_bytes();
   p.breakdown = live.breakdown_at_peak();
   p.peak_phase = p.timeline.phases[live.peak_phase()];
   p.peak_phase_text = DescribePhase(p.peak_phase, graph, static_cast<int>(config.grad_accum_steps));
   const auto& by_step = live.peak_by_step();
-  p.first_step_peak_bytes = by_step.count(1) ? by_step.at(1) : 0;
-  p.steady_step_peak_bytes = by_step.count(2) ? by_step.at(2) : p.first_step_peak_bytes;
+  p.first_step_peak_bytes = by_step.size() > 1 ? by_step[1] : 0;
+  p.steady_step_peak_bytes = by_step.size() > 2 ? by_step[2] : p.first_step_peak_bytes;
 
   if (device.is_cuda) {
-    CachingAllocatorModel allocator({.capacity_bytes = device.memory_bytes - device.context_bytes});
-    Replay(p.timeline, allocator);
     p.reserved_peak_bytes = allocator.peak_reserved_bytes();
     p.device_peak_bytes = p.reserved_peak_bytes + device.context_bytes;
     p.fits = !allocator.out_of_memory();

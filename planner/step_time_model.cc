@@ -25,12 +25,18 @@ double PeakFlops(const DeviceSpec& device, DType compute) {
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
                              const DeviceSpec& device)
+    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision)), config, device) {}
+
+StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
+                             const TrainingConfig& config, const DeviceSpec& device)
     : block_forward_(graph.blocks().size(), 0.0),
       tokens_per_step_(
           static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len)),
       grad_accum_(config.grad_accum_steps) {
-  const TensorStates states(graph, RegimeOf(config.precision));
   const ShapeEnv env{config.micro_batch, config.seq_len};
+  std::vector<double> tensor_bytes(graph.num_tensors());
+  for (int t = 0; t < graph.num_tensors(); ++t)
+    tensor_bytes[t] = static_cast<double>(states.Bytes(graph, TensorId{t}, env));
   const double flops_per_s = PeakFlops(device, states.regime().compute_dtype);
   const double bytes_per_s = device.bandwidth_gbps * 1e9 * device.bandwidth_efficiency;
   for (int o = 0; o < graph.num_ops(); ++o) {
@@ -38,8 +44,8 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
     if (op.kind == OpKind::kView) continue;
     const OpFlops flops = CostFlops(graph, op, states, env);
     double bytes = 0;
-    for (TensorId t : op.inputs) bytes += static_cast<double>(states.Bytes(graph, t, env));
-    for (TensorId t : op.outputs) bytes += static_cast<double>(states.Bytes(graph, t, env));
+    for (TensorId t : op.inputs) bytes += tensor_bytes[t.value];
+    for (TensorId t : op.outputs) bytes += tensor_bytes[t.value];
     const double compute_rate =
         IsMatmul(op.kind) ? flops_per_s : bytes_per_s * 4;  // elementwise: memory-bound
     const double fwd =
@@ -60,8 +66,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
     if (!t.param.trainable) continue;
     const OptimizerParamCost cost = CostOptimizer(
         config.optimizer, t.shape, regime.optimizer_state_dtype, regime.master_weights);
-    double bytes = 2.0 * static_cast<double>(
-                             2 * states.Bytes(graph, p, env));  // weight and gradient, read + write
+    double bytes = 2.0 * 2.0 * tensor_bytes[p.value];  // weight and gradient, read + write
     for (int64_t s : cost.state_bytes) bytes += 2.0 * static_cast<double>(s);
     if (regime.master_weights) bytes += 2.0 * 4.0 * static_cast<double>(t.shape.Numel({}));
     optimizer_ += bytes / bytes_per_s + kKernelOverheadSeconds;

@@ -9,6 +9,7 @@
 
 #include "planner/gpu_catalog.h"
 #include "planner/op_graph.h"
+#include "planner/tensor_states.h"
 #include "planner/training_config.h"
 
 namespace headroom {
@@ -29,6 +30,10 @@ struct StepTime {
 class StepTimeModel {
  public:
   StepTimeModel(const OpGraph& graph, const TrainingConfig& config, const DeviceSpec& device);
+  // The same with the graph's tensor states under config.precision, built once by the
+  // caller for several micro-batches.
+  StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
+                const DeviceSpec& device);
 
   // Forward seconds of each block at the config's micro-batch: what recomputing it costs.
   const std::vector<double>& block_forward_seconds() const { return block_forward_; }
