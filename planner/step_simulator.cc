@@ -15,25 +15,50 @@ namespace headroom {
 namespace {
 
 constexpr int64_t kNoBuffer = -1;
+constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
 
-bool IsParamOf(const OpGraph& g, TensorId t) { return g.tensor(t).role == TensorRole::kParameter; }
 
 }  // namespace
 
 // Every micro-batch, step and checkpoint set repeats the same sizes, costs and uses:
-// computed once per precision and sequence length, at micro-batch 1.
+// computed once per precision and sequence length, at micro-batch 1, in flat arrays the
+// simulator's inner loop reads instead of the graph's tensor records.
 struct SimulationTables::Impl {
   Impl(const OpGraph& g, const TrainingConfig& c)
       : graph(g), states(g, RegimeOf(c.precision)), env{1, c.seq_len} {
+    const PrecisionRegime& regime = states.regime();
+    for (int o = 0; o < g.num_ops(); ++o) block_of_op.push_back(g.op(OpId{o}).block);
     for (int t = 0; t < g.num_tensors(); ++t) {
       const TensorId id{t};
+      const TensorInfo& info = g.tensor(id);
       bytes.push_back(states.Bytes(g, id, env));
-      per_sample.push_back(g.tensor(id).shape.ScalesWithBatch());
+      per_sample.push_back(info.shape.ScalesWithBatch());
       forward_uses.push_back(id == g.loss() ? 1 : static_cast<int>(g.Consumers(id).size()));
+      is_param.push_back(info.role == TensorRole::kParameter);
+      trainable.push_back(info.role == TensorRole::kParameter && info.param.trainable);
+      producer_block.push_back(info.producer.valid() ? block_of_op[info.producer.value] : -1);
+      if (info.role == TensorRole::kInput) data_inputs.push_back(id);
+      if (info.role != TensorRole::kParameter) continue;
+      parameters.push_back(id);
+      const int64_t numel = info.shape.Numel({});
+      master_bytes.push_back(regime.master_weights && info.param.trainable
+                                 ? StorageBytes(DType::kF32, numel)
+                                 : 0);
+      optimizer_costs.push_back(info.param.trainable
+                                    ? CostOptimizer(c.optimizer, info.shape,
+                                                    regime.optimizer_state_dtype,
+                                                    regime.master_weights)
+                                    : OptimizerParamCost{});
     }
     for (int o = 0; o < g.num_ops(); ++o) {
       const OpNode& op = g.op(OpId{o});
-      block_of_op.push_back(op.block);
+      first_input.push_back(static_cast<int>(cast_bytes.size()));
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        cast_bytes.push_back(states.IsCast(op, i)
+                                 ? StorageBytes(states.UsedDType(op, i),
+                                                g.tensor(op.inputs[i]).shape.Numel(env))
+                                 : kNotCast);
+      }
       forward_costs[0].push_back(CostForward(g, op, states, env, false));
       forward_costs[1].push_back(CostForward(g, op, states, env, true));
       backward_costs.push_back(CostBackward(g, op, states, env));
@@ -44,7 +69,7 @@ struct SimulationTables::Impl {
       std::vector<TensorId> outside;
       for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
         for (TensorId in : g.op(OpId{o}).inputs) {
-          if (IsParamOf(g, in) || IsInsideBlock(in, b)) continue;
+          if (is_param[in.value] || producer_block[in.value] == b) continue;
           if (std::find(outside.begin(), outside.end(), in) == outside.end()) outside.push_back(in);
         }
       }
@@ -52,18 +77,26 @@ struct SimulationTables::Impl {
     }
   }
 
-  bool IsInsideBlock(TensorId t, int block) const {
-    const TensorInfo& info = graph.tensor(t);
-    return info.producer.valid() && block_of_op[info.producer.value] == block;
-  }
-
   const OpGraph& graph;
   TensorStates states;
   ShapeEnv env;  // micro-batch 1
   std::vector<int> block_of_op;
-  std::vector<int64_t> bytes;                          // per tensor at (1, s)
-  std::vector<bool> per_sample;                        // per tensor: scales with b
-  std::vector<int> forward_uses;                       // per tensor: consumers in a full forward
+  // Per tensor.
+  std::vector<int64_t> bytes;        // at (1, s)
+  std::vector<bool> per_sample;      // scales with b
+  std::vector<int> forward_uses;     // consumers in a full forward
+  std::vector<bool> is_param;
+  std::vector<bool> trainable;       // a parameter that gets a gradient
+  std::vector<int> producer_block;   // the block of the op that makes it; -1 if none
+  std::vector<TensorId> data_inputs;  // token ids, labels
+  // Per parameter, in graph.Parameters() order.
+  std::vector<TensorId> parameters;
+  std::vector<int64_t> master_bytes;  // its fp32 master copy; 0 if none
+  std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
+  // Per op input, from first_input[op]: its bytes (at (1, s)) in the dtype the op uses
+  // when autocast casts it; kNotCast otherwise.
+  std::vector<int> first_input;
+  std::vector<int64_t> cast_bytes;
   std::vector<std::vector<TensorId>> external_inputs;  // per block
   std::vector<ForwardCost> forward_costs[2];           // [grad_mode]
   std::vector<BackwardCost> backward_costs;
@@ -97,8 +130,6 @@ class StepSimulator {
         batch_scale_(config.micro_batch),
         checkpointed_(checkpointed),
         options_(options),
-        states_(tables.states),
-        env_(tables.env),
         block_of_op_(tables.block_of_op),
         bytes_(tables.bytes),
         per_sample_(tables.per_sample),
@@ -169,7 +200,11 @@ class StepSimulator {
     phase_ = static_cast<int32_t>(timeline_.phases.size() - 1);
   }
 
-  bool IsParam(TensorId t) const { return IsParamOf(graph_, t); }
+  bool IsParam(TensorId t) const { return tables_.is_param[t.value]; }
+  // The input's bytes (at micro-batch 1) in the dtype the op uses, or kNotCast.
+  int64_t CastBytes(OpId op, size_t i) const {
+    return tables_.cast_bytes[tables_.first_input[op.value] + i];
+  }
   int64_t Bytes(TensorId t) const { return bytes_[t.value]; }
   bool PerSample(TensorId t) const { return per_sample_[t.value]; }
 
@@ -194,12 +229,11 @@ class StepSimulator {
     param_grad_.assign(graph_.num_tensors(), kNoBuffer);
     op_holds_.assign(graph_.num_ops(), {});
     block_holds_.assign(graph_.blocks().size(), {});
-    const PrecisionRegime& regime = states_.regime();
-    for (TensorId p : graph_.Parameters()) {
+    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
+      const TensorId p = tables_.parameters[i];
       buffer_of_[p.value] = Acquire(Bytes(p), Category::kWeights);
       persistent_bytes_ += Bytes(p);
-      if (regime.master_weights && graph_.tensor(p).param.trainable) {
-        const int64_t master = StorageBytes(DType::kF32, graph_.tensor(p).shape.Numel({}));
+      if (const int64_t master = tables_.master_bytes[i]; master > 0) {
         Acquire(master, Category::kOptimizer);
         persistent_bytes_ += master;
       }
@@ -215,9 +249,7 @@ class StepSimulator {
     step_ = step;
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
-    for (int i = 0; i < graph_.num_tensors(); ++i) {
-      const TensorId t{i};
-      if (graph_.tensor(t).role != TensorRole::kInput) continue;
+    for (TensorId t : tables_.data_inputs) {
       Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
            static_cast<int>(graph_.Consumers(t).size()));
     }
@@ -239,7 +271,9 @@ class StepSimulator {
     }
   }
 
-  bool IsInsideBlock(TensorId t, int block) const { return tables_.IsInsideBlock(t, block); }
+  bool IsInsideBlock(TensorId t, int block) const {
+    return tables_.producer_block[t.value] == block;
+  }
 
   // Autocast exit (end of forward, or end of a recomputed block's backward) drops the
   // weight-cast cache; copies that ops saved stay alive through those ops.
@@ -279,7 +313,7 @@ class StepSimulator {
       int64_t buffer;
       if (internal.cast_of_input >= 0) {
         const TensorId src = op.inputs[internal.cast_of_input];
-        if (IsParam(src) && graph_.tensor(src).param.trainable) {
+        if (tables_.trainable[src.value]) {
           // Autocast caches casts of leaf fp32 weights that require grad.
           auto it = cast_cache_.find(src.value);
           if (it == cast_cache_.end())
@@ -313,7 +347,7 @@ class StepSimulator {
     }
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const TensorId in = op.inputs[i];
-      if (!cost.saves_input[i] || states_.IsCast(op, i) || IsParam(in)) continue;
+      if (!cost.saves_input[i] || CastBytes(op_id, i) != kNotCast || IsParam(in)) continue;
       Retain(buffer_of_[in.value]);
       holds.push_back(buffer_of_[in.value]);
     }
@@ -397,9 +431,9 @@ class StepSimulator {
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         if (cost.input_grads[i] == GradFlow::kNone) continue;
         if (IsParam(op.inputs[i])) {
-          ParamGradient(op, i);
+          ParamGradient(op_id, op, i);
         } else {
-          ActivationGradient(op, i, cost.input_grads[i]);
+          ActivationGradient(op_id, op, i, cost.input_grads[i]);
         }
       }
       if (cost.workspace_bytes > 0) {
@@ -415,17 +449,15 @@ class StepSimulator {
     }
   }
 
-  void ActivationGradient(const OpNode& op, size_t i, GradFlow flow) {
+  void ActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {
     const TensorId t = op.inputs[i];
     int64_t buffer;
     if (flow == GradFlow::kPassThrough) {
       buffer = grad_of_[op.outputs[0].value];
       Retain(buffer);
-    } else if (states_.IsCast(op, i)) {
+    } else if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast) {
       // Gradient in the dtype the op used, then autocast's cast backward converts it.
-      const int64_t numel = graph_.tensor(t).shape.Numel(env_);
-      const int64_t used = Acquire(StorageBytes(states_.UsedDType(op, i), numel),
-                                   Category::kTemporaries, PerSample(t));
+      const int64_t used = Acquire(cast, Category::kTemporaries, PerSample(t));
       buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
       Release(used);
     } else {
@@ -444,12 +476,11 @@ class StepSimulator {
     }
   }
 
-  void ParamGradient(const OpNode& op, size_t i) {
+  void ParamGradient(OpId op_id, const OpNode& op, size_t i) {
     const TensorId p = op.inputs[i];
-    const int64_t numel = graph_.tensor(p).shape.Numel({});
     int64_t used = kNoBuffer;
-    if (states_.IsCast(op, i))
-      used = Acquire(StorageBytes(states_.UsedDType(op, i), numel), Category::kTemporaries);
+    if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast)
+      used = Acquire(cast, Category::kTemporaries);
     if (param_grad_[p.value] == kNoBuffer) {
       // AccumulateGrad steals the first gradient as .grad.
       param_grad_[p.value] = Acquire(Bytes(p), Category::kGradients);
@@ -461,13 +492,10 @@ class StepSimulator {
 
   // ---- optimizer -----------------------------------------------------------------
   void OptimizerStep(int step) {
-    const PrecisionRegime& regime = states_.regime();
-    for (TensorId p : graph_.Parameters()) {
-      if (!graph_.tensor(p).param.trainable) continue;
+    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
+      if (!tables_.trainable[tables_.parameters[i].value]) continue;
       SetPhase(Phase::Kind::kOptimizerStep, step, 0);
-      const OptimizerParamCost cost =
-          CostOptimizer(config_.optimizer, graph_.tensor(p).shape, regime.optimizer_state_dtype,
-                        regime.master_weights);
+      const OptimizerParamCost& cost = tables_.optimizer_costs[i];
       if (step == 1) {
         for (int64_t bytes : cost.state_bytes) {
           Acquire(bytes, Category::kOptimizer);
@@ -502,8 +530,6 @@ class StepSimulator {
   const int64_t batch_scale_;  // the micro-batch
   const std::vector<bool>& checkpointed_;
   SimulationOptions options_;
-  const TensorStates& states_;
-  const ShapeEnv& env_;
   const std::vector<int>& block_of_op_;
   const std::vector<int64_t>& bytes_;
   const std::vector<bool>& per_sample_;
