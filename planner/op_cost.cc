@@ -18,6 +18,10 @@ struct OpView {
   int64_t numel(TensorId t) const { return graph.tensor(t).shape.Numel(env); }
   int64_t in_numel(size_t i) const { return numel(in(i)); }
   int64_t out_numel() const { return numel(op.outputs.at(0)); }
+  // Input i has the output's element count at every (b, s) (not broadcast, not split).
+  bool in_matches_out(size_t i) const {
+    return graph.tensor(in(i)).shape.SameNumel(graph.tensor(op.outputs.at(0)).shape);
+  }
   int64_t out_bytes() const { return states.Bytes(graph, op.outputs.at(0), env); }
   bool out_grad() const { return !op.outputs.empty() && states[op.outputs[0]].requires_grad; }
   bool quantized_weight() const {
@@ -181,7 +185,7 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
     case OpKind::kAdd:
       // The output gradient flows unchanged unless the input was broadcast or promoted.
       for (size_t i = 0; i < 2; ++i) {
-        if (v.grad(i) && v.in_numel(i) == v.out_numel() &&
+        if (v.grad(i) && v.in_matches_out(i) &&
             states[v.in(i)].dtype == states[op.outputs[0]].dtype) {
           cost.input_grads[i] = GradFlow::kPassThrough;
         }
@@ -189,7 +193,7 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
       break;
     case OpKind::kView:
       // Reshapes hand the gradient through; splits and selects build a full-size one.
-      if (v.grad(0) && op.outputs.size() == 1 && v.out_numel() == v.in_numel(0)) {
+      if (v.grad(0) && op.outputs.size() == 1 && v.in_matches_out(0)) {
         cost.input_grads[0] = GradFlow::kPassThrough;
       }
       break;

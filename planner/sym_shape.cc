@@ -1,5 +1,7 @@
 #include "planner/sym_shape.h"
 
+#include <tuple>
+
 namespace headroom {
 
 int64_t SymShape::Numel(const ShapeEnv& env) const {
@@ -31,6 +33,22 @@ bool SymShape::ScalesWithBatch() const {
   int batch_dims = 0;
   for (const Dim& d : dims_) batch_dims += d.kind == Dim::Kind::kBatch ? 1 : 0;
   return batch_dims == 1;
+}
+
+bool SymShape::SameNumel(const SymShape& other) const {
+  const auto powers = [](const SymShape& shape) {
+    struct {
+      int64_t constant = 1;
+      int batch = 0, seq = 0;
+    } p;
+    for (const Dim& d : shape.dims_) {
+      if (d.kind == Dim::Kind::kConst) p.constant *= d.value;
+      p.batch += d.kind == Dim::Kind::kBatch ? 1 : 0;
+      p.seq += d.kind == Dim::Kind::kSeq ? 1 : 0;
+    }
+    return std::tuple(p.constant, p.batch, p.seq);
+  };
+  return powers(*this) == powers(other);
 }
 
 std::string SymShape::ToString() const {

@@ -36,6 +36,10 @@ class SymShape {
   bool IsStatic() const;
   // True when the element count is proportional to the micro-batch (one dimension b).
   bool ScalesWithBatch() const;
+  // True when both shapes have the same element count at every (b, s): the same
+  // constant factor and powers of b and s. (Equal counts at one (b, s) can be a
+  // coincidence: [s, n] and [b, s, n] at b = 1.)
+  bool SameNumel(const SymShape& other) const;
   std::string ToString() const;  // e.g. "[b, s, 4096]"
 
  private:

@@ -34,8 +34,13 @@ void ExpectCostsScale(const OpGraph& g, const TensorStates& states, const std::s
     for (bool grad_mode : {false, true}) {
       const ForwardCost one = CostForward(g, op, states, kOne, grad_mode);
       const ForwardCost many = CostForward(g, op, states, kMany, grad_mode);
+      // What an op allocates and saves must not depend on the batch, only how much.
+      EXPECT_EQ(one.saves_input, many.saves_input) << where << ": " << op.name;
+      EXPECT_EQ(one.saves_output, many.saves_output) << where << ": " << op.name;
+      EXPECT_EQ(one.output_aliases_input, many.output_aliases_input) << where << ": " << op.name;
       ASSERT_EQ(one.internals.size(), many.internals.size()) << where << ": " << op.name;
       for (size_t i = 0; i < one.internals.size(); ++i) {
+        EXPECT_EQ(one.internals[i].lifetime, many.internals[i].lifetime) << where << ": " << op.name;
         EXPECT_EQ(many.internals[i].bytes, Scaled(one.internals[i].bytes, one.internals[i].per_sample))
             << where << ": " << op.name << " internal " << one.internals[i].label;
       }
@@ -44,6 +49,7 @@ void ExpectCostsScale(const OpGraph& g, const TensorStates& states, const std::s
     }
     const BackwardCost one = CostBackward(g, op, states, kOne);
     const BackwardCost many = CostBackward(g, op, states, kMany);
+    EXPECT_EQ(one.input_grads, many.input_grads) << where << ": " << op.name << " gradient flow";
     EXPECT_EQ(many.workspace_bytes, Scaled(one.workspace_bytes, one.workspace_per_sample))
         << where << ": " << op.name << " backward workspace";
   }
