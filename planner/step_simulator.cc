@@ -120,6 +120,42 @@ const TensorStates& SimulationTables::states() const { return impl_->states; }
 
 namespace {
 
+// Buffers held per owner (an op until its backward, a checkpointed block until its
+// backward ends), as lists in one pool released in the order they were added: a
+// simulation adds tens of thousands of holds, and a vector per owner would allocate.
+class HoldLists {
+ public:
+  void Reset(size_t owners) {
+    first_.assign(owners, -1);
+    last_.assign(owners, -1);
+    nodes_.clear();
+  }
+  void Add(int owner, int64_t buffer) {
+    const int node = static_cast<int>(nodes_.size());
+    nodes_.push_back({buffer, -1});
+    if (last_[owner] < 0) {
+      first_[owner] = node;
+    } else {
+      nodes_[last_[owner]].next = node;
+    }
+    last_[owner] = node;
+  }
+  // Calls release(buffer) for each buffer `owner` holds, then empties its list.
+  template <typename Release>
+  void ReleaseAll(int owner, Release release) {
+    for (int n = first_[owner]; n >= 0; n = nodes_[n].next) release(nodes_[n].buffer);
+    first_[owner] = last_[owner] = -1;
+  }
+
+ private:
+  struct Node {
+    int64_t buffer;
+    int next;
+  };
+  std::vector<int> first_, last_;  // per owner; -1 when it holds nothing
+  std::vector<Node> nodes_;
+};
+
 class StepSimulator {
  public:
   StepSimulator(const SimulationTables::Impl& tables, const TrainingConfig& config,
@@ -227,8 +263,8 @@ class StepSimulator {
     uses_left_.assign(graph_.num_tensors(), 0);
     grad_of_.assign(graph_.num_tensors(), kNoBuffer);
     param_grad_.assign(graph_.num_tensors(), kNoBuffer);
-    op_holds_.assign(graph_.num_ops(), {});
-    block_holds_.assign(graph_.blocks().size(), {});
+    op_holds_.Reset(graph_.num_ops());
+    block_holds_.Reset(graph_.blocks().size());
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
       const TensorId p = tables_.parameters[i];
       buffer_of_[p.value] = Acquire(Bytes(p), Category::kWeights);
@@ -259,7 +295,7 @@ class StepSimulator {
       if (ckpt && graph_.blocks()[block].first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
     }
-    ExitAutocast(nullptr);
+    ExitAutocast(-1);
   }
 
   // The checkpoint function saves the tensors its block reads from outside: the block
@@ -267,7 +303,7 @@ class StepSimulator {
   void HoldBlockInputs(int block) {
     for (TensorId t : external_inputs_[block]) {
       Retain(buffer_of_[t.value]);
-      block_holds_[block].push_back(buffer_of_[t.value]);
+      block_holds_.Add(block, buffer_of_[t.value]);
     }
   }
 
@@ -276,11 +312,13 @@ class StepSimulator {
   }
 
   // Autocast exit (end of forward, or end of a recomputed block's backward) drops the
-  // weight-cast cache; copies that ops saved stay alive through those ops.
-  void ExitAutocast(std::vector<int64_t>* keep_until_later) {
+  // weight-cast cache; copies that ops saved stay alive through those ops. In a
+  // recomputation (`recompute_block` >= 0) the cache's own references are released
+  // with the block's other holds.
+  void ExitAutocast(int recompute_block) {
     for (auto& [param, buffer] : cast_cache_) {
-      if (keep_until_later) {
-        keep_until_later->push_back(buffer);
+      if (recompute_block >= 0) {
+        block_holds_.Add(recompute_block, buffer);
       } else {
         Release(buffer);
       }
@@ -304,7 +342,6 @@ class StepSimulator {
     const bool recompute = recompute_block >= 0;
     SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
     const ForwardCost& cost = forward_costs_[grad_mode ? 1 : 0][op_id.value];
-    std::vector<int64_t>& holds = op_holds_[op_id.value];
     std::vector<int64_t>& transients = transients_;
     transients.clear();
 
@@ -341,7 +378,7 @@ class StepSimulator {
           transients.push_back(buffer);
           break;
         case Lifetime::kSaved:
-          holds.push_back(buffer);
+          op_holds_.Add(op_id.value, buffer);
           break;
       }
     }
@@ -349,7 +386,7 @@ class StepSimulator {
       const TensorId in = op.inputs[i];
       if (!cost.saves_input[i] || CastBytes(op_id, i) != kNotCast || IsParam(in)) continue;
       Retain(buffer_of_[in.value]);
-      holds.push_back(buffer_of_[in.value]);
+      op_holds_.Add(op_id.value, buffer_of_[in.value]);
     }
     for (TensorId out : op.outputs) {
       int64_t buffer;
@@ -364,7 +401,7 @@ class StepSimulator {
         ++uses;  // held by the checkpoint backward
       if (cost.saves_output) {
         Retain(buffer);
-        holds.push_back(buffer);
+        op_holds_.Add(op_id.value, buffer);
       }
       Bind(out, buffer, uses);
     }
@@ -394,14 +431,13 @@ class StepSimulator {
         const int64_t output_grad = grad_of_[graph_.blocks()[block].output.value];
         if (output_grad != kNoBuffer) {
           Retain(output_grad);
-          block_holds_[block].push_back(output_grad);
+          block_holds_.Add(block, output_grad);
         }
         Recompute(block);
       }
       RunOpBackward(OpId{o});
       if (ckpt && graph_.blocks()[block].first_op.value == o) {
-        for (int64_t b : block_holds_[block]) Release(b);
-        block_holds_[block].clear();
+        block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
         UseDone(graph_.blocks()[block].output);
       }
     }
@@ -418,7 +454,7 @@ class StepSimulator {
     for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
     }
-    ExitAutocast(&block_holds_[block]);
+    ExitAutocast(block);
   }
 
   void RunOpBackward(OpId op_id) {
@@ -440,8 +476,7 @@ class StepSimulator {
         Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));
       }
     }
-    for (int64_t b : op_holds_[op_id.value]) Release(b);
-    op_holds_[op_id.value].clear();
+    op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
     for (TensorId out : op.outputs) {
       if (grad_of_[out.value] == kNoBuffer) continue;
       Release(grad_of_[out.value]);
@@ -549,8 +584,8 @@ class StepSimulator {
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;
   std::vector<int64_t> param_grad_;
-  std::vector<std::vector<int64_t>> op_holds_;
-  std::vector<std::vector<int64_t>> block_holds_;
+  HoldLists op_holds_;     // per op: what its forward saved for its backward
+  HoldLists block_holds_;  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
 };
 
