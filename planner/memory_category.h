@@ -7,7 +7,7 @@
 
 namespace headroom {
 
-enum class Category {
+enum class Category : uint8_t {
   kWeights,      // model parameters (NF4 + statistics for QLoRA base weights)
   kWeightCasts,  // AMP's 16-bit copies of fp32 weights (autocast cache) and QLoRA dequant buffers
   kGradients,    // parameter .grad tensors

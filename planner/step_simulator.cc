@@ -217,7 +217,8 @@ class StepSimulator {
     buffers_.push_back(Buffer{bytes, category, refs, per_sample});
     live_bytes_ += bytes;
     timeline_.events.push_back(
-        {MemoryEvent::Kind::kAlloc, id, bytes, category, phase_, per_sample});
+        {.buffer = id, .bytes = bytes, .phase = phase_, .kind = MemoryEvent::Kind::kAlloc,
+         .category = category, .per_sample = per_sample});
     return id;
   }
   void Retain(int64_t id) { buffers_[id].refs++; }
@@ -226,7 +227,8 @@ class StepSimulator {
     if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
     if (--b.refs > 0) return;
     timeline_.events.push_back(
-        {MemoryEvent::Kind::kFree, id, b.bytes, b.category, phase_, b.per_sample});
+        {.buffer = id, .bytes = b.bytes, .phase = phase_, .kind = MemoryEvent::Kind::kFree,
+         .category = b.category, .per_sample = b.per_sample});
     live_bytes_ -= b.bytes;
   }
   int refs(int64_t id) const { return buffers_[id].refs; }

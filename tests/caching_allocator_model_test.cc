@@ -13,12 +13,12 @@ class AllocatorSequence {
  public:
   explicit AllocatorSequence(int64_t capacity = 0) : model_({.capacity_bytes = capacity}) {}
   int64_t Alloc(int64_t bytes) {
-    model_.Alloc({MemoryEvent::Kind::kAlloc, next_, bytes, Category::kActivations,
-                  static_cast<int32_t>(next_)});
+    model_.Alloc({.buffer = next_, .bytes = bytes, .phase = static_cast<int32_t>(next_),
+                  .kind = MemoryEvent::Kind::kAlloc});
     return next_++;
   }
   void Free(int64_t id) {
-    model_.Free({MemoryEvent::Kind::kFree, id, 0, Category::kActivations, 0});
+    model_.Free({.buffer = id, .kind = MemoryEvent::Kind::kFree});
   }
   const CachingAllocatorModel& model() const { return model_; }
 
