@@ -83,10 +83,12 @@ struct SimulationTables::Impl {
   std::vector<int> block_of_op;
   // Per tensor.
   std::vector<int64_t> bytes;        // at (1, s)
-  std::vector<bool> per_sample;      // scales with b
+  // Flags as bytes, not std::vector<bool>: read in the inner loop, where extracting
+  // bits costs more than the memory saved.
+  std::vector<uint8_t> per_sample;   // scales with b
   std::vector<int> forward_uses;     // consumers in a full forward
-  std::vector<bool> is_param;
-  std::vector<bool> trainable;       // a parameter that gets a gradient
+  std::vector<uint8_t> is_param;
+  std::vector<uint8_t> trainable;    // a parameter that gets a gradient
   std::vector<int> producer_block;   // the block of the op that makes it; -1 if none
   std::vector<TensorId> data_inputs;  // token ids, labels
   // Per parameter, in graph.Parameters() order.
@@ -164,7 +166,7 @@ class StepSimulator {
         graph_(tables.graph),
         config_(config),
         batch_scale_(config.micro_batch),
-        checkpointed_(checkpointed),
+        checkpointed_(checkpointed.begin(), checkpointed.end()),
         options_(options),
         block_of_op_(tables.block_of_op),
         bytes_(tables.bytes),
@@ -565,11 +567,11 @@ class StepSimulator {
   const OpGraph& graph_;
   const TrainingConfig& config_;
   const int64_t batch_scale_;  // the micro-batch
-  const std::vector<bool>& checkpointed_;
+  const std::vector<uint8_t> checkpointed_;  // per block
   SimulationOptions options_;
   const std::vector<int>& block_of_op_;
   const std::vector<int64_t>& bytes_;
-  const std::vector<bool>& per_sample_;
+  const std::vector<uint8_t>& per_sample_;
   const std::vector<int>& forward_uses_;
   const std::vector<std::vector<TensorId>>& external_inputs_;
   const std::vector<ForwardCost> (&forward_costs_)[2];  // [grad_mode]
