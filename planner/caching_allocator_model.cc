@@ -62,9 +62,8 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
     }
     block = NewSegment(segment_size, small);
   }
-  // Split off the remainder when it is worth keeping as a free block.
   const int64_t remaining = blocks_[block].size - size;
-  if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
+  if (KeepsRemainder(small, remaining)) {
     Block rest{blocks_[block].segment, blocks_[block].offset + size, remaining, false, block,
                blocks_[block].next};
     const int rest_index = AddBlock(rest);
@@ -80,6 +79,19 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
   block_of_buffer_[event.buffer] = block;
   allocated_ += blocks_[block].size;
   peak_allocated_ = std::max(peak_allocated_, allocated_);
+}
+
+void CachingAllocatorModel::AllocFree(const MemoryEvent& alloc, const MemoryEvent& free) {
+  const int64_t size = RoundSize(alloc.bytes);
+  const bool small = size <= kSmallSize;
+  const int64_t fit = pool(small).BestFitSize(size);
+  if (fit < 0) {  // a new segment: the full path
+    Alloc(alloc);
+    Free(free);
+    return;
+  }
+  peak_allocated_ =
+      std::max(peak_allocated_, allocated_ + (KeepsRemainder(small, fit - size) ? size : fit));
 }
 
 void CachingAllocatorModel::Free(const MemoryEvent& event) {

@@ -35,9 +35,16 @@ class CachingAllocatorModel final : public EventConsumer {
 
   void Alloc(const MemoryEvent& event) override;
   void Free(const MemoryEvent& event) override;
+  // When a free block fits, the pair leaves the pools as they were (the block is split
+  // and merged back): only the allocated peak moves.
+  void AllocFree(const MemoryEvent& alloc, const MemoryEvent& free) override;
 
   static int64_t RoundSize(int64_t bytes);
   static int64_t SegmentSize(int64_t rounded);
+  // Whether a block is split, the remainder kept as a free block.
+  static bool KeepsRemainder(bool small_pool, int64_t remaining) {
+    return small_pool ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  }
 
   int64_t reserved_bytes() const { return reserved_; }
   int64_t peak_reserved_bytes() const { return peak_reserved_; }

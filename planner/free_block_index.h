@@ -49,6 +49,15 @@ class FreeBlockIndex {
     return -1;
   }
 
+  // The size of the block TakeBestFit(size) would return, or -1 when there is none.
+  int64_t BestFitSize(int64_t size) const {
+    if (const int id = FindGroup(size); id >= 0 && !groups_[id].empty()) return size;
+    for (size_t i = LowerBound(size); i < sorted_ids_.size(); ++i) {
+      if (!groups_[sorted_ids_[i]].empty()) return sizes_[i];
+    }
+    return -1;
+  }
+
   // Removes every block for which `remove(block)` is true.
   template <typename Predicate>
   void EraseIf(Predicate remove) {

@@ -53,6 +53,12 @@ class EventConsumer {
   virtual ~EventConsumer() = default;
   virtual void Alloc(const MemoryEvent& event) = 0;
   virtual void Free(const MemoryEvent& event) = 0;
+  // An allocation freed by the very next event (a workspace, an ephemeral buffer): a
+  // consumer may take the pair at once.
+  virtual void AllocFree(const MemoryEvent& alloc, const MemoryEvent& free) {
+    Alloc(alloc);
+    Free(free);
+  }
 };
 
 // Hands one event to the consumer's Alloc or Free.
@@ -68,7 +74,12 @@ void ReplayInto(const std::vector<MemoryEvent>& events, size_t begin, size_t end
   for (size_t i = begin; i < end; ++i) {
     const MemoryEvent& e = events[i];
     if (e.kind == MemoryEvent::Kind::kAlloc) {
-      (consumers.Alloc(e), ...);
+      if (i + 1 < end && events[i + 1].buffer == e.buffer) {
+        (consumers.AllocFree(e, events[i + 1]), ...);
+        ++i;
+      } else {
+        (consumers.Alloc(e), ...);
+      }
     } else {
       (consumers.Free(e), ...);
     }

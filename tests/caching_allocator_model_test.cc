@@ -2,6 +2,9 @@
 // c10/cuda/CUDACachingAllocator.cpp.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <vector>
+
 #include "planner/caching_allocator_model.h"
 
 namespace headroom {
@@ -19,6 +22,12 @@ class AllocatorSequence {
   }
   void Free(int64_t id) {
     model_.Free({.buffer = id, .kind = MemoryEvent::Kind::kFree});
+  }
+  // An allocation freed by the next event.
+  void AllocFree(int64_t bytes) {
+    model_.AllocFree({.buffer = next_, .bytes = bytes, .kind = MemoryEvent::Kind::kAlloc},
+                     {.buffer = next_, .bytes = bytes, .kind = MemoryEvent::Kind::kFree});
+    ++next_;
   }
   const CachingAllocatorModel& model() const { return model_; }
 
@@ -81,6 +90,58 @@ TEST(CachingAllocatorModel, ReleasesCachedSegmentsBeforeRunningOut) {
   s.Alloc(8 * kMiB);  // needs a 20 MiB segment: 44 MiB > 30 MiB
   EXPECT_TRUE(s.model().out_of_memory());
   EXPECT_EQ(s.model().oom_phase(), 2);
+}
+
+TEST(CachingAllocatorModel, AllocFreeCountsTheWholeBlockWhenTheRemainderIsNotSplit) {
+  AllocatorSequence s;
+  s.Free(s.Alloc(12 * kMiB));  // a 12 MiB segment, free
+  s.Free(s.Alloc(14 * kMiB));  // a 14 MiB segment (12 does not fit), free
+  s.Alloc(11 * kMiB + kMiB / 2);  // takes the 12 MiB block whole: 0.5 MiB is not split off
+  EXPECT_EQ(s.model().allocated_bytes(), 12 * kMiB);
+  // 13.6 MiB takes the 14 MiB block whole too: 12 + 14 MiB were allocated at once.
+  s.AllocFree(13 * kMiB + 600 * 1024);
+  EXPECT_EQ(s.model().peak_allocated_bytes(), 26 * kMiB);
+  EXPECT_EQ(s.model().allocated_bytes(), 12 * kMiB);
+  EXPECT_EQ(s.model().peak_reserved_bytes(), 26 * kMiB);
+  // A pair that needs a new segment takes the full path.
+  s.AllocFree(30 * kMiB);
+  EXPECT_EQ(s.model().peak_reserved_bytes(), 56 * kMiB);
+  EXPECT_EQ(s.model().peak_allocated_bytes(), 42 * kMiB);
+}
+
+// ReplayInto hands an allocation freed by the next event to AllocFree, which skips the
+// split and merge when a free block fits. On random streams with many such pairs it
+// must leave every later decision as the one-event-at-a-time replay makes it.
+TEST(CachingAllocatorModel, AllocFreePairsReplayLikeSeparateEvents) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<MemoryEvent> events;
+    std::vector<int64_t> live;
+    int64_t next = 0;
+    for (int i = 0; i < 3000; ++i) {
+      const int64_t sizes[] = {300, 4096, 700 * 1024, 3 * kMiB, 25 * kMiB, 64 * kMiB};
+      const int64_t bytes = sizes[rng() % 6] + static_cast<int64_t>(rng() % 4096);
+      const auto roll = rng() % 10;
+      if (roll < 3) {  // an ephemeral buffer: allocated and freed at once
+        events.push_back({.buffer = next, .bytes = bytes, .kind = MemoryEvent::Kind::kAlloc});
+        events.push_back({.buffer = next++, .bytes = bytes, .kind = MemoryEvent::Kind::kFree});
+      } else if (roll < 7 || live.empty()) {
+        events.push_back({.buffer = next, .bytes = bytes, .kind = MemoryEvent::Kind::kAlloc});
+        live.push_back(next++);
+      } else {
+        const size_t k = rng() % live.size();
+        events.push_back({.buffer = live[k], .kind = MemoryEvent::Kind::kFree});
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    }
+    CachingAllocatorModel paired, separate;
+    ReplayInto(events, 0, events.size(), paired);
+    for (const MemoryEvent& e : events) ReplayEvent(e, separate);
+    EXPECT_EQ(paired.peak_allocated_bytes(), separate.peak_allocated_bytes()) << "trial " << trial;
+    EXPECT_EQ(paired.peak_reserved_bytes(), separate.peak_reserved_bytes()) << "trial " << trial;
+    EXPECT_EQ(paired.allocated_bytes(), separate.allocated_bytes()) << "trial " << trial;
+    EXPECT_EQ(paired.num_segments(), separate.num_segments()) << "trial " << trial;
+  }
 }
 
 }  // namespace
