@@ -216,19 +216,34 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     // re-solved with it is usually the one the full verification below keeps, so that
     // runs once.
     if (c.solution.feasible && !options.fixed_checkpoint) {
-      const int64_t model_without_states = c.solution.peak_units * c.model.unit_bytes -
-                                           OptimizerStateBytes(graph, c.config(), granularity);
-      const int64_t first_step = FirstStepPeak(tables, c.solution.checkpointed, device);
-      const int64_t offset = first_step - model_without_states;
-      CheckpointSolution guess =
-          Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
-      if (guess.feasible) {
-        c.solution = std::move(guess);
-      } else if (first_step > r.usable_bytes) {
-        // The plan misses already before its optimizer states exist, and with the
-        // measured offset no checkpoint set at this micro-batch fits: the next candidate.
-        continue;
+      const int64_t states = OptimizerStateBytes(graph, c.config(), granularity);
+      // The first step's peak, and its offset from the model's peak without the states.
+      const auto measure = [&](const CheckpointSolution& plan) {
+        const int64_t first_step = FirstStepPeak(tables, plan.checkpointed, device);
+        return std::pair(first_step, first_step - (plan.peak_units * c.model.unit_bytes - states));
+      };
+      const auto resolve = [&](int64_t offset) {
+        return Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
+      };
+      auto [first_step, offset] = measure(c.solution);
+      CheckpointSolution guess = resolve(offset);
+      if (!guess.feasible) {
+        // The offset grows with what a plan keeps live (more to fragment), so the model's
+        // leanest plan, every block checkpointed, may fit where the first one's offset
+        // says nothing does: measure on that plan instead.
+        CheckpointSolution leanest = Solve(c.model, 0, {.fixed_checkpoint = CheckpointPolicy{
+                                                            .kind = CheckpointPolicy::Kind::kAll}});
+        std::tie(first_step, offset) = measure(leanest);
+        guess = resolve(offset);
+        if (!guess.feasible) {
+          // Even the leanest plan misses before its optimizer states exist: no plan at
+          // this micro-batch fits.
+          if (first_step > r.usable_bytes) continue;
+          guess = std::move(leanest);  // the full verification judges it
+          guess.feasible = true;
+        }
       }
+      c.solution = std::move(guess);
     }
     for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
       StepPrediction p = PredictStep(tables, c.solution.checkpointed, device);
