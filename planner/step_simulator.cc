@@ -204,10 +204,10 @@ class StepSimulator {
   }
 
  private:
-  struct Buffer {
+  struct Buffer {  // 16 bytes: one per allocation of a replay
     int64_t bytes;
+    int32_t refs;
     Category category;
-    int refs;
     bool per_sample;
   };
 
@@ -216,7 +216,7 @@ class StepSimulator {
   int64_t Acquire(int64_t bytes, Category category, bool per_sample = false, int refs = 1) {
     if (per_sample) bytes *= batch_scale_;
     const int64_t id = static_cast<int64_t>(buffers_.size());
-    buffers_.push_back(Buffer{bytes, category, refs, per_sample});
+    buffers_.push_back(Buffer{bytes, refs, category, per_sample});
     live_bytes_ += bytes;
     timeline_.events.push_back(
         {.buffer = id, .bytes = bytes, .phase = phase_, .kind = MemoryEvent::Kind::kAlloc,
