@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "planner/granularity.h"
 #include "planner/memory_timeline.h"
 #include "planner/op_graph.h"
 #include "planner/tensor_states.h"
@@ -57,13 +58,11 @@ class ChainProfiler {
     int64_t bytes;
     bool per_sample;
   };
-  int64_t RoundUp(int64_t bytes) const {
-    return (bytes + granularity_ - 1) / granularity_ * granularity_;
-  }
+  int64_t RoundUp(int64_t bytes) const { return granularity_.RoundUp(bytes); }
 
   const OpGraph& graph_;
   const TensorStates& states_;
-  int64_t granularity_;
+  Granularity granularity_;
   int64_t state_bytes_;
   std::vector<Event> events_;
   std::vector<StoredBuffer> stored_;

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "planner/granularity.h"
 #include "planner/memory_timeline.h"
 
 namespace headroom {
@@ -28,12 +29,10 @@ class LiveBytes final : public EventConsumer {
   const std::vector<int64_t>& peak_by_step() const { return peak_by_step_; }
 
  private:
-  int64_t Rounded(int64_t bytes) const {
-    return (bytes + granularity_ - 1) / granularity_ * granularity_;
-  }
+  int64_t Rounded(int64_t bytes) const { return granularity_.RoundUp(bytes); }
 
   const Timeline& timeline_;
-  int64_t granularity_;
+  Granularity granularity_;
   int64_t current_ = 0;
   int64_t peak_ = 0;
   int32_t peak_phase_ = 0;
