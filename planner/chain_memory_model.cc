@@ -52,9 +52,9 @@ ChainProfiler::ChainProfiler(const OpGraph& graph, const TensorStates& states,
     } else if (phase.op.valid() && phase.op.value > first_block_op) {
       region = kHead;
     }
-    events_.push_back({e.bytes, region, alloc, e.per_sample,
-                       phase.kind == Phase::Kind::kOptimizerStep ||
-                           phase.kind == Phase::Kind::kZeroGrad});
+    events_.push_back(
+        {e.bytes, region, alloc, e.per_sample,
+         phase.kind == Phase::Kind::kOptimizerStep || phase.kind == Phase::Kind::kZeroGrad});
   }
 }
 
@@ -71,7 +71,8 @@ ChainProfile ChainProfiler::Profile(const ShapeEnv& env) const {
     p.grad_held[i] = grad_passed_on_[i] ? 0 : output;
   }
   const int64_t b = env.micro_batch;
-  for (const StoredBuffer& s : stored_) p.stored[s.block] += RoundUp(s.per_sample ? s.bytes * b : s.bytes);
+  for (const StoredBuffer& s : stored_)
+    p.stored[s.block] += RoundUp(s.per_sample ? s.bytes * b : s.bytes);
 
   std::vector<int64_t> peak(kFirstBlock + n, 0);
   int64_t live = 0;

@@ -25,8 +25,8 @@ struct ChainProfile {  // bytes
   int64_t fixed_peak = 0;
   int64_t head_peak = 0;
   std::vector<int64_t> block_peak;
-  std::vector<int64_t> stored;  // kept from a block's forward to its backward
-  std::vector<int64_t> kept;    // its output: what remains when it is checkpointed
+  std::vector<int64_t> stored;     // kept from a block's forward to its backward
+  std::vector<int64_t> kept;       // its output: what remains when it is checkpointed
   std::vector<int64_t> grad_held;  // its output's gradient, where its backward holds it
 };
 
@@ -80,9 +80,9 @@ struct ChainMemoryModel {
   int64_t fixed_peak = 0;
   int64_t head_peak = 0;
   std::vector<int64_t> block_peak;
-  std::vector<int64_t> saved;  // d_i, rounded down (never overstates a saving)
+  std::vector<int64_t> saved;            // d_i, rounded down (never overstates a saving)
   std::vector<int64_t> recompute_extra;  // e_i = kept_i + grad_held_i
-  std::vector<double> recompute_cost;  // seconds to recompute each block
+  std::vector<double> recompute_cost;    // seconds to recompute each block
 
   int num_blocks() const { return static_cast<int>(block_peak.size()); }
   int64_t PeakUnits(const std::vector<bool>& checkpointed) const;

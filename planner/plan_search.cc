@@ -87,8 +87,8 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
   const SimulationOptions sim{
       .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
-  const auto optimizer = std::find_if(
-      timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
+  const auto optimizer =
+      std::find_if(timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
         return timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep;
       });
   const size_t end = static_cast<size_t>(optimizer - timeline.events.begin());
@@ -159,10 +159,9 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
       config.grad_accum_steps = per_gpu / b;
       StepTimeModel time_model(graph, tables.states(), config, device);
       const StepTime plain = time_model.Estimate({});
-      MicroBatchOption o{b,
-                         ToUnits(profiler.Profile({b, config.seq_len}),
-                                 time_model.block_forward_seconds()),
-                         0, plain.forward_seconds + plain.backward_seconds};
+      MicroBatchOption o{
+          b, ToUnits(profiler.Profile({b, config.seq_len}), time_model.block_forward_seconds()), 0,
+          plain.forward_seconds + plain.backward_seconds};
       o.budget_units = allocator_budget / o.model.unit_bytes;
       // Every byte of the model grows with the micro-batch, so once one does not fit no
       // larger one does: stop profiling there.
@@ -231,8 +230,9 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
         // The offset grows with what a plan keeps live (more to fragment), so the model's
         // leanest plan, every block checkpointed, may fit where the first one's offset
         // says nothing does: measure on that plan instead.
-        CheckpointSolution leanest = Solve(c.model, 0, {.fixed_checkpoint = CheckpointPolicy{
-                                                            .kind = CheckpointPolicy::Kind::kAll}});
+        CheckpointSolution leanest =
+            Solve(c.model, 0,
+                  {.fixed_checkpoint = CheckpointPolicy{.kind = CheckpointPolicy::Kind::kAll}});
         std::tie(first_step, offset) = measure(leanest);
         guess = resolve(offset);
         if (!guess.feasible) {

@@ -57,7 +57,8 @@ struct SearchResult {
 };
 
 // A (precision, micro-batch) the chain model says fits, with its optimal checkpoint set
-// and time estimate; not yet verified by the simulator.
+// and time estimate; not yet verified by the simulator. Its tables refer to the graph
+// the candidates were ranked for, which must outlive them.
 struct PlanCandidate {
   SimulationTables tables;  // of this precision, at this micro-batch and accumulation
   ChainMemoryModel model;

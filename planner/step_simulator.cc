@@ -17,7 +17,6 @@ namespace {
 constexpr int64_t kNoBuffer = -1;
 constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
 
-
 }  // namespace
 
 // Every micro-batch, step and checkpoint set repeats the same sizes, costs and uses:
@@ -41,23 +40,21 @@ struct SimulationTables::Impl {
       if (info.role != TensorRole::kParameter) continue;
       parameters.push_back(id);
       const int64_t numel = info.shape.Numel({});
-      master_bytes.push_back(regime.master_weights && info.param.trainable
-                                 ? StorageBytes(DType::kF32, numel)
-                                 : 0);
-      optimizer_costs.push_back(info.param.trainable
-                                    ? CostOptimizer(c.optimizer, info.shape,
-                                                    regime.optimizer_state_dtype,
-                                                    regime.master_weights)
-                                    : OptimizerParamCost{});
+      master_bytes.push_back(
+          regime.master_weights && info.param.trainable ? StorageBytes(DType::kF32, numel) : 0);
+      optimizer_costs.push_back(info.param.trainable ? CostOptimizer(c.optimizer, info.shape,
+                                                                     regime.optimizer_state_dtype,
+                                                                     regime.master_weights)
+                                                     : OptimizerParamCost{});
     }
     for (int o = 0; o < g.num_ops(); ++o) {
       const OpNode& op = g.op(OpId{o});
       first_input.push_back(static_cast<int>(cast_bytes.size()));
       for (size_t i = 0; i < op.inputs.size(); ++i) {
-        cast_bytes.push_back(states.IsCast(op, i)
-                                 ? StorageBytes(states.UsedDType(op, i),
-                                                g.tensor(op.inputs[i]).shape.Numel(env))
-                                 : kNotCast);
+        cast_bytes.push_back(
+            states.IsCast(op, i)
+                ? StorageBytes(states.UsedDType(op, i), g.tensor(op.inputs[i]).shape.Numel(env))
+                : kNotCast);
       }
       forward_costs[0].push_back(CostForward(g, op, states, env, false));
       forward_costs[1].push_back(CostForward(g, op, states, env, true));
@@ -82,18 +79,18 @@ struct SimulationTables::Impl {
   ShapeEnv env;  // micro-batch 1
   std::vector<int> block_of_op;
   // Per tensor.
-  std::vector<int64_t> bytes;        // at (1, s)
+  std::vector<int64_t> bytes;  // at (1, s)
   // Flags as bytes, not std::vector<bool>: read in the inner loop, where extracting
   // bits costs more than the memory saved.
-  std::vector<uint8_t> per_sample;   // scales with b
-  std::vector<int> forward_uses;     // consumers in a full forward
+  std::vector<uint8_t> per_sample;  // scales with b
+  std::vector<int> forward_uses;    // consumers in a full forward
   std::vector<uint8_t> is_param;
-  std::vector<uint8_t> trainable;    // a parameter that gets a gradient
-  std::vector<int> producer_block;   // the block of the op that makes it; -1 if none
+  std::vector<uint8_t> trainable;     // a parameter that gets a gradient
+  std::vector<int> producer_block;    // the block of the op that makes it; -1 if none
   std::vector<TensorId> data_inputs;  // token ids, labels
   // Per parameter, in graph.Parameters() order.
   std::vector<TensorId> parameters;
-  std::vector<int64_t> master_bytes;  // its fp32 master copy; 0 if none
+  std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
   std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
   // Per op input, from first_input[op]: its bytes (at (1, s)) in the dtype the op uses
   // when autocast casts it; kNotCast otherwise.
@@ -218,9 +215,12 @@ class StepSimulator {
     const int64_t id = static_cast<int64_t>(buffers_.size());
     buffers_.push_back(Buffer{bytes, refs, category, per_sample});
     live_bytes_ += bytes;
-    timeline_.events.push_back(
-        {.buffer = id, .bytes = bytes, .phase = phase_, .kind = MemoryEvent::Kind::kAlloc,
-         .category = category, .per_sample = per_sample});
+    timeline_.events.push_back({.buffer = id,
+                                .bytes = bytes,
+                                .phase = phase_,
+                                .kind = MemoryEvent::Kind::kAlloc,
+                                .category = category,
+                                .per_sample = per_sample});
     return id;
   }
   void Retain(int64_t id) { buffers_[id].refs++; }
@@ -228,9 +228,12 @@ class StepSimulator {
     Buffer& b = buffers_[id];
     if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
     if (--b.refs > 0) return;
-    timeline_.events.push_back(
-        {.buffer = id, .bytes = b.bytes, .phase = phase_, .kind = MemoryEvent::Kind::kFree,
-         .category = b.category, .per_sample = b.per_sample});
+    timeline_.events.push_back({.buffer = id,
+                                .bytes = b.bytes,
+                                .phase = phase_,
+                                .kind = MemoryEvent::Kind::kFree,
+                                .category = b.category,
+                                .per_sample = b.per_sample});
     live_bytes_ -= b.bytes;
   }
   int refs(int64_t id) const { return buffers_[id].refs; }
@@ -566,7 +569,7 @@ class StepSimulator {
   const SimulationTables::Impl& tables_;
   const OpGraph& graph_;
   const TrainingConfig& config_;
-  const int64_t batch_scale_;  // the micro-batch
+  const int64_t batch_scale_;                // the micro-batch
   const std::vector<uint8_t> checkpointed_;  // per block
   SimulationOptions options_;
   const std::vector<int>& block_of_op_;
@@ -588,8 +591,8 @@ class StepSimulator {
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;
   std::vector<int64_t> param_grad_;
-  HoldLists op_holds_;     // per op: what its forward saved for its backward
-  HoldLists block_holds_;  // per checkpointed block: what its checkpoint holds
+  HoldLists op_holds_;                     // per op: what its forward saved for its backward
+  HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
 };
 

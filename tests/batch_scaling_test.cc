@@ -40,8 +40,10 @@ void ExpectCostsScale(const OpGraph& g, const TensorStates& states, const std::s
       EXPECT_EQ(one.output_aliases_input, many.output_aliases_input) << where << ": " << op.name;
       ASSERT_EQ(one.internals.size(), many.internals.size()) << where << ": " << op.name;
       for (size_t i = 0; i < one.internals.size(); ++i) {
-        EXPECT_EQ(one.internals[i].lifetime, many.internals[i].lifetime) << where << ": " << op.name;
-        EXPECT_EQ(many.internals[i].bytes, Scaled(one.internals[i].bytes, one.internals[i].per_sample))
+        EXPECT_EQ(one.internals[i].lifetime, many.internals[i].lifetime)
+            << where << ": " << op.name;
+        EXPECT_EQ(many.internals[i].bytes,
+                  Scaled(one.internals[i].bytes, one.internals[i].per_sample))
             << where << ": " << op.name << " internal " << one.internals[i].label;
       }
       // The simulator takes a forward workspace as per-sample.

@@ -16,13 +16,13 @@ class AllocatorSequence {
  public:
   explicit AllocatorSequence(int64_t capacity = 0) : model_({.capacity_bytes = capacity}) {}
   int64_t Alloc(int64_t bytes) {
-    model_.Alloc({.buffer = next_, .bytes = bytes, .phase = static_cast<int32_t>(next_),
+    model_.Alloc({.buffer = next_,
+                  .bytes = bytes,
+                  .phase = static_cast<int32_t>(next_),
                   .kind = MemoryEvent::Kind::kAlloc});
     return next_++;
   }
-  void Free(int64_t id) {
-    model_.Free({.buffer = id, .kind = MemoryEvent::Kind::kFree});
-  }
+  void Free(int64_t id) { model_.Free({.buffer = id, .kind = MemoryEvent::Kind::kFree}); }
   // An allocation freed by the next event.
   void AllocFree(int64_t bytes) {
     model_.AllocFree({.buffer = next_, .bytes = bytes, .kind = MemoryEvent::Kind::kAlloc},
@@ -94,8 +94,8 @@ TEST(CachingAllocatorModel, ReleasesCachedSegmentsBeforeRunningOut) {
 
 TEST(CachingAllocatorModel, AllocFreeCountsTheWholeBlockWhenTheRemainderIsNotSplit) {
   AllocatorSequence s;
-  s.Free(s.Alloc(12 * kMiB));  // a 12 MiB segment, free
-  s.Free(s.Alloc(14 * kMiB));  // a 14 MiB segment (12 does not fit), free
+  s.Free(s.Alloc(12 * kMiB));     // a 12 MiB segment, free
+  s.Free(s.Alloc(14 * kMiB));     // a 14 MiB segment (12 does not fit), free
   s.Alloc(11 * kMiB + kMiB / 2);  // takes the 12 MiB block whole: 0.5 MiB is not split off
   EXPECT_EQ(s.model().allocated_bytes(), 12 * kMiB);
   // 13.6 MiB takes the 14 MiB block whole too: 12 + 14 MiB were allocated at once.

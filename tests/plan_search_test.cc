@@ -64,7 +64,8 @@ TEST(PlanSearch, TightBudgetStillLeavesSomeBlocksUncheckpointed) {
   config.grad_accum_steps = 8;
   const int n = static_cast<int>(graph.blocks().size());
   const DeviceSpec probe = CustomGpu(int64_t{1} << 42);
-  const int64_t all = PredictStep(graph, config, std::vector<bool>(n, true), probe).device_peak_bytes;
+  const int64_t all =
+      PredictStep(graph, config, std::vector<bool>(n, true), probe).device_peak_bytes;
   const int64_t none =
       PredictStep(graph, config, std::vector<bool>(n, false), probe).device_peak_bytes;
   const double budget = static_cast<double>(all) + 0.25 * static_cast<double>(none - all);
