@@ -20,7 +20,7 @@ constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
 }  // namespace
 
 // Every micro-batch, step and checkpoint set repeats the same sizes, costs and uses:
-// computed once per precision and sequence length, at micro-batch 1, in flat arrays the
+// computed once per precision, optimizer and sequence length, at micro-batch 1, in flat arrays the
 // simulator's inner loop reads instead of the graph's tensor records.
 struct SimulationTables::Impl {
   Impl(const OpGraph& g, const TrainingConfig& c)

@@ -36,9 +36,9 @@ struct SimulationOptions {
   bool replay_every_micro_batch = false;
 };
 
-// What a simulation computes before its first event (sizes, per-op costs, uses) for a
-// graph, precision and sequence length. Sizes are kept at micro-batch 1 and scaled when
-// an event is made: a size that depends on the batch has exactly one batch dimension
+// What a simulation computes before its first event (sizes, per-op and optimizer costs,
+// uses) for a graph, precision, optimizer and sequence length. Sizes are kept at micro-batch 1 and
+// scaled when an event is made: a size that depends on the batch has exactly one batch dimension
 // (SymShape::ScalesWithBatch), so it is proportional to the micro-batch, and every
 // micro-batch and accumulation of a configuration shares one set of tables
 // (WithBatch). Copies share the tables; they refer to `graph`, which must outlive them.
