@@ -37,11 +37,12 @@ struct SimulationOptions {
 };
 
 // What a simulation computes before its first event (sizes, per-op and optimizer costs,
-// uses) for a graph, precision, optimizer and sequence length. Sizes are kept at micro-batch 1 and
-// scaled when an event is made: a size that depends on the batch has exactly one batch dimension
-// (SymShape::ScalesWithBatch), so it is proportional to the micro-batch, and every
-// micro-batch and accumulation of a configuration shares one set of tables
-// (WithBatch). Copies share the tables; they refer to `graph`, which must outlive them.
+// uses) for a graph, precision, optimizer and sequence length. Sizes are kept at
+// micro-batch 1 and scaled when an event is made: a size that depends on the batch has
+// exactly one batch dimension (SymShape::ScalesWithBatch), so it is proportional to the
+// micro-batch, and every micro-batch and accumulation of a configuration shares one set
+// of tables (WithBatch). Copies share the tables; they refer to `graph`, which must
+// outlive them.
 class SimulationTables {
  public:
   SimulationTables(const OpGraph& graph, const TrainingConfig& config);
