@@ -56,9 +56,20 @@ struct SimulationTables::Impl {
                 ? StorageBytes(states.UsedDType(op, i), g.tensor(op.inputs[i]).shape.Numel(env))
                 : kNotCast);
       }
-      forward_costs[0].push_back(CostForward(g, op, states, env, false));
-      forward_costs[1].push_back(CostForward(g, op, states, env, true));
-      backward_costs.push_back(CostBackward(g, op, states, env));
+      for (bool grad_mode : {false, true}) {
+        const ForwardCost cost = CostForward(g, op, states, env, grad_mode);
+        forward_costs[grad_mode].push_back(
+            {static_cast<int32_t>(internals.size()),
+             static_cast<int32_t>(internals.size() + cost.internals.size()),
+             static_cast<int32_t>(saves_input.size()), cost.output_aliases_input, cost.saves_output,
+             cost.workspace_bytes});
+        internals.insert(internals.end(), cost.internals.begin(), cost.internals.end());
+        saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
+      }
+      const BackwardCost cost = CostBackward(g, op, states, env);
+      backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
+                                cost.workspace_per_sample});
+      input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
     }
     for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
       // What the block reads from outside: what its checkpoint function saves.
@@ -97,8 +108,25 @@ struct SimulationTables::Impl {
   std::vector<int> first_input;
   std::vector<int64_t> cast_bytes;
   std::vector<std::vector<TensorId>> external_inputs;  // per block
-  std::vector<ForwardCost> forward_costs[2];           // [grad_mode]
-  std::vector<BackwardCost> backward_costs;
+  // Per op, ForwardCost and BackwardCost with their lists in shared arrays: a few
+  // thousand small vectors would each be allocated and freed per set of tables.
+  struct OpForward {
+    int32_t internals_begin, internals_end;  // into internals
+    int32_t saves_begin;                     // into saves_input, one per op input
+    bool output_aliases_input;
+    bool saves_output;
+    int64_t workspace_bytes;
+  };
+  struct OpBackward {
+    int32_t grads_begin;  // into input_grads, one per op input
+    int64_t workspace_bytes;
+    bool workspace_per_sample;
+  };
+  std::vector<OpForward> forward_costs[2];  // [grad_mode]
+  std::vector<InternalBuffer> internals;
+  std::vector<uint8_t> saves_input;
+  std::vector<OpBackward> backward_costs;
+  std::vector<GradFlow> input_grads;
 };
 
 SimulationTables::SimulationTables(const OpGraph& graph, const TrainingConfig& config)
@@ -348,11 +376,12 @@ class StepSimulator {
     const OpNode& op = graph_.op(op_id);
     const bool recompute = recompute_block >= 0;
     SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
-    const ForwardCost& cost = forward_costs_[grad_mode ? 1 : 0][op_id.value];
+    const SimulationTables::Impl::OpForward& cost = forward_costs_[grad_mode][op_id.value];
     std::vector<int64_t>& transients = transients_;
     transients.clear();
 
-    for (const InternalBuffer& internal : cost.internals) {
+    for (int k = cost.internals_begin; k < cost.internals_end; ++k) {
+      const InternalBuffer& internal = tables_.internals[k];
       using Lifetime = InternalBuffer::Lifetime;
       int64_t buffer;
       if (internal.cast_of_input >= 0) {
@@ -391,7 +420,9 @@ class StepSimulator {
     }
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const TensorId in = op.inputs[i];
-      if (!cost.saves_input[i] || CastBytes(op_id, i) != kNotCast || IsParam(in)) continue;
+      if (!tables_.saves_input[cost.saves_begin + i] || CastBytes(op_id, i) != kNotCast ||
+          IsParam(in))
+        continue;
       Retain(buffer_of_[in.value]);
       op_holds_.Add(op_id.value, buffer_of_[in.value]);
     }
@@ -470,13 +501,14 @@ class StepSimulator {
     for (TensorId out : op.outputs) has_grad = has_grad || grad_of_[out.value] != kNoBuffer;
     if (has_grad) {
       SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
-      const BackwardCost& cost = backward_costs_[op_id.value];
+      const SimulationTables::Impl::OpBackward& cost = backward_costs_[op_id.value];
+      const GradFlow* input_grads = &tables_.input_grads[cost.grads_begin];
       for (size_t i = 0; i < op.inputs.size(); ++i) {
-        if (cost.input_grads[i] == GradFlow::kNone) continue;
+        if (input_grads[i] == GradFlow::kNone) continue;
         if (IsParam(op.inputs[i])) {
           ParamGradient(op_id, op, i);
         } else {
-          ActivationGradient(op_id, op, i, cost.input_grads[i]);
+          ActivationGradient(op_id, op, i, input_grads[i]);
         }
       }
       if (cost.workspace_bytes > 0) {
@@ -577,8 +609,8 @@ class StepSimulator {
   const std::vector<uint8_t>& per_sample_;
   const std::vector<int>& forward_uses_;
   const std::vector<std::vector<TensorId>>& external_inputs_;
-  const std::vector<ForwardCost> (&forward_costs_)[2];  // [grad_mode]
-  const std::vector<BackwardCost>& backward_costs_;
+  const std::vector<SimulationTables::Impl::OpForward> (&forward_costs_)[2];  // [grad_mode]
+  const std::vector<SimulationTables::Impl::OpBackward>& backward_costs_;
   std::vector<int64_t> transients_;  // scratch for RunOpForward
 
   Timeline timeline_;
