@@ -1,6 +1,7 @@
 // The caching allocator model's free blocks of one pool, found best-fit: the smallest
 // size that is large enough, then the lowest address. Blocks are grouped by exact size
-// (a replay has a few hundred distinct sizes but thousands of free blocks), each group
+// (a llama-3-70b replay holds about a hundred free blocks at a time, up to some 600,
+// many of them of the same few sizes), each group
 // sorted by address from high to low, so the best fit is the back of a vector. A group
 // is found by its size through a hash table (inserts and erases, several per event) or
 // by a search of the sorted sizes (best fit, once per allocation).
@@ -32,31 +33,16 @@ class FreeBlockIndex {
 
   // Removes and returns the best-fit block of at least `size`, or -1 when none is.
   int TakeBestFit(int64_t size) {
-    // A block of exactly the size asked for is the best fit, and the common case: a
-    // replay frees and asks for the same sizes over and over.
-    if (const int id = FindGroup(size); id >= 0 && !groups_[id].empty()) {
-      const int block = groups_[id].back().block;
-      groups_[id].pop_back();
-      return block;
-    }
-    for (size_t i = LowerBound(size); i < sorted_ids_.size(); ++i) {
-      auto& group = groups_[sorted_ids_[i]];
-      if (group.empty()) continue;
-      const int block = group.back().block;  // the lowest address
-      group.pop_back();
-      return block;
-    }
-    return -1;
+    const Fit fit = BestFit(size);
+    if (fit.group < 0) return -1;
+    auto& group = groups_[fit.group];
+    const int block = group.back().block;  // the lowest address
+    group.pop_back();
+    return block;
   }
 
   // The size of the block TakeBestFit(size) would return, or -1 when there is none.
-  int64_t BestFitSize(int64_t size) const {
-    if (const int id = FindGroup(size); id >= 0 && !groups_[id].empty()) return size;
-    for (size_t i = LowerBound(size); i < sorted_ids_.size(); ++i) {
-      if (!groups_[sorted_ids_[i]].empty()) return sizes_[i];
-    }
-    return -1;
-  }
+  int64_t BestFitSize(int64_t size) const { return BestFit(size).size; }
 
   // Removes every block for which `remove(block)` is true.
   template <typename Predicate>
@@ -74,6 +60,20 @@ class FreeBlockIndex {
     int block;
   };
   static bool HigherAddress(const Entry& a, const Entry& b) { return a.address > b.address; }
+
+  struct Fit {
+    int group = -1;     // -1: no free block is large enough
+    int64_t size = -1;  // the group's block size
+  };
+  Fit BestFit(int64_t size) const {
+    // A block of exactly the size asked for is the best fit, and the common case: a
+    // replay frees and asks for the same sizes over and over.
+    if (const int id = FindGroup(size); id >= 0 && !groups_[id].empty()) return {id, size};
+    for (size_t i = LowerBound(size); i < sorted_ids_.size(); ++i) {
+      if (!groups_[sorted_ids_[i]].empty()) return {sorted_ids_[i], sizes_[i]};
+    }
+    return {};
+  }
 
   // The first index into sizes_ whose size is >= `size`; branch-free, as the sizes a
   // replay asks for follow no pattern a branch predictor could learn.

@@ -41,7 +41,7 @@ void ReplayEvent(const MemoryEvent& event, EventConsumer& consumer) {
 }
 
 void Replay(const Timeline& timeline, EventConsumer& consumer) {
-  for (const MemoryEvent& e : timeline.events) ReplayEvent(e, consumer);
+  ReplayInto(timeline.events, 0, timeline.events.size(), consumer);
 }
 
 }  // namespace headroom

@@ -63,6 +63,7 @@ class EventConsumer {
 
 // Hands one event to the consumer's Alloc or Free.
 void ReplayEvent(const MemoryEvent& event, EventConsumer& consumer);
+// The whole timeline, through ReplayInto.
 void Replay(const Timeline& timeline, EventConsumer& consumer);
 
 // Replays events [begin, end) into several consumers in one pass. With consumers of

@@ -10,7 +10,6 @@
 #include "planner/chain_memory_model.h"
 #include "planner/checkpoint_solver.h"
 #include "planner/live_bytes.h"
-#include "planner/optimizer_model.h"
 #include "planner/step_simulator.h"
 
 namespace headroom {
@@ -26,21 +25,6 @@ struct ChainTimeline {
   int64_t state_bytes = 0;
 };
 
-int64_t OptimizerStateBytes(const OpGraph& graph, const TrainingConfig& config,
-                            int64_t granularity) {
-  const PrecisionRegime regime = RegimeOf(config.precision);
-  int64_t total = 0;
-  for (TensorId p : graph.Parameters()) {
-    if (!graph.tensor(p).param.trainable) continue;
-    for (int64_t b : CostOptimizer(config.optimizer, graph.tensor(p).shape,
-                                   regime.optimizer_state_dtype, regime.master_weights)
-                         .state_bytes) {
-      total += (b + granularity - 1) / granularity * granularity;
-    }
-  }
-  return total;
-}
-
 ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) {
   const OpGraph& graph = tables.graph();
   const std::vector<bool> none(graph.blocks().size(), false);
@@ -48,7 +32,7 @@ ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) 
       .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
   ChainTimeline out;
   out.granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
-  out.state_bytes = OptimizerStateBytes(graph, tables.config(), out.granularity);
+  out.state_bytes = tables.OptimizerStateBytes(out.granularity);
   out.timeline = SimulateSteps(tables.WithBatch(1, 2), none, sim);
   return out;
 }
@@ -215,7 +199,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     // re-solved with it is usually the one the full verification below keeps, so that
     // runs once.
     if (c.solution.feasible && !options.fixed_checkpoint) {
-      const int64_t states = OptimizerStateBytes(graph, c.config(), granularity);
+      const int64_t states = tables.OptimizerStateBytes(granularity);
       // The first step's peak, and its offset from the model's peak without the states.
       const auto measure = [&](const CheckpointSolution& plan) {
         const int64_t first_step = FirstStepPeak(tables, plan.checkpointed, device);

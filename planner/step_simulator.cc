@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/granularity.h"
 #include "planner/op_cost.h"
 #include "planner/optimizer_model.h"
 #include "planner/tensor_states.h"
@@ -144,6 +145,15 @@ SimulationTables SimulationTables::WithBatch(int64_t micro_batch, int64_t grad_a
 
 const OpGraph& SimulationTables::graph() const { return impl_->graph; }
 const TensorStates& SimulationTables::states() const { return impl_->states; }
+
+int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
+  const Granularity rounding(granularity);
+  int64_t total = 0;
+  for (const OptimizerParamCost& cost : impl_->optimizer_costs) {
+    for (int64_t bytes : cost.state_bytes) total += rounding.RoundUp(bytes);
+  }
+  return total;
+}
 
 namespace {
 
