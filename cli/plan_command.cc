@@ -86,8 +86,7 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   auto request = ToPlanRequest(flags);
   if (!request) return Fail(request.error().message);
   if (auto error = ValidateRequest(*request)) return Fail(error->message);
-  auto graph = BuildGraph(request->model, {.attention = request->config.attention,
-                                           .fine_tune = request->config.fine_tune});
+  auto graph = BuildGraph(request->model, GraphOptionsOf(request->config));
   if (!graph) return Fail(graph.error().message);
   const auto checkpointed =
       request->config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));

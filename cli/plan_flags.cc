@@ -48,6 +48,23 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
                  "Checkpointed blocks: none | all | every:N | layers:0,2,5-7 (default: none, or "
                  "the solver's choice)");
   cmd.add_option("--attention", f.attention, "eager | sdpa")->capture_default_str();
+  cmd.add_option("--stack", f.stack,
+                 "The training code that runs the plan: pytorch (a plain loop) | hf-trainer | "
+                 "headroom (`headroom train`); sets the defaults below")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"pytorch", "hf-trainer", "headroom"}));
+  cmd.add_option("--optimizer-impl", f.optimizer_impl,
+                 "for-loop | foreach | fused (default: the stack's; torch.optim uses foreach on "
+                 "CUDA and a loop on the CPU, HF Trainer fused)")
+      ->check(CLI::IsMember({"for-loop", "foreach", "fused"}));
+  cmd.add_option("--base-dtype", f.base_dtype,
+                 "LoRA/QLoRA: the dtype the frozen base model is loaded in: fp32 | bf16 | fp16 "
+                 "(default: the 16-bit compute dtype under AMP, else the precision's)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd.add_option("--cpu-bf16", f.cpu_bf16,
+                 "With --device cpu, how its bf16 matmuls run: amx (= native) | avx512-bf16 | "
+                 "emulated (default: this machine's CPU)")
+      ->check(CLI::IsMember({"native", "amx", "avx512-bf16", "emulated"}));
   cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
   cmd.add_flag("--auto", f.auto_plan,
                "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
@@ -117,6 +134,17 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
     c.fine_tune.lora_targets =
         f.lora_targets.empty() ? DefaultLoraTargets(r.model.family) : f.lora_targets;
   }
+  c.stack = *ParseStack(f.stack);
+  if (!f.optimizer_impl.empty()) c.optimizer_impl = *ParseOptimizerImpl(f.optimizer_impl);
+  if (!f.base_dtype.empty()) {
+    if (c.fine_tune.mode == FineTuneMode::kFull)
+      return MakeError("--base-dtype applies to LoRA and QLoRA (the frozen base); give --lora-rank");
+    c.base_dtype = ParseDType(f.base_dtype);
+  }
+  if (!f.cpu_bf16.empty() && r.device.is_cuda)
+    return MakeError("--cpu-bf16 applies to --device cpu");
+  c.kernels = {.cuda = r.device.is_cuda,
+               .cpu_bf16 = f.cpu_bf16.empty() ? HostCpuBf16() : *ParseCpuBf16(f.cpu_bf16)};
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint);
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;

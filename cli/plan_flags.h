@@ -28,6 +28,10 @@ struct PlanFlags {
   bool qlora = false;
   std::string checkpoint = "none";
   std::string attention = "sdpa";
+  std::string stack = "pytorch";
+  std::string optimizer_impl;  // empty: what the stack picks on the device
+  std::string base_dtype;      // empty: the stack's recipe
+  std::string cpu_bf16;        // empty: this machine's CPU (with --device cpu)
   bool json = false;
   // The solver (issue: the fastest plan that fits).
   bool auto_plan = false;          // --auto; also implied when --micro-batch is not given

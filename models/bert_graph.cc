@@ -47,7 +47,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId h1 = layers.LayerNorm(p + ".attention.output.LayerNorm", attn, h);
     TensorId up =
         layers.Linear(p + ".intermediate.dense", "up", h1, h, spec.intermediate_size, true);
-    TensorId act = layers.Unary(OpKind::kGelu, p + ".intermediate.act", up);
+    TensorId act = layers.Activation(p + ".intermediate.act", up);
     TensorId down =
         layers.Linear(p + ".output.dense", "down", act, spec.intermediate_size, h, true);
     down = layers.Dropout(p + ".output.dropout", down, spec.hidden_dropout);

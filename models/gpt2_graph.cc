@@ -21,7 +21,7 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId x = layers.Binary(OpKind::kAdd, "transformer.embed_add", tok, pos);
   x = layers.Dropout("transformer.drop", x, spec.hidden_dropout);
 
-  TensorId mask = layers.CausalMaskIfEager();
+  TensorId mask = layers.CausalMaskIfEager(tok);
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("transformer.h.{}", i);
     g.BeginBlock(x);
@@ -36,7 +36,7 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
     x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
     TensorId n2 = layers.LayerNorm(p + ".ln_2", x, h);
     TensorId up = layers.Linear(p + ".mlp.c_fc", "up", n2, h, spec.intermediate_size, true);
-    TensorId act = layers.Unary(OpKind::kGeluTanh, p + ".mlp.act", up);
+    TensorId act = layers.Activation(p + ".mlp.act", up);
     TensorId down = layers.Linear(p + ".mlp.c_proj", "down", act, spec.intermediate_size, h, true);
     down = layers.Dropout(p + ".mlp.dropout", down, spec.hidden_dropout);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);

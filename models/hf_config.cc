@@ -29,6 +29,10 @@ class FieldReader {
   double NumberOr(const char* key, double fallback) const {
     return root_.contains(key) && root_[key].is_number() ? root_[key].get<double>() : fallback;
   }
+  std::string StringOr(const char* key, const char* fallback) const {
+    return root_.contains(key) && root_[key].is_string() ? root_[key].get<std::string>()
+                                                         : fallback;
+  }
   bool BoolOr(const char* key, bool fallback) const {
     return root_.contains(key) && root_[key].is_boolean() ? root_[key].get<bool>() : fallback;
   }
@@ -58,6 +62,7 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   spec.tie_embeddings = f.BoolOr("tie_word_embeddings", false);
   spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
   spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
+  spec.activation = f.StringOr("hidden_act", "silu");
   spec.qkv_bias = type == "qwen2";
   if (type == "llama" && f.BoolOr("attention_bias", false)) {
     return MakeError(
@@ -80,6 +85,7 @@ Result<ModelSpec> ImportGpt2(const FieldReader& f, ModelSpec spec) {
   spec.norm_eps = f.NumberOr("layer_norm_epsilon", 1e-5);
   spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.1);
   spec.attention_dropout = f.NumberOr("attn_pdrop", 0.1);
+  spec.activation = f.StringOr("activation_function", "gelu_new");
   return spec;
 }
 
@@ -95,6 +101,7 @@ Result<ModelSpec> ImportBert(const FieldReader& f, const json& root, ModelSpec s
   spec.norm_eps = f.NumberOr("layer_norm_eps", 1e-12);
   spec.hidden_dropout = f.NumberOr("hidden_dropout_prob", 0.1);
   spec.attention_dropout = f.NumberOr("attention_probs_dropout_prob", 0.1);
+  spec.activation = f.StringOr("hidden_act", "gelu");
   spec.num_labels = root.contains("id2label") && root["id2label"].is_object()
                         ? static_cast<int64_t>(root["id2label"].size())
                         : f.IntOr("num_labels", 2);

@@ -1,10 +1,20 @@
 #include "models/layer_builder.h"
 
+#include <cmath>
 #include <map>
+#include <numbers>
 
 #include <fmt/format.h>
 
 namespace headroom {
+
+GraphOptions GraphOptionsOf(const TrainingConfig& config) {
+  const bool python = config.stack != Stack::kHeadroom;
+  return {.attention = config.attention,
+          .fine_tune = config.fine_tune,
+          .kv_cache = KeepsKvCache(config),
+          .sdpa_gqa = python};
+}
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
 SymShape HeadsShape(int64_t heads, int64_t head_dim) {
@@ -20,6 +30,12 @@ TensorId LayerBuilder::Op(OpKind kind, const std::string& name, std::vector<Tens
   return graph_.AddOp(
       {.kind = kind, .name = name, .inputs = std::move(inputs), .dropout_p = dropout_p},
       {{.name = name, .shape = std::move(out_shape)}})[0];
+}
+
+TensorId LayerBuilder::ScalarOp(OpKind kind, const std::string& name, TensorId x,
+                                double scalar) {
+  return graph_.AddOp({.kind = kind, .name = name, .inputs = {x}, .scalar = scalar},
+                      {{.name = name, .shape = graph_.tensor(x).shape}})[0];
 }
 
 TensorId LayerBuilder::Param(const std::string& name, SymShape shape, bool always_trainable) {
@@ -51,7 +67,8 @@ TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, 
   const SymShape rank_shape = per_sequence ? SymShape{Dim::B(), Dim::C(r)} : TokenShape(r);
   TensorId ax = Op(OpKind::kLinear, name + ".lora_A", {dropped, a}, rank_shape);
   TensorId bx = Op(OpKind::kLinear, name + ".lora_B", {ax, b}, out_shape);
-  TensorId scaled = Op(OpKind::kScale, name + ".lora_scale", {bx}, out_shape);
+  TensorId scaled = ScalarOp(OpKind::kScale, name + ".lora_scale", bx,
+                             options_.fine_tune.lora_alpha / static_cast<double>(r));
   return Op(OpKind::kAdd, name + ".lora_add", {y, scaled}, out_shape);
 }
 
@@ -85,6 +102,23 @@ TensorId LayerBuilder::Unary(OpKind kind, const std::string& name, TensorId x) {
   return Op(kind, name, {x}, graph_.tensor(x).shape);
 }
 
+TensorId LayerBuilder::Activation(const std::string& name, TensorId x) {
+  if (spec_.activation == "silu") return Unary(OpKind::kSilu, name, x);
+  if (spec_.activation == "gelu") return Unary(OpKind::kGelu, name, x);
+  if (spec_.activation == "gelu_pytorch_tanh") return Unary(OpKind::kGeluTanh, name, x);
+  // NewGELUActivation: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), op by op;
+  // autograd keeps x, the tanh, 0.5 * x and 1 + tanh.
+  TensorId half = ScalarOp(OpKind::kScale, name + ".half", x, 0.5);
+  TensorId cube = Unary(OpKind::kCube, name + ".cube", x);
+  TensorId cube_scaled = ScalarOp(OpKind::kScale, name + ".cube_scaled", cube, 0.044715);
+  TensorId inner = Binary(OpKind::kAdd, name + ".inner", x, cube_scaled);
+  TensorId inner_scaled =
+      ScalarOp(OpKind::kScale, name + ".inner_scaled", inner, std::sqrt(2.0 / std::numbers::pi));
+  TensorId tanh = Unary(OpKind::kTanh, name + ".tanh", inner_scaled);
+  TensorId one_plus = ScalarOp(OpKind::kAddScalar, name + ".one_plus", tanh, 1.0);
+  return Binary(OpKind::kMul, name, half, one_plus);
+}
+
 TensorId LayerBuilder::Binary(OpKind kind, const std::string& name, TensorId a, TensorId b) {
   return Op(kind, name, {a, b}, graph_.tensor(a).shape);
 }
@@ -94,11 +128,11 @@ TensorId LayerBuilder::View(const std::string& name, TensorId x, SymShape shape)
                       {{.name = name, .shape = std::move(shape), .alias_of = x}})[0];
 }
 
-TensorId LayerBuilder::CausalMaskIfEager() {
+TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden) {
   if (options_.attention != AttentionImpl::kEager) return TensorId{};
   return graph_.AddOp(
-      {.kind = OpKind::kCausalMask, .name = "causal_mask"},
-      {{.name = "causal_mask", .shape = {Dim::S(), Dim::S()}, .fixed_dtype = DType::kBool}})[0];
+      {.kind = OpKind::kCausalMask, .name = "causal_mask", .inputs = {hidden}},
+      {{.name = "causal_mask", .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
 }
 
 std::vector<TensorId> LayerBuilder::SplitView(const std::string& name, TensorId x,
@@ -113,7 +147,15 @@ std::vector<TensorId> LayerBuilder::SplitView(const std::string& name, TensorId 
 TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v,
                                  TensorId mask, bool causal) {
   const int64_t heads = spec_.num_heads, d = spec_.head_dim;
-  if (spec_.num_kv_heads != heads) {
+  if (options_.kv_cache && causal) {
+    const int64_t kv = spec_.num_kv_heads;
+    k = Op(OpKind::kKvCacheCopy, prefix + ".cache_k", {k}, HeadsShape(kv, d));
+    v = Op(OpKind::kKvCacheCopy, prefix + ".cache_v", {v}, HeadsShape(kv, d));
+    graph_.HoldUntilForwardEnd(k);
+    graph_.HoldUntilForwardEnd(v);
+  }
+  const bool gqa_in_kernel = options_.sdpa_gqa && options_.attention == AttentionImpl::kSdpa;
+  if (spec_.num_kv_heads != heads && !gqa_in_kernel) {
     k = Op(OpKind::kRepeatKv, prefix + ".repeat_k", {k}, HeadsShape(heads, d));
     v = Op(OpKind::kRepeatKv, prefix + ".repeat_v", {v}, HeadsShape(heads, d));
   }

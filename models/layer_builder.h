@@ -16,7 +16,16 @@ namespace headroom {
 struct GraphOptions {
   AttentionImpl attention = AttentionImpl::kSdpa;
   FineTuneConfig fine_tune;
+  // Decoders copy K and V into a DynamicCache that attention reads and the model output
+  // holds until the forward returns (transformers with use_cache, no checkpointing).
+  bool kv_cache = false;
+  // SDPA reads grouped K/V itself (enable_gqa, transformers >= 4.5x without a mask)
+  // instead of after repeat_kv copies.
+  bool sdpa_gqa = false;
 };
+
+// The graph options a training config implies for its stack.
+GraphOptions GraphOptionsOf(const TrainingConfig& config);
 
 // [b, s, n]
 SymShape TokenShape(int64_t n);
@@ -49,15 +58,18 @@ class LayerBuilder {
   TensorId LayerNorm(const std::string& name, TensorId x, int64_t width);
   TensorId RmsNorm(const std::string& name, TensorId x, int64_t width);
   TensorId Unary(OpKind kind, const std::string& name, TensorId x);
+  // The MLP activation as the model's code runs it (spec.activation).
+  TensorId Activation(const std::string& name, TensorId x);
   TensorId Binary(OpKind kind, const std::string& name, TensorId a, TensorId b);
   TensorId View(const std::string& name, TensorId x, SymShape shape);
   // One op producing several views of x (split): its backward builds one gradient of x.
   std::vector<TensorId> SplitView(const std::string& name, TensorId x,
                                   const std::vector<std::string>& parts, SymShape part_shape);
 
-  // Eager attention in a decoder reads a bool [s, s] mask built once per forward;
-  // SDPA takes is_causal instead. Returns an invalid id for SDPA.
-  TensorId CausalMaskIfEager();
+  // Eager attention in a decoder adds a float [b, 1, s, s] mask built once per forward
+  // in the hidden states' dtype; SDPA takes is_causal instead. Returns an invalid id
+  // for SDPA.
+  TensorId CausalMaskIfEager(TensorId hidden);
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
   // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
@@ -72,6 +84,8 @@ class LayerBuilder {
  private:
   TensorId Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
               SymShape out_shape, double dropout_p = 0.0);
+  // x * factor (kScale) or x + addend (kAddScalar).
+  TensorId ScalarOp(OpKind kind, const std::string& name, TensorId x, double scalar);
 
   OpGraph& graph_;
   const ModelSpec& spec_;

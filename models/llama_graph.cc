@@ -19,7 +19,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   auto tables = g.AddOp({.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}},
                         {{.name = "rope.cos", .shape = {Dim::B(), Dim::S(), Dim::C(d)}},
                          {.name = "rope.sin", .shape = {Dim::B(), Dim::S(), Dim::C(d)}}});
-  TensorId mask = layers.CausalMaskIfEager();
+  TensorId mask = layers.CausalMaskIfEager(x);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}", i);
@@ -46,7 +46,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId gate =
         layers.Linear(p + ".mlp.gate_proj", "gate", n2, h, spec.intermediate_size, false);
     TensorId up = layers.Linear(p + ".mlp.up_proj", "up", n2, h, spec.intermediate_size, false);
-    TensorId act = layers.Unary(OpKind::kSilu, p + ".mlp.act", gate);
+    TensorId act = layers.Activation(p + ".mlp.act", gate);
     TensorId prod = layers.Binary(OpKind::kMul, p + ".mlp.gate_mul", act, up);
     TensorId down =
         layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);

@@ -43,6 +43,20 @@ Result<ModelSpec> Validate(ModelSpec spec) {
     spec.head_dim = spec.hidden_size / spec.num_heads;
   }
   if (spec.num_kv_heads == 0) spec.num_kv_heads = spec.num_heads;
+  if (spec.activation.empty()) {
+    spec.activation = spec.family == ModelFamily::kGpt2   ? "gelu_new"
+                      : spec.family == ModelFamily::kBert ? "gelu"
+                                                          : "silu";
+  }
+  const bool llama = spec.family == ModelFamily::kLlama;
+  if (llama ? spec.activation != "silu"
+            : spec.activation != "gelu_new" && spec.activation != "gelu" &&
+                  spec.activation != "gelu_pytorch_tanh") {
+    return MakeError(fmt::format("model '{}': activation '{}' is not supported for the {} family "
+                                 "(supported: {})",
+                                 spec.name, spec.activation, FamilyName(spec.family),
+                                 llama ? "silu" : "gelu_new, gelu, gelu_pytorch_tanh"));
+  }
   if (spec.intermediate_size == 0 && spec.family == ModelFamily::kGpt2)
     spec.intermediate_size = 4 * spec.hidden_size;
   if (auto e = positive(spec.head_dim, "head_dim")) return *e;
@@ -113,6 +127,7 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  "attention_dropout",
                                  "type_vocab_size",
                                  "num_labels",
+                                 "activation",
                                  "source"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
@@ -148,6 +163,7 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
     if (root["norm_eps"]) spec.norm_eps = root["norm_eps"].as<double>();
     if (root["hidden_dropout"]) spec.hidden_dropout = root["hidden_dropout"].as<double>();
     if (root["attention_dropout"]) spec.attention_dropout = root["attention_dropout"].as<double>();
+    if (root["activation"]) spec.activation = root["activation"].as<std::string>();
   } catch (const YAML::Exception& e) {
     return MakeError(fmt::format("{}: bad value at line {}: {}", origin, e.mark.line + 1, e.msg));
   }

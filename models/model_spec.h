@@ -32,6 +32,10 @@ struct ModelSpec {
   double attention_dropout = 0.0;  // dropout on attention probabilities
   int64_t type_vocab_size = 0;     // BERT token types
   int64_t num_labels = 0;          // BERT classification head outputs
+  // The MLP activation by its transformers name: gelu_new (GPT-2's NewGELUActivation,
+  // Python arithmetic), gelu (erf), gelu_pytorch_tanh (one fused kernel), silu.
+  // Empty: the family's default.
+  std::string activation;
 
   bool operator==(const ModelSpec&) const = default;
   int64_t kv_dim() const { return num_kv_heads * head_dim; }

@@ -60,6 +60,11 @@ std::string WritePlanYaml(const PlanFile& p) {
   out << YAML::Key << "attention" << YAML::Value
       << (c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager");
   out << YAML::Key << "checkpoint" << YAML::Value << c.checkpoint.ToString();
+  out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
+  if (c.optimizer_impl)
+    out << YAML::Key << "optimizer_impl" << YAML::Value
+        << std::string(OptimizerImplName(*c.optimizer_impl));
+  if (c.base_dtype) out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
   out << YAML::Key << "lora_alpha" << YAML::Value << c.fine_tune.lora_alpha;
@@ -134,6 +139,24 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
     auto checkpoint = CheckpointPolicy::Parse(need(t, "checkpoint").as<std::string>());
     if (!checkpoint) return MakeError(fmt::format("{}: {}", origin, checkpoint.error().message));
     c.checkpoint = *checkpoint;
+    // Plan files written before stacks were recorded describe headroom's own runtime.
+    if (t["stack"]) {
+      auto stack = ParseStack(t["stack"].as<std::string>());
+      if (!stack) return MakeError(fmt::format("{}: {}", origin, stack.error().message));
+      c.stack = *stack;
+    } else {
+      c.stack = Stack::kHeadroom;
+    }
+    if (t["optimizer_impl"]) {
+      auto impl = ParseOptimizerImpl(t["optimizer_impl"].as<std::string>());
+      if (!impl) return MakeError(fmt::format("{}: {}", origin, impl.error().message));
+      c.optimizer_impl = *impl;
+    }
+    if (t["base_dtype"]) {
+      auto dtype = ParseDType(t["base_dtype"].as<std::string>());
+      if (!dtype) return MakeError(fmt::format("{}: base_dtype must be fp32, bf16 or fp16", origin));
+      c.base_dtype = *dtype;
+    }
     const std::string mode = need(t, "fine_tune").as<std::string>();
     if (mode != "full" && mode != "lora" && mode != "qlora") {
       return MakeError(

@@ -49,8 +49,7 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
 
 Result<StepPrediction> Predict(const PlanRequest& request) {
   if (auto error = ValidateRequest(request)) return *error;
-  auto graph = BuildGraph(request.model, {.attention = request.config.attention,
-                                          .fine_tune = request.config.fine_tune});
+  auto graph = BuildGraph(request.model, GraphOptionsOf(request.config));
   if (!graph) return graph.error();
   auto checkpointed = request.config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
   if (!checkpointed) return checkpointed.error();

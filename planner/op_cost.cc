@@ -1,5 +1,6 @@
 #include "planner/op_cost.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace headroom {
@@ -28,6 +29,13 @@ struct OpView {
     return op.kind == OpKind::kLinear && states[in(1)].dtype == DType::kNF4;
   }
   int64_t last_dim(size_t i) const { return graph.tensor(in(i)).shape.dims().back().value; }
+  // The CPU kernel a bf16 matrix multiply runs, if this op is one.
+  std::optional<CpuBf16> cpu_bf16_matmul() const {
+    const bool matmul = op.kind == OpKind::kLinear || op.kind == OpKind::kAttnScores ||
+                        op.kind == OpKind::kAttnContext;
+    if (!matmul || states[op.outputs.at(0)].dtype != DType::kBF16) return std::nullopt;
+    return states.target().cpu_bf16_matmul;
+  }
 };
 
 // Autocast copies of inputs whose dtype changes; saved when the op saves that input.
@@ -118,6 +126,7 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kGelu:
     case OpKind::kGeluTanh:
     case OpKind::kSilu:
+    case OpKind::kCube:
       save_if(0, true);
       break;
     case OpKind::kTanh:
@@ -125,10 +134,12 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kLogSoftmax:
       cost.saves_output = record;
       break;
-    case OpKind::kDropout:
-      cost.internals.push_back(
-          {"dropout mask", StorageBytes(DType::kBool, v.in_numel(0)), saved_or(true)});
+    case OpKind::kDropout: {
+      // The mask is saved by the multiply that applies it.
+      const DType mask = states.target().dropout_bool_mask ? DType::kBool : states[v.in(0)].dtype;
+      cost.internals.push_back({"dropout mask", StorageBytes(mask, v.in_numel(0)), saved_or(true)});
       break;
+    }
     case OpKind::kRope:
       // q * cos + rotate_half(q) * sin: two full-size products live with the output.
       save_if(1, v.grad(0));
@@ -142,9 +153,11 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
       cost.output_aliases_input = states[v.in(0)].dtype == DType::kF32;
       break;
     case OpKind::kAttnScores:
+      // matmul(q, k^T) * scaling [+ mask]: out of place, so the unscaled product is live
+      // beside the result; adding the mask saves nothing.
       save_if(0, v.grad(1));
       save_if(1, v.grad(0));
-      if (op.inputs.size() > 2) save_if(2, true);  // masked_fill_ keeps the mask
+      cost.workspace_bytes = v.out_bytes();
       break;
     case OpKind::kAttnContext:
       save_if(0, v.grad(1));
@@ -160,15 +173,46 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kNllLoss:
       save_if(1, true);  // the targets
       break;
+    case OpKind::kCausalMask:
+      // transformers' mask functions: a bool [s, s] pattern, then where() into the mask.
+      cost.internals.push_back({.label = "causal pattern",
+                                .bytes = StorageBytes(DType::kBool, env.seq_len * env.seq_len),
+                                .lifetime = Lifetime::kTransient,
+                                .per_sample = false});
+      break;
     case OpKind::kAdd:
+    case OpKind::kAddScalar:
     case OpKind::kScale:
+    case OpKind::kKvCacheCopy:
     case OpKind::kRepeatKv:
     case OpKind::kMergeHeads:
     case OpKind::kRopeTables:
-    case OpKind::kCausalMask:
       break;
   }
   AddAutocastCasts(v, cost);
+  if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
+    // oneDNN's AVX512-BF16 brgemm scratchpad, measured: an fp32 block of up to 256 rows
+    // x 64 columns (scaled with the micro-batch here) and a bf16 panel of 64 rows x up
+    // to 512 of the inner dimension, plus 1 KiB.
+    const int64_t rows = v.out_numel() / v.graph.tensor(op.outputs[0]).shape.dims().back().value;
+    cost.workspace_bytes += std::min<int64_t>(rows, 256) * 64 * 4;
+    cost.internals.push_back({.label = "oneDNN scratchpad",
+                              .bytes = 64 * std::min<int64_t>(v.last_dim(0), 512) * 2 + 1024,
+                              .lifetime = Lifetime::kTransient,
+                              .per_sample = false});
+  }
+  if (v.cpu_bf16_matmul() == CpuBf16::kEmulated) {
+    if (op.kind == OpKind::kLinear) {
+      cost.workspace_bytes += 2 * v.out_bytes();  // the whole fp32 product
+    } else {
+      // A batched product computes one [rows, cols] matrix at a time into fp32.
+      const int64_t heads = v.graph.tensor(op.outputs[0]).shape.dims().at(1).value;
+      cost.internals.push_back({.label = "bf16 emulation scratch",
+                                .bytes = StorageBytes(DType::kF32, v.out_numel() / heads),
+                                .lifetime = Lifetime::kTransient,
+                                .per_sample = false});
+    }
+  }
   return cost;
 }
 
@@ -190,6 +234,16 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
           cost.input_grads[i] = GradFlow::kPassThrough;
         }
       }
+      break;
+    case OpKind::kAddScalar:
+    case OpKind::kKvCacheCopy:
+      // x + c, and cat([empty, x]) whose backward narrows the gradient: no allocation.
+      if (v.grad(0) && states[v.in(0)].dtype == states[op.outputs[0]].dtype)
+        cost.input_grads[0] = GradFlow::kPassThrough;
+      break;
+    case OpKind::kCube:
+      // PowBackward0: grad * 3 * x^2 as pow, mul, mul.
+      cost.workspace_bytes = 2 * states.Bytes(graph, v.in(0), env);
       break;
     case OpKind::kView:
       // Reshapes hand the gradient through; splits and selects build a full-size one.
@@ -228,6 +282,12 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
       break;
     default:
       break;
+  }
+  if (v.cpu_bf16_matmul() == CpuBf16::kEmulated && op.kind == OpKind::kLinear) {
+    // The input gradient's product has its fp32 scratch (workspaces here scale with the
+    // micro-batch; a weight gradient's scratch would not and is left out).
+    if (cost.input_grads[0] == GradFlow::kNew)
+      cost.workspace_bytes += 2 * StorageBytes(DType::kBF16, v.in_numel(0));
   }
   return cost;
 }

@@ -31,6 +31,12 @@ const char* OpKindName(OpKind kind) {
       return "silu";
     case OpKind::kTanh:
       return "tanh";
+    case OpKind::kCube:
+      return "cube";
+    case OpKind::kAddScalar:
+      return "add_scalar";
+    case OpKind::kKvCacheCopy:
+      return "kv_cache_copy";
     case OpKind::kDropout:
       return "dropout";
     case OpKind::kRopeTables:

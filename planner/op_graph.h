@@ -50,12 +50,15 @@ enum class OpKind {
   kGeluTanh,   // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
   kSilu,
   kTanh,
+  kCube,        // (x) -> torch.pow(x, 3.0); saves x (gelu_new's Python arithmetic)
+  kAddScalar,   // (x) -> x + constant; the gradient passes through
   kDropout,      // (x) -> x * mask / (1 - p); saves a bool mask
   kRopeTables,   // () -> cos, sin [s, head_dim], once per forward
   kRope,         // (x, cos, sin) -> rotated x
   kCausalMask,   // () -> bool [s, s], once per forward (eager attention)
   kView,         // (x) -> a view of x (reshape, transpose, split, select); no bytes
   kRepeatKv,     // (kv) -> kv repeated to all query heads (a copy)
+  kKvCacheCopy,  // (kv) -> DynamicCache's torch.cat([empty, kv]): a copy attention then reads
   kMergeHeads,   // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
   kAttnScores,   // (q, k[, mask]) -> q @ k^T * scale, masked in place
   kSoftmax,      // (scores) -> probabilities
@@ -93,6 +96,7 @@ struct OpNode {
   int block = -1;
   double dropout_p = 0.0;  // kDropout
   bool causal = false;     // kSdpa
+  double scalar = 1.0;     // kScale: the factor; kAddScalar: the addend
 };
 
 // A transformer block: the checkpointable segment [first_op, last_op] whose only
@@ -116,6 +120,9 @@ class OpGraph {
   void BeginBlock(TensorId input);  // ops added from now on belong to the next block
   void EndBlock(TensorId output);
   void SetLoss(TensorId loss) { loss_ = loss; }
+  // The tensor stays alive until the forward pass returns (a KV cache the model output holds).
+  void HoldUntilForwardEnd(TensorId t) { held_until_forward_end_.push_back(t); }
+  const std::vector<TensorId>& held_until_forward_end() const { return held_until_forward_end_; }
 
   const TensorInfo& tensor(TensorId id) const { return tensors_.at(id.value); }
   const OpNode& op(OpId id) const { return graph_[id.value]; }
@@ -149,6 +156,7 @@ class OpGraph {
   std::vector<BlockSegment> blocks_;
   int current_block_ = -1;
   TensorId loss_;
+  std::vector<TensorId> held_until_forward_end_;
 };
 
 }  // namespace headroom

@@ -9,17 +9,29 @@ constexpr int64_t kMin8bitNumel = 4096;
 constexpr int64_t kQuantBlock = 256;
 }  // namespace
 
-OptimizerParamCost CostOptimizer(OptimizerKind kind, const SymShape& shape, DType state_dtype,
-                                 bool master_weights) {
+OptimizerParamCost CostOptimizer(OptimizerKind kind, OptimizerImpl impl, const SymShape& shape,
+                                 DType state_dtype, bool master_weights, bool python_step_tensor) {
   const int64_t n = shape.Numel({});
   OptimizerParamCost cost;
   const int64_t state = StorageBytes(state_dtype, n);
   switch (kind) {
     case OptimizerKind::kAdamW:
       cost.state_bytes = {state, state};  // exp_avg, exp_avg_sq
-      // Per-parameter loop: denom = exp_avg_sq.sqrt() / bias_correction2_sqrt, then add_:
-      // the sqrt result and the quotient are live together.
-      cost.step_temp_bytes = 2 * state;
+      if (python_step_tensor) cost.step_tensor_bytes = StorageBytes(DType::kF32, 1);
+      switch (impl) {
+        case OptimizerImpl::kForLoop:
+          // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): the sqrt
+          // result and the quotient are live together.
+          cost.step_temp_bytes = 2 * state;
+          break;
+        case OptimizerImpl::kForeach:
+          // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then divided and added
+          // to in place: one copy of every parameter's exp_avg_sq at once.
+          cost.group_temp_bytes = state;
+          break;
+        case OptimizerImpl::kFused:
+          break;  // _fused_adamw_ updates in one kernel
+      }
       break;
     case OptimizerKind::kSgd:
       break;

@@ -72,6 +72,12 @@ std::string FormatPredictionText(const ReportInputs& in) {
   out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n",
                      c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager",
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
+  out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
+                     OptimizerImplName(EffectiveOptimizerImpl(c)));
+  if (c.fine_tune.mode != FineTuneMode::kFull)
+    out += fmt::format(", frozen base stored as {}", DTypeName(FrozenWeightDType(c)));
+  if (!c.kernels.cuda) out += fmt::format(", CPU bf16 {}", CpuBf16Name(c.kernels.cpu_bf16));
+  out += "\n";
   out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total),
                      WithThousands(p.params_trainable));
   const bool fits = in.search ? in.search->feasible : p.fits;
@@ -164,10 +170,14 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
       {"attention", c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager"},
       {"checkpoint", c.checkpoint.ToString()},
       {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
+      {"stack", StackName(c.stack)},
+      {"optimizer_impl", OptimizerImplName(EffectiveOptimizerImpl(c))},
   };
+  if (!c.kernels.cuda) j["config"]["cpu_bf16"] = CpuBf16Name(c.kernels.cpu_bf16);
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;
+    j["config"]["base_dtype"] = DTypeName(FrozenWeightDType(c));
   }
   j["params"] = {{"total", p.params_total}, {"trainable", p.params_trainable}};
   j["peak"] = {

@@ -25,7 +25,7 @@ constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
 // simulator's inner loop reads instead of the graph's tensor records.
 struct SimulationTables::Impl {
   Impl(const OpGraph& g, const TrainingConfig& c)
-      : graph(g), states(g, RegimeOf(c.precision)), env{1, c.seq_len} {
+      : graph(g), states(g, RegimeOf(c.precision), CostTargetOf(c)), env{1, c.seq_len} {
     const PrecisionRegime& regime = states.regime();
     for (int o = 0; o < g.num_ops(); ++o) block_of_op.push_back(g.op(OpId{o}).block);
     for (int t = 0; t < g.num_tensors(); ++t) {
@@ -43,11 +43,15 @@ struct SimulationTables::Impl {
       const int64_t numel = info.shape.Numel({});
       master_bytes.push_back(
           regime.master_weights && info.param.trainable ? StorageBytes(DType::kF32, numel) : 0);
-      optimizer_costs.push_back(info.param.trainable ? CostOptimizer(c.optimizer, info.shape,
-                                                                     regime.optimizer_state_dtype,
-                                                                     regime.master_weights)
-                                                     : OptimizerParamCost{});
+      optimizer_costs.push_back(
+          info.param.trainable
+              ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
+                              regime.optimizer_state_dtype, regime.master_weights,
+                              /*python_step_tensor=*/c.stack != Stack::kHeadroom)
+              : OptimizerParamCost{});
     }
+    for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
+    param_grad_arrivals.assign(g.num_tensors(), 0);
     for (int o = 0; o < g.num_ops(); ++o) {
       const OpNode& op = g.op(OpId{o});
       first_input.push_back(static_cast<int>(cast_bytes.size()));
@@ -68,10 +72,15 @@ struct SimulationTables::Impl {
         saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
       }
       const BackwardCost cost = CostBackward(g, op, states, env);
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (is_param[op.inputs[i].value] && cost.input_grads[i] != GradFlow::kNone)
+          ++param_grad_arrivals[op.inputs[i].value];
+      }
       backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
                                 cost.workspace_per_sample});
       input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
     }
+    states_before_update = c.stack != Stack::kHeadroom;
     for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
       // What the block reads from outside: what its checkpoint function saves.
       const BlockSegment& seg = g.blocks()[b];
@@ -104,6 +113,12 @@ struct SimulationTables::Impl {
   std::vector<TensorId> parameters;
   std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
   std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
+  // torch.optim creates every parameter's states (_init_group) before it updates any;
+  // LibTorch creates each one's just before updating it.
+  bool states_before_update = false;
+  // Per tensor: how many gradients a backward pass hands a parameter (2 for a tied
+  // embedding: the LM head's and the lookup's).
+  std::vector<int> param_grad_arrivals;
   // Per op input, from first_input[op]: its bytes (at (1, s)) in the dtype the op uses
   // when autocast casts it; kNotCast otherwise.
   std::vector<int> first_input;
@@ -308,6 +323,8 @@ class StepSimulator {
     uses_left_.assign(graph_.num_tensors(), 0);
     grad_of_.assign(graph_.num_tensors(), kNoBuffer);
     param_grad_.assign(graph_.num_tensors(), kNoBuffer);
+    pending_grad_.assign(graph_.num_tensors(), kNoBuffer);
+    grad_arrivals_.assign(graph_.num_tensors(), 0);
     op_holds_.Reset(graph_.num_ops());
     block_holds_.Reset(graph_.blocks().size());
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
@@ -340,6 +357,7 @@ class StepSimulator {
       if (ckpt && graph_.blocks()[block].first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
     }
+    for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
   }
 
@@ -565,28 +583,58 @@ class StepSimulator {
     int64_t used = kNoBuffer;
     if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast)
       used = Acquire(cast, Category::kTemporaries);
-    if (param_grad_[p.value] == kNoBuffer) {
-      // AccumulateGrad steals the first gradient as .grad.
-      param_grad_[p.value] = Acquire(Bytes(p), Category::kGradients);
-    } else {
-      Release(Acquire(Bytes(p), Category::kTemporaries));  // added in place into .grad
+    // The engine sums a parameter's gradients within one backward out of place (a tied
+    // embedding's: both operands and the sum live at once); AccumulateGrad then takes
+    // the sum when all have arrived.
+    int64_t grad = Acquire(Bytes(p), Category::kGradients);
+    if (const int64_t pending = pending_grad_[p.value]; pending != kNoBuffer) {
+      const int64_t sum = Acquire(Bytes(p), Category::kGradients);
+      Release(pending);
+      Release(grad);
+      grad = sum;
     }
     if (used != kNoBuffer) Release(used);
+    if (++grad_arrivals_[p.value] < tables_.param_grad_arrivals[p.value]) {
+      pending_grad_[p.value] = grad;
+      return;
+    }
+    pending_grad_[p.value] = kNoBuffer;
+    grad_arrivals_[p.value] = 0;
+    if (param_grad_[p.value] == kNoBuffer) {
+      param_grad_[p.value] = grad;  // AccumulateGrad steals it as .grad
+    } else {
+      Release(grad);  // added in place into .grad
+    }
   }
 
   // ---- optimizer -----------------------------------------------------------------
   void OptimizerStep(int step) {
+    SetPhase(Phase::Kind::kOptimizerStep, step, 0);
+    const bool states_first = tables_.states_before_update;
+    int64_t group_temp_bytes = 0;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
       if (!tables_.trainable[tables_.parameters[i].value]) continue;
-      SetPhase(Phase::Kind::kOptimizerStep, step, 0);
       const OptimizerParamCost& cost = tables_.optimizer_costs[i];
-      if (step == 1) {
-        for (int64_t bytes : cost.state_bytes) {
-          Acquire(bytes, Category::kOptimizer);
-          persistent_bytes_ += bytes;
-        }
-      }
+      if (step == 1 && states_first) AllocateStates(cost);
+      group_temp_bytes += cost.group_temp_bytes;
+    }
+    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
+      if (!tables_.trainable[tables_.parameters[i].value]) continue;
+      const OptimizerParamCost& cost = tables_.optimizer_costs[i];
+      if (step == 1 && !states_first) AllocateStates(cost);
       if (cost.step_temp_bytes > 0) Release(Acquire(cost.step_temp_bytes, Category::kTemporaries));
+    }
+    if (group_temp_bytes > 0) Release(Acquire(group_temp_bytes, Category::kTemporaries));
+  }
+
+  void AllocateStates(const OptimizerParamCost& cost) {
+    for (int64_t bytes : cost.state_bytes) {
+      Acquire(bytes, Category::kOptimizer);
+      persistent_bytes_ += bytes;
+    }
+    if (cost.step_tensor_bytes > 0) {
+      Acquire(cost.step_tensor_bytes, Category::kOptimizer);
+      persistent_bytes_ += cost.step_tensor_bytes;
     }
   }
 
@@ -633,6 +681,8 @@ class StepSimulator {
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;
   std::vector<int64_t> param_grad_;
+  std::vector<int64_t> pending_grad_;  // a gradient waiting for the parameter's others
+  std::vector<int> grad_arrivals_;
   HoldLists op_holds_;                     // per op: what its forward saved for its backward
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy

@@ -25,7 +25,7 @@ double PeakFlops(const DeviceSpec& device, DType compute) {
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
                              const DeviceSpec& device)
-    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision)), config, device) {}
+    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision), CostTargetOf(config)), config, device) {}
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                              const TrainingConfig& config, const DeviceSpec& device)
@@ -64,8 +64,9 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
   for (TensorId p : graph.Parameters()) {
     const TensorInfo& t = graph.tensor(p);
     if (!t.param.trainable) continue;
-    const OptimizerParamCost cost = CostOptimizer(
-        config.optimizer, t.shape, regime.optimizer_state_dtype, regime.master_weights);
+    const OptimizerParamCost cost =
+        CostOptimizer(config.optimizer, EffectiveOptimizerImpl(config), t.shape,
+                      regime.optimizer_state_dtype, regime.master_weights, false);
     double bytes = 2.0 * 2.0 * tensor_bytes[p.value];  // weight and gradient, read + write
     for (int64_t s : cost.state_bytes) bytes += 2.0 * static_cast<double>(s);
     if (regime.master_weights) bytes += 2.0 * 4.0 * static_cast<double>(t.shape.Numel({}));

@@ -20,8 +20,17 @@ int64_t Nf4StorageBytes(int64_t numel) {
   return StorageBytes(DType::kNF4, numel) + blocks + 4 * ((blocks + 255) / 256);
 }
 
-TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime)
-    : regime_(regime), states_(graph.num_tensors()) {
+CostTarget CostTargetOf(const TrainingConfig& config) {
+  CostTarget target;
+  if (config.fine_tune.mode != FineTuneMode::kFull) target.frozen_dtype = FrozenWeightDType(config);
+  target.dropout_bool_mask = config.kernels.cuda || config.stack == Stack::kHeadroom;
+  if (!config.kernels.cuda) target.cpu_bf16_matmul = config.kernels.cpu_bf16;
+  return target;
+}
+
+TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
+                           const CostTarget& target)
+    : regime_(regime), target_(target), states_(graph.num_tensors()) {
   for (int i = 0; i < graph.num_tensors(); ++i) {
     const TensorInfo& t = graph.tensor(TensorId{i});
     if (t.role == TensorRole::kParameter) {
@@ -29,7 +38,7 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime)
       states_[i].dtype = t.param.quantized      ? DType::kNF4
                          : t.param.lora_adapter ? AdapterDType(regime)
                          : t.param.trainable    ? regime.param_dtype
-                                                : regime.frozen_dtype;
+                                                : target.frozen_dtype.value_or(regime.frozen_dtype);
     } else if (t.role == TensorRole::kInput) {
       states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
     }
@@ -56,7 +65,11 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     case OpKind::kLinear:
       if (regime_.autocast || in(1) == DType::kNF4) return regime_.compute_dtype;
       return PromoteTypes(in(0), in(1));
-    case OpKind::kAttnScores:
+    case OpKind::kAttnScores: {
+      // The mask is added after the (autocast) matmul, with type promotion.
+      const DType product = regime_.autocast ? regime_.compute_dtype : PromoteTypes(in(0), in(1));
+      return op.inputs.size() > 2 ? PromoteTypes(product, in(2)) : product;
+    }
     case OpKind::kAttnContext:
     case OpKind::kSdpa:
       return regime_.autocast ? regime_.compute_dtype : PromoteTypes(in(0), in(1));
@@ -72,8 +85,6 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     case OpKind::kCastF32:
     case OpKind::kNllLoss:
       return DType::kF32;
-    case OpKind::kCausalMask:
-      return DType::kBool;
     default:
       return in(0);
   }
@@ -82,6 +93,7 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
 DType TensorStates::UsedDType(const OpNode& op, size_t index) const {
   const DType d = states_.at(op.inputs[index].value).dtype;
   if (!regime_.autocast || !IsFloatingPoint(d)) return d;
+  if (op.kind == OpKind::kAttnScores && index == 2) return d;  // the mask: added, not multiplied
   if (LowersUnderAutocast(op.kind)) return regime_.compute_dtype;
   if (Fp32UnderAutocast(op.kind)) return DType::kF32;
   return d;

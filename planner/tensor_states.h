@@ -2,6 +2,7 @@
 // — the facts every per-op cost rule reads.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "planner/dtype.h"
@@ -15,12 +16,24 @@ struct TensorState {
   bool requires_grad = false;
 };
 
+// What the device's kernels and the stack's recipe change in the cost rules.
+struct CostTarget {
+  std::optional<DType> frozen_dtype;  // unset: the regime's
+  // CUDA's native_dropout and headroom's own dropout save a bool mask; ATen's CPU
+  // dropout (_dropout_impl) saves its noise tensor in the input's dtype.
+  bool dropout_bool_mask = true;
+  // A bf16 matrix multiply on the CPU: the scratch of oneDNN's kernel (none on CUDA).
+  std::optional<CpuBf16> cpu_bf16_matmul;
+};
+CostTarget CostTargetOf(const TrainingConfig& config);
+
 class TensorStates {
  public:
-  TensorStates(const OpGraph& graph, const PrecisionRegime& regime);
+  TensorStates(const OpGraph& graph, const PrecisionRegime& regime, const CostTarget& target = {});
 
   const TensorState& operator[](TensorId id) const { return states_.at(id.value); }
   const PrecisionRegime& regime() const { return regime_; }
+  const CostTarget& target() const { return target_; }
   // Storage bytes of a tensor at (b, s); parameters stored as NF4 include their
   // quantization statistics.
   int64_t Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const;
@@ -35,6 +48,7 @@ class TensorStates {
   DType OutputDType(const OpGraph& graph, const OpNode& op) const;
 
   PrecisionRegime regime_;
+  CostTarget target_;
   std::vector<TensorState> states_;
 };
 

@@ -59,6 +59,27 @@ DType AdapterDType(const PrecisionRegime& regime) {
   return regime.autocast ? DType::kF32 : regime.param_dtype;
 }
 
+OptimizerImpl EffectiveOptimizerImpl(const TrainingConfig& config) {
+  if (config.optimizer_impl) return *config.optimizer_impl;
+  switch (config.stack) {
+    case Stack::kPytorch:
+      return config.kernels.cuda ? OptimizerImpl::kForeach : OptimizerImpl::kForLoop;
+    case Stack::kHfTrainer:
+      return OptimizerImpl::kFused;
+    case Stack::kHeadroom:
+      return OptimizerImpl::kForLoop;
+  }
+  return OptimizerImpl::kForLoop;
+}
+
+DType FrozenWeightDType(const TrainingConfig& config) {
+  return config.base_dtype.value_or(RegimeOf(config.precision).frozen_dtype);
+}
+
+bool KeepsKvCache(const TrainingConfig& config) {
+  return config.stack != Stack::kHeadroom && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
+}
+
 std::string_view OptimizerName(OptimizerKind k) {
   switch (k) {
     case OptimizerKind::kAdamW:

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "planner/dtype.h"
 #include "planner/result.h"
+#include "planner/training_stack.h"
 
 namespace headroom {
 
@@ -82,7 +84,21 @@ struct TrainingConfig {
   FineTuneConfig fine_tune;
   CheckpointPolicy checkpoint;
   AttentionImpl attention = AttentionImpl::kSdpa;
+  Stack stack = Stack::kPytorch;
+  std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
+  std::optional<DType> base_dtype;  // LoRA: storage of the frozen base; unset: the stack's recipe
+  KernelTarget kernels;             // set from the device the plan targets
   bool operator==(const TrainingConfig&) const = default;
 };
+
+// The optimizer implementation that runs: the one asked for, else the stack's default.
+// torch.optim picks foreach on CUDA and a per-parameter loop on the CPU; HF Trainer
+// defaults to adamw_torch_fused (torch >= 2.8); LibTorch's optimizers loop per parameter.
+OptimizerImpl EffectiveOptimizerImpl(const TrainingConfig& config);
+// The storage dtype of frozen (non-trainable, unquantized) weights.
+DType FrozenWeightDType(const TrainingConfig& config);
+// Python stacks: transformers' decoders build a DynamicCache (use_cache defaults to
+// True) unless gradient checkpointing is on; headroom's runtime keeps none.
+bool KeepsKvCache(const TrainingConfig& config);
 
 }  // namespace headroom

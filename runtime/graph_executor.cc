@@ -27,7 +27,7 @@ GraphExecutor::GraphExecutor(const OpGraph& graph, const ModelSpec& spec,
       spec_(spec),
       config_(config),
       params_(params),
-      states_(graph, RegimeOf(config.precision)) {
+      states_(graph, RegimeOf(config.precision), CostTargetOf(config)) {
   for (const BlockSegment& seg : graph.blocks()) {
     const int block = static_cast<int>(external_inputs_.size());
     std::vector<TensorId> ext = {seg.input}, reads;
@@ -157,7 +157,16 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       out = {in[0] * in[1]};
       break;
     case OpKind::kScale:
-      out = {x * (config_.fine_tune.lora_alpha / static_cast<double>(config_.fine_tune.lora_rank))};
+      out = {x * op.scalar};
+      break;
+    case OpKind::kAddScalar:
+      out = {x + op.scalar};
+      break;
+    case OpKind::kCube:
+      out = {at::pow(x, 3.0)};
+      break;
+    case OpKind::kKvCacheCopy:
+      out = {at::cat({at::empty({0}, x.options()), x}, -2)};
       break;
     case OpKind::kGelu:
       out = {at::gelu(x)};
@@ -193,10 +202,18 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       break;
     }
     case OpKind::kCausalMask: {
+      // transformers' eager mask: 0 where a position may attend, the dtype's lowest
+      // value where it may not, [b, 1, s, s] in the hidden states' dtype.
       at::NoGradGuard no_grad;
-      out = {at::ones({config_.seq_len, config_.seq_len},
-                         at::TensorOptions().dtype(at::kBool).device(params_.device()))
-                 .triu(1)};
+      const int64_t s = config_.seq_len;
+      const auto device = at::TensorOptions().device(params_.device());
+      const at::Tensor future = at::ones({s, s}, device.dtype(at::kBool)).triu(1);
+      const double lowest = x.scalar_type() == at::kFloat ? std::numeric_limits<float>::lowest()
+                                                          : -3.3895313892515355e38;  // bf16
+      out = {at::where(future, at::scalar_tensor(lowest, device.dtype(x.scalar_type())),
+                       at::scalar_tensor(0.0, device.dtype(x.scalar_type())))
+                 .expand({config_.micro_batch, 1, s, s})
+                 .contiguous()};
       break;
     }
     case OpKind::kView: {
@@ -222,9 +239,10 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       out = {x.transpose(1, 2).contiguous().view(Sizes(op.outputs[0]))};
       break;
     case OpKind::kAttnScores: {
-      at::Tensor scores = at::matmul(x, in[1].transpose(-2, -1));
-      scores.mul_(1.0 / std::sqrt(static_cast<double>(x.size(-1))));
-      if (in.size() > 2) scores.masked_fill_(in[2], -std::numeric_limits<double>::infinity());
+      // As transformers writes it, out of place: matmul * scaling, then + mask.
+      at::Tensor scores =
+          at::matmul(x, in[1].transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(x.size(-1))));
+      if (in.size() > 2) scores = scores + in[2];
       out = {scores};
       break;
     }

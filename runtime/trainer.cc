@@ -93,16 +93,20 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
   if (auto error = CheckExecutable(config)) throw std::invalid_argument(error->message);
   s_->spec = spec;
   s_->config = config;
+  // What this runtime executes: LibTorch's per-parameter optimizers, its own dropout,
+  // and the device's kernels.
+  s_->config.stack = Stack::kHeadroom;
+  s_->config.kernels = {.cuda = options.device.is_cuda(),
+                        .cpu_bf16 = HostCpuBf16()};
   s_->checkpointed = std::move(checkpointed);
   s_->options = options;
   s_->meter = MakeMemoryMeter(options.device);
-  Result<OpGraph> graph =
-      BuildGraph(spec, {.attention = config.attention, .fine_tune = config.fine_tune});
+  Result<OpGraph> graph = BuildGraph(spec, GraphOptionsOf(s_->config));
   if (!graph) throw std::invalid_argument(graph.error().message);
   s_->graph = std::move(*graph);
   if (s_->checkpointed.size() != s_->graph.blocks().size())
     throw std::invalid_argument("checkpoint flags do not match the model's blocks");
-  const TensorStates states(s_->graph, RegimeOf(config.precision));
+  const TensorStates states(s_->graph, RegimeOf(config.precision), CostTargetOf(s_->config));
   s_->params = std::make_unique<ParameterStore>(s_->graph, states, options.seed, options.device);
   s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->spec, s_->config, *s_->params);
   const TokenSource* data = options.data;

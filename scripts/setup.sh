@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ $with_torch -eq 1 ] && ! python3 -c "import torch" 2>/dev/null; then
   echo "setup: installing torch from PyPI (LibTorch for the runtime; about 3 GB)"
-  python3 -m pip install --quiet torch
+  python3 -m pip install --quiet "torch==2.15.0"
 fi
 if [ $with_torch -eq 1 ] && ! python3 -c "import transformers, peft" 2>/dev/null; then
   # The reference the runtime's saved weights and adapters are checked against.

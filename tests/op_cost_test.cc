@@ -221,7 +221,8 @@ TEST(OpCost, SimpleRulesTable) {
       {OpKind::kRope, {x, cos, sin}, {false, true, true}, false, 2 * x_bytes},
       {OpKind::kRepeatKv, {x}, {false}, false, 0},
       {OpKind::kMergeHeads, {x}, {false}, false, 0},
-      {OpKind::kAttnScores, {x, x2}, {true, true}, false, 0},
+      // matmul * scaling out of place: the unscaled product beside the output.
+      {OpKind::kAttnScores, {x, x2}, {true, true}, false, x_bytes},
       {OpKind::kAttnContext, {x, x2}, {true, true}, false, 0},
       {OpKind::kLogSoftmax, {x}, {false}, true, 0},
       {OpKind::kNllLoss, {x, labels}, {false, true}, false, 0},
@@ -273,28 +274,52 @@ TEST(OpCost, EmbeddingSavesIndicesOnlyForATrainableTable) {
   }
 }
 
+OptimizerParamCost Cost(OptimizerKind kind, const SymShape& shape, DType state_dtype,
+                        bool master_weights) {
+  return CostOptimizer(kind, OptimizerImpl::kForLoop, shape, state_dtype, master_weights, false);
+}
+
 TEST(OptimizerCost, StatesAndTemporariesPerParameter) {
   const SymShape w{Dim::C(5), Dim::C(4)};
-  const OptimizerParamCost adamw = CostOptimizer(OptimizerKind::kAdamW, w, DType::kF32, false);
+  const OptimizerParamCost adamw = Cost(OptimizerKind::kAdamW, w, DType::kF32, false);
   EXPECT_EQ(adamw.state_bytes, (std::vector<int64_t>{80, 80}));
   EXPECT_EQ(adamw.step_temp_bytes, 160);
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW, w, DType::kBF16, false).state_bytes,
+  EXPECT_EQ(Cost(OptimizerKind::kAdamW, w, DType::kBF16, false).state_bytes,
             (std::vector<int64_t>{40, 40}));
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW, w, DType::kF32, true).step_temp_bytes, 160 + 80);
-  EXPECT_TRUE(CostOptimizer(OptimizerKind::kSgd, w, DType::kF32, false).state_bytes.empty());
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kSgdMomentum, w, DType::kF32, false).state_bytes,
+  EXPECT_EQ(Cost(OptimizerKind::kAdamW, w, DType::kF32, true).step_temp_bytes, 160 + 80);
+  EXPECT_TRUE(Cost(OptimizerKind::kSgd, w, DType::kF32, false).state_bytes.empty());
+  EXPECT_EQ(Cost(OptimizerKind::kSgdMomentum, w, DType::kF32, false).state_bytes,
             (std::vector<int64_t>{80}));
   // Adafactor factors a [6, 4] matrix into 6 row and 4 column statistics.
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdafactor, {Dim::C(6), Dim::C(4)}, DType::kF32, false)
+  EXPECT_EQ(Cost(OptimizerKind::kAdafactor, {Dim::C(6), Dim::C(4)}, DType::kF32, false)
                 .state_bytes,
             (std::vector<int64_t>{24, 16}));
   // 8-bit AdamW: 1 B per value plus an fp32 absmax per 256 values, per state; small
   // tensors keep 32-bit states.
   EXPECT_EQ(
-      CostOptimizer(OptimizerKind::kAdamW8bit, {Dim::C(8192)}, DType::kF32, false).state_bytes,
+      Cost(OptimizerKind::kAdamW8bit, {Dim::C(8192)}, DType::kF32, false).state_bytes,
       (std::vector<int64_t>{8192 + 128, 8192 + 128}));
-  EXPECT_EQ(CostOptimizer(OptimizerKind::kAdamW8bit, w, DType::kF32, false).state_bytes,
+  EXPECT_EQ(Cost(OptimizerKind::kAdamW8bit, w, DType::kF32, false).state_bytes,
             (std::vector<int64_t>{80, 80}));
+}
+
+// torch.optim's AdamW: foreach makes sqrt(exp_avg_sq) of the whole group at once (each
+// parameter's share is one state), fused makes nothing, and every parameter gets a
+// 0-d fp32 step tensor.
+TEST(OptimizerCost, ImplementationsOfAdamW) {
+  const SymShape w{Dim::C(5), Dim::C(4)};
+  const OptimizerParamCost foreach =
+      CostOptimizer(OptimizerKind::kAdamW, OptimizerImpl::kForeach, w, DType::kF32, false, true);
+  EXPECT_EQ(foreach.step_temp_bytes, 0);
+  EXPECT_EQ(foreach.group_temp_bytes, 80);
+  EXPECT_EQ(foreach.step_tensor_bytes, 4);
+  const OptimizerParamCost fused =
+      CostOptimizer(OptimizerKind::kAdamW, OptimizerImpl::kFused, w, DType::kF32, false, true);
+  EXPECT_EQ(fused.step_temp_bytes + fused.group_temp_bytes, 0);
+  EXPECT_EQ(
+      CostOptimizer(OptimizerKind::kAdamW, OptimizerImpl::kForLoop, w, DType::kF32, false, false)
+          .step_tensor_bytes,
+      0);
 }
 
 }  // namespace

@@ -98,20 +98,23 @@ TEST(SimulatorInvariants, HoldForEveryConfiguration) {
   }
 }
 
-// More sequences per micro-batch never need less memory (activations scale with b).
+// More sequences per micro-batch never need less memory (activations scale with b);
+// the peak may stay put while it is the optimizer step's, but b = 8 needs more than b = 1.
 TEST(SimulatorInvariants, PeakGrowsWithMicroBatch) {
   for (const char* model : {"tiny-gpt2", "tiny-llama", "tiny-bert"}) {
     const OpGraph graph = *BuildGraph(*LoadCatalogModel(model), {});
     const std::vector<bool> ckpt(graph.blocks().size(), false);
-    int64_t previous = 0;
+    int64_t previous = 0, first = 0;
     for (int64_t b : {1, 2, 4, 8}) {
       TrainingConfig config;
       config.micro_batch = b;
       config.seq_len = 64;
       const StepPrediction p = PredictStep(graph, config, ckpt, CpuDevice(int64_t{1} << 40));
-      EXPECT_GT(p.allocated_peak_bytes, previous) << model << " b=" << b;
+      EXPECT_GE(p.allocated_peak_bytes, previous) << model << " b=" << b;
+      if (b == 1) first = p.allocated_peak_bytes;
       previous = p.allocated_peak_bytes;
     }
+    EXPECT_GT(previous, first) << model;
   }
 }
 

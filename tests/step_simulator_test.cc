@@ -41,6 +41,7 @@ TrainingConfig TinyConfig(OptimizerKind optimizer) {
   config.seq_len = 2;
   config.precision = Precision::kFp32;
   config.optimizer = optimizer;
+  config.stack = Stack::kHeadroom;  // LibTorch's optimizers: states created per parameter
   return config;
 }
 
@@ -126,6 +127,30 @@ TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
   EXPECT_EQ(live.current_bytes(), 56 + 112);  // weights and states remain
 }
 
+// torch.optim (a plain PyTorch loop) creates every parameter's states and its 4-byte
+// step tensor (_init_group) before it updates any parameter. Its foreach
+// implementation then takes sqrt(exp_avg_sq) of both parameters at once.
+TEST(StepSimulator, TorchOptimCreatesAllStatesBeforeTheUpdates) {
+  const OpGraph g = TinyClassifierGraph();
+  TrainingConfig config = TinyConfig(OptimizerKind::kAdamW);
+  config.stack = Stack::kPytorch;
+  config.optimizer_impl = OptimizerImpl::kForLoop;
+  const Timeline t = SimulateSteps(g, config, {});
+  LiveBytes live(t);
+  Replay(t, live);
+  // Step 1: weights 56 + grads 56 + states 112 + step tensors 8 = 232, then E's
+  // temporary 64 -> 296 (W's 48 after it is freed).
+  EXPECT_EQ(live.peak_by_step().at(1), 296);
+  EXPECT_EQ(live.peak_by_step().at(2), 296);
+  EXPECT_EQ(live.current_bytes(), 56 + 112 + 8);
+
+  config.optimizer_impl = OptimizerImpl::kForeach;  // 232 + sqrt of both: 32 + 24
+  const Timeline foreach_timeline = SimulateSteps(g, config, {});
+  LiveBytes foreach(foreach_timeline);
+  Replay(foreach_timeline, foreach);
+  EXPECT_EQ(foreach.peak_by_step().at(1), 232 + 56);
+}
+
 TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
   const OpGraph g = TinyClassifierGraph();
   TrainingConfig config = TinyConfig(OptimizerKind::kSgd);
@@ -192,7 +217,10 @@ TEST(StepSimulator, LoraUnderAmpStoresFrozenWeightsIn16Bit) {
   EXPECT_EQ(adapters, 2 * ((4 * 64 + 64 * 4) + (4 * 64 + 32 * 4)));
   EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kWeights)],
             2 * frozen + 4 * adapters);
-  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)], 8 * adapters);
+  // Two fp32 moments per adapter value, and torch.optim's 4-byte step tensor for each of
+  // the 8 adapter matrices.
+  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)],
+            8 * adapters + 8 * 4);
 }
 
 }  // namespace

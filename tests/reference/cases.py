@@ -1,0 +1,132 @@
+"""The reference configurations: real transformers + PEFT training runs that
+`headroom plan` must predict. Each family runs from its published config.json
+(configs/), at full size or shrunk by overrides."""
+
+import dataclasses
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    config: str                 # file in configs/
+    overrides: dict = dataclasses.field(default_factory=dict)  # config.json fields replaced
+    task: str = "causal-lm"     # causal-lm | seq-cls
+    precision: str = "fp32"     # fp32 | amp-bf16 | bf16
+    mode: str = "full"          # full | lora
+    lora_rank: int = 8
+    lora_targets: tuple = ("q_proj", "v_proj")
+    base_dtype: str = "bf16"    # LoRA: the dtype the frozen base is loaded in (amp-bf16)
+    checkpoint: str = "none"    # none | all
+    optimizer: str = "adamw"    # adamw | sgd
+    optimizer_impl: str = "for-loop"  # for-loop | foreach | fused (AdamW)
+    attention: str = "sdpa"     # eager | sdpa
+    micro_batch: int = 1
+    grad_accum: int = 1
+    seq_len: int = 64
+    steps: int = 2
+    slow: bool = False          # real-size model: seconds to minutes on 2 cores
+
+    def hf_config(self):
+        with open(os.path.join(HERE, "configs", self.config)) as f:
+            cfg = json.load(f)
+        cfg.update(self.overrides)
+        if self.task == "seq-cls":
+            cfg.setdefault("num_labels", 2)
+        return cfg
+
+    def plan_flags(self):
+        flags = ["--device", "cpu", "--seq-len", str(self.seq_len),
+                 "--micro-batch", str(self.micro_batch), "--grad-accum", str(self.grad_accum),
+                 "--precision", self.precision, "--optimizer", self.optimizer,
+                 "--checkpoint", self.checkpoint, "--attention", self.attention,
+                 "--stack", "pytorch"]
+        if self.optimizer == "adamw":
+            flags += ["--optimizer-impl", self.optimizer_impl]
+        if self.mode == "lora":
+            flags += ["--lora-rank", str(self.lora_rank),
+                      "--lora-targets", ",".join(self.lora_targets)]
+            if self.precision == "amp-bf16":
+                flags += ["--base-dtype", self.base_dtype]
+        return flags
+
+
+TINY_GPT2 = {"n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 512, "n_positions": 256}
+TINY_LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 176,
+              "vocab_size": 512, "tie_word_embeddings": False}
+TINY_QWEN2 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 2, "intermediate_size": 160, "vocab_size": 512,
+              "max_window_layers": 2}
+TINY_BERT = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+             "intermediate_size": 256, "vocab_size": 512}
+
+GPT2_QKV = ("c_attn",)
+LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
+BERT_QV = ("query", "value")
+
+CASES = [
+    # Real sizes.
+    Case("gpt2 fp32 adamw eager mb2 s256", "gpt2.json", attention="eager", micro_batch=2,
+         seq_len=256, slow=True),
+    Case("gpt2 fp32 sgd ckpt-all eager mb2 s256", "gpt2.json", optimizer="sgd",
+         checkpoint="all", attention="eager", micro_batch=2, seq_len=256, slow=True),
+    Case("bert-base seq-cls fp32 sgd eager mb4 s128", "bert-base-uncased.json", task="seq-cls",
+         optimizer="sgd", attention="eager", micro_batch=4, seq_len=128, slow=True),
+    Case("qwen2.5-0.5b lora r16 q,v fp32 sdpa s128", "qwen2.5-0.5b.json", mode="lora",
+         lora_rank=16, seq_len=128, slow=True),
+    # GPT-2 family, tiny.
+    Case("tiny-gpt2 fp32 adamw-foreach eager mb1 k2", "gpt2.json", TINY_GPT2,
+         optimizer_impl="foreach", attention="eager", grad_accum=2),
+    Case("tiny-gpt2 amp-bf16 adamw eager mb2 k2", "gpt2.json", TINY_GPT2, precision="amp-bf16",
+         attention="eager", micro_batch=2, grad_accum=2),
+    Case("tiny-gpt2 bf16 sgd ckpt-all eager mb4", "gpt2.json", TINY_GPT2, precision="bf16",
+         optimizer="sgd", checkpoint="all", attention="eager", micro_batch=4),
+    Case("tiny-gpt2 fp32 lora adamw ckpt-all eager mb2", "gpt2.json", TINY_GPT2, mode="lora",
+         lora_targets=GPT2_QKV, checkpoint="all", attention="eager", micro_batch=2),
+    Case("tiny-gpt2 amp-bf16 lora sgd eager mb3", "gpt2.json", TINY_GPT2, precision="amp-bf16",
+         mode="lora", lora_targets=GPT2_QKV, optimizer="sgd", attention="eager", micro_batch=3),
+    Case("tiny-gpt2 fp32 adamw-fused eager mb2", "gpt2.json", TINY_GPT2, optimizer_impl="fused",
+         attention="eager", micro_batch=2),
+    # Llama family (Llama-3.2 config: GQA, llama3 rope scaling), tiny.
+    Case("tiny-llama fp32 adamw sdpa mb2 k2", "llama-3.2-1b.json", TINY_LLAMA, micro_batch=2,
+         grad_accum=2),
+    Case("tiny-llama fp32 adamw-foreach eager mb1", "llama-3.2-1b.json", TINY_LLAMA,
+         optimizer_impl="foreach", attention="eager"),
+    Case("tiny-llama amp-bf16 adamw ckpt-all mb2", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="amp-bf16", checkpoint="all", micro_batch=2),
+    Case("tiny-llama bf16 adamw sdpa mb4", "llama-3.2-1b.json", TINY_LLAMA, precision="bf16",
+         micro_batch=4),
+    Case("tiny-llama amp-bf16 lora qkvo bf16-base mb2 k2", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, micro_batch=2,
+         grad_accum=2),
+    Case("tiny-llama amp-bf16 lora fp32-base mb2", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="amp-bf16", mode="lora", base_dtype="fp32", micro_batch=2),
+    Case("tiny-llama fp32 lora sgd ckpt-all eager mb3", "llama-3.2-1b.json", TINY_LLAMA,
+         mode="lora", optimizer="sgd", checkpoint="all", attention="eager", micro_batch=3),
+    # Qwen2 family (tied embeddings, qkv bias), tiny.
+    Case("tiny-qwen2 fp32 adamw sdpa mb2", "qwen2.5-0.5b.json", TINY_QWEN2, micro_batch=2),
+    Case("tiny-qwen2 amp-bf16 sgd eager mb1 k2", "qwen2.5-0.5b.json", TINY_QWEN2,
+         precision="amp-bf16", optimizer="sgd", attention="eager", grad_accum=2),
+    Case("tiny-qwen2 bf16 lora adamw ckpt-all mb2", "qwen2.5-0.5b.json", TINY_QWEN2,
+         precision="bf16", mode="lora", checkpoint="all", micro_batch=2),
+    Case("tiny-qwen2 fp32 lora adamw-foreach sdpa mb4", "qwen2.5-0.5b.json", TINY_QWEN2,
+         mode="lora", optimizer_impl="foreach", micro_batch=4),
+    # BERT sequence classification, tiny.
+    Case("tiny-bert fp32 adamw eager mb2", "bert-base-uncased.json", TINY_BERT, task="seq-cls",
+         attention="eager", micro_batch=2),
+    Case("tiny-bert fp32 adamw-foreach eager mb4 k2", "bert-base-uncased.json", TINY_BERT,
+         task="seq-cls", optimizer_impl="foreach", attention="eager", micro_batch=4,
+         grad_accum=2),
+    Case("tiny-bert amp-bf16 sgd ckpt-all eager mb2", "bert-base-uncased.json", TINY_BERT,
+         task="seq-cls", precision="amp-bf16", optimizer="sgd", checkpoint="all",
+         attention="eager", micro_batch=2),
+    Case("tiny-bert bf16 lora adamw eager mb1", "bert-base-uncased.json", TINY_BERT,
+         task="seq-cls", precision="bf16", mode="lora", lora_targets=BERT_QV, attention="eager"),
+    Case("tiny-bert amp-bf16 lora eager mb4", "bert-base-uncased.json", TINY_BERT,
+         task="seq-cls", precision="amp-bf16", mode="lora", lora_targets=BERT_QV,
+         attention="eager", micro_batch=4),
+]

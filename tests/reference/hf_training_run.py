@@ -1,0 +1,89 @@
+"""One reference run: a training loop written the way a transformers + PEFT user writes
+it, measured with PeakMeter. Prints one JSON line: measured peak bytes and its phase.
+
+    python3 hf_training_run.py '{"config": "configs/gpt2.json", "precision": "fp32", ...}'
+
+The keys are those of cases.Case (see there); this script is run in a fresh process
+per case so that nothing from an earlier case is live or cached.
+"""
+
+import json
+import sys
+
+import torch
+
+from peak_meter import PeakMeter
+
+
+def build_model(case, hf_config):
+    import transformers
+
+    auto = (transformers.AutoModelForSequenceClassification if case["task"] == "seq-cls"
+            else transformers.AutoModelForCausalLM)
+    dtype = torch.float32
+    if case["precision"] == "bf16":
+        dtype = torch.bfloat16
+    elif case["mode"] == "lora" and case["precision"] == "amp-bf16":
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[case["base_dtype"]]
+    model = auto.from_config(hf_config, attn_implementation=case["attention"], dtype=dtype)
+    model.train()
+    if case["checkpoint"] == "all":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if case["mode"] == "lora":
+        import peft
+
+        task = peft.TaskType.SEQ_CLS if case["task"] == "seq-cls" else peft.TaskType.CAUSAL_LM
+        lora = peft.LoraConfig(r=case["lora_rank"], lora_alpha=2 * case["lora_rank"],
+                               lora_dropout=0.0, target_modules=case["lora_targets"],
+                               task_type=task)
+        model = peft.get_peft_model(model, lora)
+    return model
+
+
+def build_optimizer(case, params):
+    if case["optimizer"] == "sgd":
+        return torch.optim.SGD(params, lr=1e-3)
+    impl = case["optimizer_impl"]
+    return torch.optim.AdamW(params, lr=1e-4, foreach=impl == "foreach", fused=impl == "fused")
+
+
+def main():
+    case = json.loads(sys.argv[1])
+    torch.manual_seed(0)
+    torch.set_num_threads(int(case.get("threads", 1)))
+    import transformers
+
+    hf_config = transformers.AutoConfig.from_pretrained(case["config_dir"])
+    model = build_model(case, hf_config)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = build_optimizer(case, params)
+    b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
+    vocab = hf_config.vocab_size
+    gen = torch.Generator().manual_seed(1)
+    autocast = case["precision"] == "amp-bf16"
+
+    meter = PeakMeter()
+    with meter:
+        for _ in range(case["steps"]):
+            for _ in range(accum):
+                with meter.phase("forward"):
+                    ids = torch.randint(0, vocab, (b, s), generator=gen)
+                    if case["task"] == "seq-cls":
+                        labels = torch.randint(0, hf_config.num_labels, (b,), generator=gen)
+                    else:
+                        labels = ids
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                        loss = model(input_ids=ids, labels=labels).loss / accum
+                with meter.phase("backward"):
+                    loss.backward()
+                del loss, ids, labels
+            with meter.phase("optimizer step"):
+                optimizer.step()
+            with meter.phase("zero_grad"):
+                optimizer.zero_grad(set_to_none=True)
+    print(json.dumps({"measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
+                      "live_before_bytes": meter.live_before_bytes}))
+
+
+if __name__ == "__main__":
+    main()
