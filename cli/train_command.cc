@@ -114,7 +114,9 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
               static_cast<long>(config.micro_batch), static_cast<long>(config.grad_accum_steps),
               static_cast<long>(config.seq_len), std::string(PrecisionName(config.precision)).c_str(),
               data ? data->description().c_str() : "synthetic");
-  std::printf("  predicted peak %s allocated\n",
+  std::printf("  predicted peak %s allocated (for headroom's runtime: LibTorch's per-parameter "
+              "optimizer, a 1-byte dropout mask where ATen's CPU dropout keeps the activation "
+              "dtype; `plan --stack pytorch` predicts a transformers loop)\n",
               FormatBytes(trainer.predicted_peak_allocated_bytes()).c_str());
   std::fflush(stdout);
 

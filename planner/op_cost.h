@@ -47,6 +47,9 @@ struct BackwardCost {
   std::vector<GradFlow> input_grads;  // per input, activations and parameters alike
   int64_t workspace_bytes = 0;        // transient during the op's backward
   bool workspace_per_sample = true;   // false for a dequantized weight
+  // Transient beside the gradients that does not scale with the micro-batch (the fp32
+  // scratch of an emulated bf16 weight-gradient product).
+  int64_t fixed_workspace_bytes = 0;
 };
 
 struct OpFlops {

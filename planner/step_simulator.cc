@@ -77,7 +77,7 @@ struct SimulationTables::Impl {
           ++param_grad_arrivals[op.inputs[i].value];
       }
       backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
-                                cost.workspace_per_sample});
+                                cost.fixed_workspace_bytes, cost.workspace_per_sample});
       input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
     }
     states_before_update = c.stack != Stack::kHeadroom;
@@ -136,6 +136,7 @@ struct SimulationTables::Impl {
   struct OpBackward {
     int32_t grads_begin;  // into input_grads, one per op input
     int64_t workspace_bytes;
+    int64_t fixed_workspace_bytes;
     bool workspace_per_sample;
   };
   std::vector<OpForward> forward_costs[2];  // [grad_mode]
@@ -542,6 +543,8 @@ class StepSimulator {
       if (cost.workspace_bytes > 0) {
         Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));
       }
+      if (cost.fixed_workspace_bytes > 0)
+        Release(Acquire(cost.fixed_workspace_bytes, Category::kTemporaries));
     }
     op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
     for (TensorId out : op.outputs) {

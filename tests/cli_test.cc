@@ -226,3 +226,52 @@ TEST(CliAuto, StatedMicroBatchIsKeptForExports) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// torch.optim's foreach AdamW takes sqrt(exp_avg_sq) of every parameter at once: for a
+// 7B full fine-tune one more fp32 copy of all 6,738,415,616 parameters, which moves the
+// peak to the optimizer step. Fused and per-parameter implementations make no such copy.
+TEST(CliStack, ForeachTemporariesShowAtTheOptimizerStep) {
+  const std::string base =
+      "plan --model llama-2-7b --gpu a100-80gb --precision amp-bf16 --micro-batch 1 --seq-len "
+      "2048 --optimizer-impl ";
+  const auto foreach = RunJson(base + "foreach");
+  EXPECT_EQ(foreach["config"]["optimizer_impl"], "foreach");
+  EXPECT_NE(foreach["peak"]["phase"].get<std::string>().find("optimizer step"), std::string::npos);
+  // 4 bytes per parameter, plus the largest per-parameter transient there is none of.
+  EXPECT_GE(foreach["breakdown"]["temporaries_bytes"].get<int64_t>(), int64_t{4} * 6738415616);
+  for (const char* impl : {"fused", "for-loop"}) {
+    const auto other = RunJson(base + impl);
+    EXPECT_EQ(other["config"]["optimizer_impl"], impl);
+    EXPECT_LT(other["breakdown"]["temporaries_bytes"].get<int64_t>(), int64_t{1} << 30) << impl;
+    EXPECT_LT(other["peak"]["allocated_bytes"].get<int64_t>(),
+              foreach["peak"]["allocated_bytes"].get<int64_t>() - (int64_t{20} << 30));
+  }
+}
+
+// The stack sets the implementation it runs: torch.optim picks foreach on CUDA and a
+// per-parameter loop on the CPU; HF Trainer uses adamw_torch_fused.
+TEST(CliStack, StackDefaultsAreRecorded) {
+  const std::string base = "plan --model tiny-llama --seq-len 64 --micro-batch 1 ";
+  EXPECT_EQ(RunJson(base + "--gpu a100-80gb")["config"]["optimizer_impl"], "foreach");
+  EXPECT_EQ(RunJson(base + "--device cpu")["config"]["optimizer_impl"], "for-loop");
+  EXPECT_EQ(RunJson(base + "--gpu a100-80gb --stack hf-trainer")["config"]["optimizer_impl"],
+            "fused");
+  const auto lora = RunJson(base + "--device cpu --precision amp-bf16 --lora-rank 8 "
+                                   "--base-dtype fp32 --cpu-bf16 emulated");
+  EXPECT_EQ(lora["config"]["base_dtype"], "fp32");
+  EXPECT_EQ(lora["config"]["cpu_bf16"], "emulated");
+  EXPECT_EQ(lora["config"]["stack"], "pytorch");
+  // An fp32 base holds the frozen weights in 4 bytes instead of 2.
+  const auto bf16_base = RunJson(base + "--device cpu --precision amp-bf16 --lora-rank 8 "
+                                        "--cpu-bf16 emulated");
+  EXPECT_GT(lora["breakdown"]["weights_bytes"].get<int64_t>(),
+            bf16_base["breakdown"]["weights_bytes"].get<int64_t>());
+  const CommandResult full = RunCli(base + "--device cpu --base-dtype fp32");
+  EXPECT_EQ(full.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace headroom
