@@ -33,6 +33,7 @@ class FieldReader {
     return root_.contains(key) && root_[key].is_string() ? root_[key].get<std::string>()
                                                          : fallback;
   }
+  const json& root() const { return root_; }
   bool BoolOr(const char* key, bool fallback) const {
     return root_.contains(key) && root_[key].is_boolean() ? root_[key].get<bool>() : fallback;
   }
@@ -63,6 +64,39 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
   spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
   spec.activation = f.StringOr("hidden_act", "silu");
+  // transformers 4.x writes rope_theta and rope_scaling; 5.x may write rope_parameters.
+  const json& root = f.root();
+  const json* rope = root.contains("rope_parameters") && root["rope_parameters"].is_object()
+                         ? &root["rope_parameters"]
+                         : nullptr;
+  spec.rope.theta = rope && rope->contains("rope_theta") && (*rope)["rope_theta"].is_number()
+                        ? (*rope)["rope_theta"].get<double>()
+                        : f.NumberOr("rope_theta", 10000.0);
+  const json* scaling = root.contains("rope_scaling") && root["rope_scaling"].is_object()
+                            ? &root["rope_scaling"]
+                            : rope;
+  if (scaling) {
+    auto text = [&](const char* key) {
+      return scaling->contains(key) && (*scaling)[key].is_string()
+                 ? (*scaling)[key].get<std::string>()
+                 : std::string();
+    };
+    auto number = [&](const char* key, double fallback) {
+      return scaling->contains(key) && (*scaling)[key].is_number() ? (*scaling)[key].get<double>()
+                                                                   : fallback;
+    };
+    const std::string kind = !text("rope_type").empty() ? text("rope_type") : text("type");
+    if (kind == "llama3") {
+      spec.rope.llama3_factor = number("factor", 8.0);
+      spec.rope.low_freq_factor = number("low_freq_factor", 1.0);
+      spec.rope.high_freq_factor = number("high_freq_factor", 4.0);
+      spec.rope.original_max_positions =
+          static_cast<int64_t>(number("original_max_position_embeddings", 8192));
+    } else if (!kind.empty() && kind != "default") {
+      return MakeError(fmt::format("rope_scaling type '{}' is not supported (default, llama3)",
+                                   kind));
+    }
+  }
   spec.qkv_bias = type == "qwen2";
   if (type == "llama" && f.BoolOr("attention_bias", false)) {
     return MakeError(

@@ -90,12 +90,16 @@ TensorId LayerBuilder::Dropout(const std::string& name, TensorId x, double p) {
 TensorId LayerBuilder::LayerNorm(const std::string& name, TensorId x, int64_t width) {
   TensorId w = Param(name + ".weight", {Dim::C(width)});
   TensorId b = Param(name + ".bias", {Dim::C(width)});
-  return Op(OpKind::kLayerNorm, name, {x, w, b}, graph_.tensor(x).shape);
+  return graph_.AddOp(
+      {.kind = OpKind::kLayerNorm, .name = name, .inputs = {x, w, b}, .eps = spec_.norm_eps},
+      {{.name = name, .shape = graph_.tensor(x).shape}})[0];
 }
 
 TensorId LayerBuilder::RmsNorm(const std::string& name, TensorId x, int64_t width) {
   TensorId w = Param(name + ".weight", {Dim::C(width)});
-  return Op(OpKind::kRmsNorm, name, {x, w}, graph_.tensor(x).shape);
+  return graph_.AddOp(
+      {.kind = OpKind::kRmsNorm, .name = name, .inputs = {x, w}, .eps = spec_.norm_eps},
+      {{.name = name, .shape = graph_.tensor(x).shape}})[0];
 }
 
 TensorId LayerBuilder::Unary(OpKind kind, const std::string& name, TensorId x) {

@@ -16,7 +16,8 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));
   // HF computes cos/sin once per forward in the hidden states' dtype.
-  auto tables = g.AddOp({.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}},
+  auto tables = g.AddOp(
+      {.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}, .rope = spec.rope},
                         {{.name = "rope.cos", .shape = {Dim::B(), Dim::S(), Dim::C(d)}},
                          {.name = "rope.sin", .shape = {Dim::B(), Dim::S(), Dim::C(d)}}});
   TensorId mask = layers.CausalMaskIfEager(x);

@@ -84,6 +84,15 @@ Result<ModelSpec> Validate(ModelSpec spec) {
     if (auto e = positive(spec.type_vocab_size, "type_vocab_size")) return *e;
     if (auto e = positive(spec.num_labels, "num_labels")) return *e;
   }
+  if (!(spec.rope.theta > 0) || spec.rope.llama3_factor < 0 ||
+      (spec.rope.llama3_factor > 0 &&
+       (!(spec.rope.high_freq_factor > spec.rope.low_freq_factor) ||
+        spec.rope.low_freq_factor <= 0 || spec.rope.original_max_positions <= 0))) {
+    return MakeError(fmt::format(
+        "model '{}': rope parameters must be positive (theta, factor, original_max_positions) "
+        "with high_freq_factor > low_freq_factor",
+        spec.name));
+  }
   if (spec.norm_eps <= 0)
     return MakeError(fmt::format("model '{}': norm_eps must be positive", spec.name));
   return spec;
@@ -128,6 +137,8 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  "type_vocab_size",
                                  "num_labels",
                                  "activation",
+                                 "rope_theta",
+                                 "rope_scaling",
                                  "source"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
@@ -164,6 +175,18 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
     if (root["hidden_dropout"]) spec.hidden_dropout = root["hidden_dropout"].as<double>();
     if (root["attention_dropout"]) spec.attention_dropout = root["attention_dropout"].as<double>();
     if (root["activation"]) spec.activation = root["activation"].as<std::string>();
+    if (root["rope_theta"]) spec.rope.theta = root["rope_theta"].as<double>();
+    if (const YAML::Node scaling = root["rope_scaling"]) {
+      if (!scaling.IsMap() || !scaling["type"] || scaling["type"].as<std::string>() != "llama3")
+        return MakeError(fmt::format("{}: rope_scaling must be a map with type: llama3", origin));
+      spec.rope.llama3_factor = scaling["factor"] ? scaling["factor"].as<double>() : 8.0;
+      if (scaling["low_freq_factor"])
+        spec.rope.low_freq_factor = scaling["low_freq_factor"].as<double>();
+      if (scaling["high_freq_factor"])
+        spec.rope.high_freq_factor = scaling["high_freq_factor"].as<double>();
+      if (scaling["original_max_positions"])
+        spec.rope.original_max_positions = scaling["original_max_positions"].as<int64_t>();
+    }
   } catch (const YAML::Exception& e) {
     return MakeError(fmt::format("{}: bad value at line {}: {}", origin, e.mark.line + 1, e.msg));
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "planner/op_graph.h"
 #include "planner/result.h"
 
 namespace headroom {
@@ -36,6 +37,7 @@ struct ModelSpec {
   // Python arithmetic), gelu (erf), gelu_pytorch_tanh (one fused kernel), silu.
   // Empty: the family's default.
   std::string activation;
+  RopeParams rope;  // LLaMA family: rope_theta and rope_scaling
 
   bool operator==(const ModelSpec&) const = default;
   int64_t kv_dim() const { return num_kv_heads * head_dim; }

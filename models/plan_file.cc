@@ -23,6 +23,20 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
   out << YAML::Key << "tie_embeddings" << YAML::Value << m.tie_embeddings;
   out << YAML::Key << "qkv_bias" << YAML::Value << m.qkv_bias;
   out << YAML::Key << "norm_eps" << YAML::Value << m.norm_eps;
+  out << YAML::Key << "activation" << YAML::Value << m.activation;
+  if (m.family == ModelFamily::kLlama) {
+    out << YAML::Key << "rope_theta" << YAML::Value << m.rope.theta;
+    if (m.rope.llama3_factor > 0) {
+      out << YAML::Key << "rope_scaling" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "type" << YAML::Value << "llama3";
+      out << YAML::Key << "factor" << YAML::Value << m.rope.llama3_factor;
+      out << YAML::Key << "low_freq_factor" << YAML::Value << m.rope.low_freq_factor;
+      out << YAML::Key << "high_freq_factor" << YAML::Value << m.rope.high_freq_factor;
+      out << YAML::Key << "original_max_positions" << YAML::Value
+          << m.rope.original_max_positions;
+      out << YAML::EndMap;
+    }
+  }
   out << YAML::Key << "hidden_dropout" << YAML::Value << m.hidden_dropout;
   out << YAML::Key << "attention_dropout" << YAML::Value << m.attention_dropout;
   if (m.family == ModelFamily::kBert) {

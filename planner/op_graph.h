@@ -71,6 +71,17 @@ enum class OpKind {
 
 const char* OpKindName(OpKind kind);
 
+// Rotary position embedding: the base, and Llama 3.1's frequency scaling ("llama3" in
+// transformers' rope_scaling) when `llama3_factor` > 0.
+struct RopeParams {
+  double theta = 10000.0;
+  double llama3_factor = 0.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_positions = 8192;
+  bool operator==(const RopeParams&) const = default;
+};
+
 struct ParamOptions {
   bool trainable = true;      // receives a gradient and optimizer states
   bool quantized = false;     // stored as 4-bit NF4 (QLoRA base linear weights)
@@ -97,6 +108,8 @@ struct OpNode {
   double dropout_p = 0.0;  // kDropout
   bool causal = false;     // kSdpa
   double scalar = 1.0;     // kScale: the factor; kAddScalar: the addend
+  double eps = 0.0;        // kLayerNorm, kRmsNorm
+  RopeParams rope;         // kRopeTables
 };
 
 // A transformer block: the checkpointable segment [first_op, last_op] whose only

@@ -15,7 +15,23 @@ namespace headroom {
 namespace {
 
 constexpr int kKeep = INT_MAX / 2;  // uses of tensors a frame must not release
-constexpr double kRopeTheta = 10000.0;
+// transformers' rotary frequencies: 1 / theta^(2i/d), with Llama 3.1's scaling
+// (_compute_llama3_parameters): long wavelengths divided by the factor, short ones kept,
+// and a smooth blend between them.
+at::Tensor RopeInverseFrequencies(const RopeParams& rope, int64_t d, at::TensorOptions f32) {
+  at::Tensor inv_freq = 1.0 / at::pow(rope.theta, at::arange(0, d, 2, f32) / d);
+  if (rope.llama3_factor <= 0) return inv_freq;
+  const double old_len = static_cast<double>(rope.original_max_positions);
+  const double low_wavelen = old_len / rope.low_freq_factor;
+  const double high_wavelen = old_len / rope.high_freq_factor;
+  const at::Tensor wavelen = 2.0 * M_PI / inv_freq;
+  at::Tensor scaled = at::where(wavelen > low_wavelen, inv_freq / rope.llama3_factor, inv_freq);
+  const at::Tensor smooth =
+      (old_len / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * scaled / rope.llama3_factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
 
 bool IsParam(const OpGraph& g, TensorId t) { return g.tensor(t).role == TensorRole::kParameter; }
 
@@ -141,12 +157,12 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       out = {at::linear(x, in[1], in.size() > 2 ? std::optional<at::Tensor>(in[2]) : std::nullopt)};
       break;
     case OpKind::kLayerNorm:
-      out = {at::layer_norm(x, {x.size(-1)}, in[1], in[2], spec_.norm_eps)};
+      out = {at::layer_norm(x, {x.size(-1)}, in[1], in[2], op.eps)};
       break;
     case OpKind::kRmsNorm: {
       // Hugging Face's LlamaRMSNorm, op for op.
       const at::Tensor x32 = x.to(at::kFloat);
-      const at::Tensor rstd = at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + spec_.norm_eps);
+      const at::Tensor rstd = at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + op.eps);
       out = {in[1] * (x32 * rstd).to(x.scalar_type())};
       break;
     }
@@ -187,7 +203,7 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       at::NoGradGuard no_grad;
       const int64_t d = spec_.head_dim;
       const auto f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
-      const at::Tensor inv_freq = 1.0 / at::pow(kRopeTheta, at::arange(0, d, 2, f32) / d);
+      const at::Tensor inv_freq = RopeInverseFrequencies(op.rope, d, f32);
       const at::Tensor freqs = at::outer(at::arange(config_.seq_len, f32), inv_freq);
       const at::Tensor emb = at::cat({freqs, freqs}, -1);
       const std::vector<int64_t> bsd = {config_.micro_batch, config_.seq_len, d};

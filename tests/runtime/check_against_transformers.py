@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """headroom's trained weights and LoRA adapters, loaded by the Hugging Face stack itself.
 
-For GPT-2, Llama and BERT configs (dropout off, fp32), `headroom train` trains and saves:
+For GPT-2, Llama (Llama-2 and Llama-3.1-style rotary positions), Qwen2 and BERT configs
+(dropout off, fp32), `headroom train` trains and saves:
   1. full weights: transformers loads model.safetensors and its loss on a batch must equal
      the loss headroom computes for those weights on that batch;
   2. a LoRA adapter on those weights: PEFT loads adapter_model.safetensors +
@@ -39,6 +40,24 @@ CONFIGS = {
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
         "rope_theta": 10000.0, "architectures": ["LlamaForCausalLM"],
+    },
+    # Llama 3.1/3.2 rotary positions: base 500000 with the llama3 frequency scaling.
+    "llama3": {
+        "model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+        "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+        "architectures": ["LlamaForCausalLM"],
+    },
+    # Qwen2.5: base 1e6, q/k/v biases, tied embeddings.
+    "qwen2": {
+        "model_type": "qwen2", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+        "rope_theta": 1000000.0, "use_sliding_window": False,
+        "architectures": ["Qwen2ForCausalLM"],
     },
     "bert": {
         "model_type": "bert", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
