@@ -13,7 +13,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
   return {.attention = config.attention,
           .fine_tune = config.fine_tune,
           .kv_cache = KeepsKvCache(config),
-          .sdpa_gqa = python};
+          .sdpa_gqa = python,
+          .copy_head_views = python && config.micro_batch > 1};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -172,13 +173,31 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
                             .causal = causal},
                            {{.name = prefix + ".sdpa", .shape = HeadsShape(heads, d)}})[0];
   } else {
+    auto matmul_operand = [&](TensorId t, const char* name) {
+      if (!options_.copy_head_views || !graph_.tensor(t).alias_of) return t;
+      return Op(OpKind::kContiguous, prefix + name, {t}, graph_.tensor(t).shape);
+    };
+    q = matmul_operand(q, ".q_copy");
+    k = matmul_operand(k, ".k_copy");
     std::vector<TensorId> score_inputs = {q, k};
     if (mask.valid()) score_inputs.push_back(mask);
     const SymShape scores_shape{Dim::B(), Dim::C(heads), Dim::S(), Dim::S()};
     TensorId scores =
         Op(OpKind::kAttnScores, prefix + ".scores", std::move(score_inputs), scores_shape);
-    TensorId probs = Op(OpKind::kSoftmax, prefix + ".softmax", {scores}, scores_shape);
+    // LLaMA-family code takes softmax in fp32 and casts to the query's dtype; GPT-2 casts
+    // to the value's dtype; BERT keeps the scores' dtype.
+    const bool llama = spec_.family == ModelFamily::kLlama;
+    TensorId probs = graph_.AddOp({.kind = OpKind::kSoftmax,
+                                   .name = prefix + ".softmax",
+                                   .inputs = {scores},
+                                   .upcast = llama},
+                                  {{.name = prefix + ".softmax", .shape = scores_shape}})[0];
+    if (spec_.family != ModelFamily::kBert) {
+      probs = Op(OpKind::kCastLike, prefix + ".softmax_cast", {probs, llama ? q : v},
+                 scores_shape);
+    }
     probs = Dropout(prefix + ".attn_dropout", probs, spec_.attention_dropout);
+    v = matmul_operand(v, ".v_copy");
     context = Op(OpKind::kAttnContext, prefix + ".context", {probs, v}, HeadsShape(heads, d));
   }
   return Op(OpKind::kMergeHeads, prefix + ".merge_heads", {context}, TokenShape(heads * d));

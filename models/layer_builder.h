@@ -22,6 +22,11 @@ struct GraphOptions {
   // SDPA reads grouped K/V itself (enable_gqa, transformers >= 4.5x without a mask)
   // instead of after repeat_kv copies.
   bool sdpa_gqa = false;
+  // Eager attention's matmul reshapes [b, heads, s, d] views of a projection into
+  // [b * heads, s, d]: a copy when b > 1 (the copy is what autograd saves, and the
+  // projection output is no longer held). Set from the micro-batch for the Python
+  // stacks; headroom's runtime is validated without it.
+  bool copy_head_views = false;
 };
 
 // The graph options a training config implies for its stack.

@@ -133,6 +133,11 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kSoftmax:
     case OpKind::kLogSoftmax:
       cost.saves_output = record;
+      if (op.kind == OpKind::kSoftmax && op.upcast && states[v.in(0)].dtype != DType::kF32 &&
+          !states.target().cuda_autocast) {
+        cost.internals.push_back({"softmax fp32 input", StorageBytes(DType::kF32, v.in_numel(0)),
+                                  Lifetime::kTransient});
+      }
       break;
     case OpKind::kDropout: {
       // The mask is saved by the multiply that applies it.
@@ -151,6 +156,9 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
       break;
     case OpKind::kCastF32:
       cost.output_aliases_input = states[v.in(0)].dtype == DType::kF32;
+      break;
+    case OpKind::kCastLike:
+      cost.output_aliases_input = states[v.in(0)].dtype == states[v.in(1)].dtype;
       break;
     case OpKind::kAttnScores:
       // matmul(q, k^T) * scaling [+ mask]: out of place, so the unscaled product is live
@@ -184,6 +192,7 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kAddScalar:
     case OpKind::kScale:
     case OpKind::kKvCacheCopy:
+    case OpKind::kContiguous:
     case OpKind::kRepeatKv:
     case OpKind::kMergeHeads:
     case OpKind::kRopeTables:
@@ -237,7 +246,9 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
       break;
     case OpKind::kAddScalar:
     case OpKind::kKvCacheCopy:
-      // x + c, and cat([empty, x]) whose backward narrows the gradient: no allocation.
+    case OpKind::kContiguous:
+      // x + c, a copy, and cat([empty, x]) whose backward narrows the gradient: the
+      // output's gradient is handed through.
       if (v.grad(0) && states[v.in(0)].dtype == states[op.outputs[0]].dtype)
         cost.input_grads[0] = GradFlow::kPassThrough;
       break;
@@ -254,6 +265,17 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
     case OpKind::kCastF32:
       if (v.grad(0) && states[v.in(0)].dtype == DType::kF32)
         cost.input_grads[0] = GradFlow::kPassThrough;
+      break;
+    case OpKind::kCastLike:
+      cost.input_grads[1] = GradFlow::kNone;
+      if (v.grad(0) && states[v.in(0)].dtype == states[v.in(1)].dtype)
+        cost.input_grads[0] = GradFlow::kPassThrough;
+      break;
+    case OpKind::kSoftmax:
+      // softmax(x, dtype=float32) of a 16-bit x on the CPU converts x first; backward
+      // computes the fp32 gradient, then converts it back.
+      if (op.upcast && states[v.in(0)].dtype != DType::kF32 && !states.target().cuda_autocast)
+        cost.workspace_bytes = f32_in;
       break;
     case OpKind::kEmbedding:
       cost.input_grads[0] = GradFlow::kNone;

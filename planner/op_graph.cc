@@ -31,6 +31,10 @@ const char* OpKindName(OpKind kind) {
       return "silu";
     case OpKind::kTanh:
       return "tanh";
+    case OpKind::kContiguous:
+      return "contiguous";
+    case OpKind::kCastLike:
+      return "cast_like";
     case OpKind::kCube:
       return "cube";
     case OpKind::kAddScalar:

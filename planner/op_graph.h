@@ -59,12 +59,14 @@ enum class OpKind {
   kView,         // (x) -> a view of x (reshape, transpose, split, select); no bytes
   kRepeatKv,     // (kv) -> kv repeated to all query heads (a copy)
   kKvCacheCopy,  // (kv) -> DynamicCache's torch.cat([empty, kv]): a copy attention then reads
+  kContiguous,   // (x) -> a contiguous copy of a strided view (matmul's reshape of heads)
   kMergeHeads,   // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
   kAttnScores,   // (q, k[, mask]) -> q @ k^T * scale, masked in place
   kSoftmax,      // (scores) -> probabilities
   kAttnContext,  // (probs, v) -> probs @ v
   kSdpa,         // (q, k, v) -> flash / memory-efficient attention; saves out + logsumexp
   kCastF32,      // (x) -> x.float(); an alias when x is already fp32
+  kCastLike,     // (x, like) -> x.to(like.dtype); an alias when the dtypes agree
   kLogSoftmax,   // (logits fp32) -> log-probabilities
   kNllLoss,      // (log_probs, labels) -> scalar loss
 };
@@ -109,6 +111,7 @@ struct OpNode {
   bool causal = false;     // kSdpa
   double scalar = 1.0;     // kScale: the factor; kAddScalar: the addend
   double eps = 0.0;        // kLayerNorm, kRmsNorm
+  bool upcast = false;     // kSoftmax: softmax(..., dtype=torch.float32)
   RopeParams rope;         // kRopeTables
 };
 

@@ -81,6 +81,7 @@ struct SimulationTables::Impl {
       input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
     }
     states_before_update = c.stack != Stack::kHeadroom;
+    reentrant_checkpoint = c.stack == Stack::kHeadroom;
     for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
       // What the block reads from outside: what its checkpoint function saves.
       const BlockSegment& seg = g.blocks()[b];
@@ -92,6 +93,18 @@ struct SimulationTables::Impl {
         }
       }
       external_inputs.push_back(std::move(outside));
+      // The last op whose forward saves anything: where a non-reentrant recomputation
+      // stops (and what triggers it).
+      int end = seg.first_op.value - 1;
+      for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+        const OpForward& f = forward_costs[1][o];
+        bool saves = f.saves_output;
+        for (size_t i = 0; i < g.op(OpId{o}).inputs.size(); ++i) saves |= saves_input[f.saves_begin + i] != 0;
+        for (int k = f.internals_begin; k < f.internals_end; ++k)
+          saves |= internals[k].lifetime == InternalBuffer::Lifetime::kSaved;
+        if (saves) end = o;
+      }
+      recompute_end.push_back(end);
     }
   }
 
@@ -124,6 +137,12 @@ struct SimulationTables::Impl {
   std::vector<int> first_input;
   std::vector<int64_t> cast_bytes;
   std::vector<std::vector<TensorId>> external_inputs;  // per block
+  // LibTorch-style (headroom's runtime): the checkpoint re-runs the whole block and holds
+  // its output and output gradient until the block's backward returns. torch.utils.
+  // checkpoint(use_reentrant=False) (transformers' default): recomputes up to the last op
+  // that saves a tensor (early stop), keeps only what is saved, and holds nothing else.
+  bool reentrant_checkpoint = true;
+  std::vector<int> recompute_end;  // per block: the last op a recomputation runs
   // Per op, ForwardCost and BackwardCost with their lists in shared arrays: a few
   // thousand small vectors would each be allocated and freed per set of tables.
   struct OpForward {
@@ -394,11 +413,17 @@ class StepSimulator {
     // In a full forward every consumer counts (and the loss stays until backward starts);
     // in a recomputation only the block's own consumers run again.
     if (recompute_block < 0) return forward_uses_[t.value];
+    const int end = RecomputeEnd(recompute_block);
     int uses = 0;
     for (OpId c : graph_.Consumers(t)) {
-      if (block_of_op_[c.value] == recompute_block) ++uses;
+      if (block_of_op_[c.value] == recompute_block && c.value <= end) ++uses;
     }
     return uses;
+  }
+
+  int RecomputeEnd(int block) const {
+    return tables_.reentrant_checkpoint ? graph_.blocks()[block].last_op.value
+                                        : tables_.recompute_end[block];
   }
 
   void RunOpForward(OpId op_id, bool grad_mode, int recompute_block) {
@@ -464,7 +489,8 @@ class StepSimulator {
         buffer = Acquire(Bytes(out), Category::kActivations, PerSample(out));
       }
       int uses = UsesOf(out, recompute_block);
-      if (recompute && out == graph_.blocks()[recompute_block].output)
+      if (recompute && tables_.reentrant_checkpoint &&
+          out == graph_.blocks()[recompute_block].output)
         ++uses;  // held by the checkpoint backward
       if (cost.saves_output) {
         Retain(buffer);
@@ -492,7 +518,8 @@ class StepSimulator {
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
-      if (ckpt && graph_.blocks()[block].last_op.value == o) {
+      const bool reentrant = tables_.reentrant_checkpoint;
+      if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
         const int64_t output_grad = grad_of_[graph_.blocks()[block].output.value];
@@ -500,12 +527,12 @@ class StepSimulator {
           Retain(output_grad);
           block_holds_.Add(block, output_grad);
         }
-        Recompute(block);
       }
+      if (ckpt && RecomputeEnd(block) == o) Recompute(block);
       RunOpBackward(OpId{o});
       if (ckpt && graph_.blocks()[block].first_op.value == o) {
         block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
-        UseDone(graph_.blocks()[block].output);
+        if (reentrant) UseDone(graph_.blocks()[block].output);
       }
     }
     for (int i = 0; i < graph_.num_tensors(); ++i) {
@@ -518,7 +545,7 @@ class StepSimulator {
 
   void Recompute(int block) {
     const BlockSegment& seg = graph_.blocks()[block];
-    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+    for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
     }
     ExitAutocast(block);

@@ -8,9 +8,9 @@ bool LowersUnderAutocast(OpKind k) {
          k == OpKind::kSdpa;
 }
 
-bool Fp32UnderAutocast(OpKind k) {
-  return k == OpKind::kLayerNorm || k == OpKind::kSoftmax || k == OpKind::kLogSoftmax ||
-         k == OpKind::kNllLoss;
+bool Fp32UnderAutocast(OpKind k, bool cuda) {
+  if (k == OpKind::kLogSoftmax || k == OpKind::kNllLoss) return true;
+  return cuda && (k == OpKind::kLayerNorm || k == OpKind::kSoftmax || k == OpKind::kCube);
 }
 
 }  // namespace
@@ -25,6 +25,7 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   if (config.fine_tune.mode != FineTuneMode::kFull) target.frozen_dtype = FrozenWeightDType(config);
   target.dropout_bool_mask = config.kernels.cuda || config.stack == Stack::kHeadroom;
   if (!config.kernels.cuda) target.cpu_bf16_matmul = config.kernels.cpu_bf16;
+  target.cuda_autocast = config.kernels.cuda;
   return target;
 }
 
@@ -73,9 +74,15 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     case OpKind::kAttnContext:
     case OpKind::kSdpa:
       return regime_.autocast ? regime_.compute_dtype : PromoteTypes(in(0), in(1));
-    case OpKind::kLayerNorm:
     case OpKind::kSoftmax:
-      return regime_.autocast ? DType::kF32 : in(0);
+      if (op.upcast) return DType::kF32;
+      [[fallthrough]];
+    case OpKind::kLayerNorm:
+    case OpKind::kCube:
+      return regime_.autocast && Fp32UnderAutocast(op.kind, target_.cuda_autocast) ? DType::kF32
+                                                                                  : in(0);
+    case OpKind::kCastLike:
+      return in(1);
     case OpKind::kRmsNorm:
       return PromoteTypes(in(0), in(1));
     case OpKind::kAdd:
@@ -95,7 +102,7 @@ DType TensorStates::UsedDType(const OpNode& op, size_t index) const {
   if (!regime_.autocast || !IsFloatingPoint(d)) return d;
   if (op.kind == OpKind::kAttnScores && index == 2) return d;  // the mask: added, not multiplied
   if (LowersUnderAutocast(op.kind)) return regime_.compute_dtype;
-  if (Fp32UnderAutocast(op.kind)) return DType::kF32;
+  if (Fp32UnderAutocast(op.kind, target_.cuda_autocast)) return DType::kF32;
   return d;
 }
 

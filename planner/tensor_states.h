@@ -24,6 +24,9 @@ struct CostTarget {
   bool dropout_bool_mask = true;
   // A bf16 matrix multiply on the CPU: the scratch of oneDNN's kernel (none on CUDA).
   std::optional<CpuBf16> cpu_bf16_matmul;
+  // CUDA's autocast runs layer_norm and softmax in fp32; the CPU's runs them in the
+  // input's dtype (its fp32 list has the losses, not these).
+  bool cuda_autocast = true;
 };
 CostTarget CostTargetOf(const TrainingConfig& config);
 

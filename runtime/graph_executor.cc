@@ -262,8 +262,14 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       out = {scores};
       break;
     }
+    case OpKind::kContiguous:
+      out = {x.clone(at::MemoryFormat::Contiguous)};
+      break;
+    case OpKind::kCastLike:
+      out = {x.to(in[1].scalar_type())};
+      break;
     case OpKind::kSoftmax:
-      out = {at::softmax(x, -1)};
+      out = {op.upcast ? at::softmax(x, -1, at::kFloat) : at::softmax(x, -1)};
       break;
     case OpKind::kAttnContext:
       out = {at::matmul(x, in[1])};
