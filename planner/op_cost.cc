@@ -29,6 +29,10 @@ struct OpView {
     return op.kind == OpKind::kLinear && states[in(1)].dtype == DType::kNF4;
   }
   int64_t last_dim(size_t i) const { return graph.tensor(in(i)).shape.dims().back().value; }
+  bool produced_by(size_t i, OpKind kind) const {
+    const OpId p = graph.tensor(in(i)).producer;
+    return p.valid() && graph.op(p).kind == kind;
+  }
   // The CPU kernel a bf16 matrix multiply runs, if this op is one.
   std::optional<CpuBf16> cpu_bf16_matmul() const {
     const bool matmul = op.kind == OpKind::kLinear || op.kind == OpKind::kAttnScores ||
@@ -194,8 +198,12 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
     case OpKind::kKvCacheCopy:
     case OpKind::kContiguous:
     case OpKind::kRepeatKv:
-    case OpKind::kMergeHeads:
     case OpKind::kRopeTables:
+      break;
+    case OpKind::kMergeHeads:
+      // SDPA's flash kernels return [b, heads, s, d] as a transpose of a [b, s, heads, d]
+      // buffer, so transpose(1, 2).contiguous() is a view; eager's bmm output is copied.
+      cost.output_aliases_input = v.produced_by(0, OpKind::kSdpa);
       break;
   }
   AddAutocastCasts(v, cost);
@@ -300,7 +308,13 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
       cost.workspace_bytes = 2 * states.Bytes(graph, v.in(0), env);
       break;
     case OpKind::kSdpa:
-      cost.workspace_bytes = f32_in;  // fp32 dq accumulator of the flash backward
+      // The flash backward's fp32 scratch: the size of q on CUDA; of k on the CPU
+      // (measured; the same unless K/V are grouped).
+      cost.workspace_bytes =
+          states.target().cuda_autocast ? f32_in : StorageBytes(DType::kF32, v.in_numel(1));
+      break;
+    case OpKind::kMergeHeads:
+      if (v.grad(0) && v.produced_by(0, OpKind::kSdpa)) cost.input_grads[0] = GradFlow::kPassThrough;
       break;
     default:
       break;
