@@ -14,7 +14,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .fine_tune = config.fine_tune,
           .kv_cache = KeepsKvCache(config),
           .sdpa_gqa = python,
-          .copy_head_views = python && config.micro_batch > 1};
+          .copy_head_views = python && config.micro_batch > 1,
+          .peft_casts = python};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -64,13 +65,16 @@ TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, 
   const ParamOptions adapter{.trainable = true, .lora_adapter = true};
   TensorId a = graph_.AddParameter(name + ".lora_A.weight", {Dim::C(r), Dim::C(in)}, adapter);
   TensorId b = graph_.AddParameter(name + ".lora_B.weight", {Dim::C(out), Dim::C(r)}, adapter);
+  if (options_.peft_casts) x = Op(OpKind::kCastLike, name + ".lora_input_cast", {x, a}, graph_.tensor(x).shape);
   TensorId dropped = Dropout(name + ".lora_dropout", x, options_.fine_tune.lora_dropout);
   const SymShape rank_shape = per_sequence ? SymShape{Dim::B(), Dim::C(r)} : TokenShape(r);
   TensorId ax = Op(OpKind::kLinear, name + ".lora_A", {dropped, a}, rank_shape);
   TensorId bx = Op(OpKind::kLinear, name + ".lora_B", {ax, b}, out_shape);
   TensorId scaled = ScalarOp(OpKind::kScale, name + ".lora_scale", bx,
                              options_.fine_tune.lora_alpha / static_cast<double>(r));
-  return Op(OpKind::kAdd, name + ".lora_add", {y, scaled}, out_shape);
+  TensorId sum = Op(OpKind::kAdd, name + ".lora_add", {y, scaled}, out_shape);
+  if (options_.peft_casts) sum = Op(OpKind::kCastLike, name + ".lora_output_cast", {sum, y}, out_shape);
+  return sum;
 }
 
 TensorId LayerBuilder::LinearWithWeight(const std::string& name, TensorId x, TensorId weight,

@@ -27,6 +27,9 @@ struct GraphOptions {
   // projection output is no longer held). Set from the micro-batch for the Python
   // stacks; headroom's runtime is validated without it.
   bool copy_head_views = false;
+  // PEFT's LoRA layer casts its input to the adapters' dtype and the sum back to the
+  // base layer's (no-ops when the dtypes agree).
+  bool peft_casts = false;
 };
 
 // The graph options a training config implies for its stack.

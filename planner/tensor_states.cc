@@ -26,6 +26,7 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   target.dropout_bool_mask = config.kernels.cuda || config.stack == Stack::kHeadroom;
   if (!config.kernels.cuda) target.cpu_bf16_matmul = config.kernels.cpu_bf16;
   target.cuda_autocast = config.kernels.cuda;
+  target.fp32_adapters = config.stack != Stack::kHeadroom;
   return target;
 }
 
@@ -37,7 +38,8 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     if (t.role == TensorRole::kParameter) {
       states_[i].requires_grad = t.param.trainable;
       states_[i].dtype = t.param.quantized      ? DType::kNF4
-                         : t.param.lora_adapter ? AdapterDType(regime)
+                         : t.param.lora_adapter ? (target.fp32_adapters ? DType::kF32
+                                                                        : AdapterDType(regime))
                          : t.param.trainable    ? regime.param_dtype
                                                 : target.frozen_dtype.value_or(regime.frozen_dtype);
     } else if (t.role == TensorRole::kInput) {

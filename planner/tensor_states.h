@@ -27,6 +27,9 @@ struct CostTarget {
   // CUDA's autocast runs layer_norm and softmax in fp32; the CPU's runs them in the
   // input's dtype (its fp32 list has the losses, not these).
   bool cuda_autocast = true;
+  // PEFT (autocast_adapter_dtype=True) keeps LoRA adapters in fp32 whatever the base's
+  // dtype; headroom's runtime stores them in the regime's.
+  bool fp32_adapters = false;
 };
 CostTarget CostTargetOf(const TrainingConfig& config);
 
