@@ -50,8 +50,7 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--attention", f.attention, "eager | sdpa")->capture_default_str();
   cmd.add_option("--stack", f.stack,
                  "The training code that runs the plan: pytorch (a plain loop) | hf-trainer | "
-                 "headroom (`headroom train`); sets the defaults below")
-      ->capture_default_str()
+                 "headroom (`headroom train`); sets the defaults below (default: pytorch)")
       ->check(CLI::IsMember({"pytorch", "hf-trainer", "headroom"}));
   cmd.add_option("--optimizer-impl", f.optimizer_impl,
                  "for-loop | foreach | fused (default: the stack's; torch.optim uses foreach on "
@@ -134,7 +133,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
     c.fine_tune.lora_targets =
         f.lora_targets.empty() ? DefaultLoraTargets(r.model.family) : f.lora_targets;
   }
-  c.stack = *ParseStack(f.stack);
+  c.stack = *ParseStack(f.stack.empty() ? "pytorch" : f.stack);
   if (!f.optimizer_impl.empty()) c.optimizer_impl = *ParseOptimizerImpl(f.optimizer_impl);
   if (!f.base_dtype.empty()) {
     if (c.fine_tune.mode == FineTuneMode::kFull)

@@ -28,7 +28,7 @@ struct PlanFlags {
   bool qlora = false;
   std::string checkpoint = "none";
   std::string attention = "sdpa";
-  std::string stack = "pytorch";
+  std::string stack;           // empty: pytorch (plan), headroom (train)
   std::string optimizer_impl;  // empty: what the stack picks on the device
   std::string base_dtype;      // empty: the stack's recipe
   std::string cpu_bf16;        // empty: this machine's CPU (with --device cpu)

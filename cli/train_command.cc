@@ -218,6 +218,13 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
 int RunTrainCommand(const TrainFlags& flags) {
   if (flags.plan_file.empty() && flags.plan.model.empty())
     return ReportUsageError("train needs --model (with planner flags) or --plan plan.yaml");
+  // train runs headroom's own runtime: LibTorch's per-parameter optimizers.
+  if (!flags.plan.stack.empty() && flags.plan.stack != "headroom")
+    return ReportUsageError("train runs the headroom stack; --stack " + flags.plan.stack +
+                            " is for `headroom plan`");
+  if (!flags.plan.optimizer_impl.empty() && flags.plan.optimizer_impl != "for-loop")
+    return ReportUsageError("train's optimizers loop over parameters; --optimizer-impl " +
+                            flags.plan.optimizer_impl + " is for `headroom plan`");
   Result<PlanRequest> request =
       flags.plan_file.empty() ? ToPlanRequest(flags.plan) : RequestFromPlanFile(flags.plan_file);
   if (!request) return ReportUsageError(request.error().message);

@@ -4,9 +4,14 @@
 # against predicted peaks (allocated and reserved) from each run report.
 # Results: $OUT/gpu_check/ (or ./gpu_check/ when OUT is unset): build.log, tests.log,
 # one run-*.json per config, and summary.tsv.
+# Then the reference suite (tests/reference) on CUDA: real transformers + PEFT training
+# steps, torch.cuda.max_memory_allocated / max_memory_reserved against `plan --gpu h200
+# --stack pytorch`, in reference.tsv and reference.log.
 # The machine has no package registry: the Debian headers and libraries the build needs
 # (yaml-cpp, fmt, CLI11, nlohmann-json, GoogleTest, Boost.Graph) must come with the
-# working tree under shared/deps (scripts/pack_gpu_deps.sh makes it on a Debian machine).
+# working tree under shared/deps, and transformers, peft and their dependencies as wheels
+# under shared/wheels (scripts/pack_gpu_deps.sh makes both on a Debian machine).
+# On a machine without a GPU every step up to the first CUDA call runs (a dry run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-.}/gpu_check"
@@ -18,7 +23,8 @@ if [ -d "$deps" ]; then
   export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   export CPATH="$deps/usr/include:${CPATH:-}"
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt" ||
+  echo "no nvidia-smi: a dry run on this machine" | tee "$out/gpu.txt"
 # shellcheck disable=SC2086
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADROOM_WITH_TORCH=ON \
          -DHEADROOM_BUILD_BENCHMARKS=OFF $prefix &&
@@ -53,3 +59,21 @@ run bert-base-bf16      --model bert-base --seq-len 512 --micro-batch 16 --preci
 run gpt2-mixed-bf16     --model gpt2 --seq-len 1024 --micro-batch 8 --precision mixed-bf16
 run gpt2-oom-replan     --model gpt2 --seq-len 1024 --micro-batch 32 --memory-limit 12GiB
 column -t -s $'\t' "$out/summary.tsv"
+
+# The reference suite on CUDA. Wheels install one by one into a private folder, so that
+# one built for another Python version does not stop the rest (the machine's own
+# packages are used where they import).
+pydeps="$PWD/build-gpu/pydeps"
+if ! python3 -c "import transformers, peft" 2>/dev/null && [ -d shared/wheels ]; then
+  for w in shared/wheels/*.whl; do
+    python3 -m pip install --quiet --no-index --no-deps --target "$pydeps" "$w" \
+      >>"$out/wheels.log" 2>&1 || echo "wheel not installed: $w" >>"$out/wheels.log"
+  done
+fi
+export PYTHONPATH="$pydeps:${PYTHONPATH:-}"
+printf "config\tpredicted_alloc\tmeasured_alloc\terror_pct\tpredicted_reserved\tmeasured_reserved\n" \
+  >"$out/reference.tsv"
+python3 tests/reference/run_reference_suite.py ./build-gpu/cli/headroom --gpu h200 \
+  --include-gaps --tsv "$out/reference.tsv" >"$out/reference.log" 2>&1
+echo "reference suite on CUDA: exit $? (log: $out/reference.log)"
+column -t -s $'\t' "$out/reference.tsv"

@@ -13,3 +13,31 @@ for pkg in libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 libcli11-dev nlohma
   done
 done
 du -sh "$dest"
+
+# The Python side of the reference suite: transformers and peft at the versions
+# scripts/setup.sh pins, with every dependency of theirs installed here except torch
+# (which the GPU machine has), as wheels for `pip install --no-index`.
+wheels="$PWD/shared/wheels"
+rm -rf "$wheels" && mkdir -p "$wheels"
+python3 - <<'PY' | while read -r req; do
+import importlib.metadata as md, re
+seen, todo = {}, ["transformers", "peft"]
+while todo:
+    name = todo.pop()
+    key = name.lower().replace("_", "-")
+    if key in seen or key == "torch":
+        continue
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        continue
+    seen[key] = dist.version
+    for r in dist.requires or []:
+        if "extra ==" not in r:
+            todo.append(re.split(r"[ ;<>=!~\[(]", r)[0])
+for key, version in sorted(seen.items()):
+    print(f"{key}=={version}")
+PY
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" "$req"
+done
+du -sh "$wheels"

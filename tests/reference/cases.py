@@ -40,8 +40,8 @@ class Case:
             cfg.setdefault("num_labels", 2)
         return cfg
 
-    def plan_flags(self):
-        flags = ["--device", "cpu", "--seq-len", str(self.seq_len),
+    def plan_flags(self, target=("--device", "cpu")):
+        flags = [*target, "--seq-len", str(self.seq_len),
                  "--micro-batch", str(self.micro_batch), "--grad-accum", str(self.grad_accum),
                  "--precision", self.precision, "--optimizer", self.optimizer,
                  "--checkpoint", self.checkpoint, "--attention", self.attention,

@@ -7,8 +7,10 @@ The keys are those of cases.Case (see there); this script is run in a fresh proc
 per case so that nothing from an earlier case is live or cached.
 """
 
+import contextlib
 import json
 import sys
+import time
 
 import torch
 
@@ -47,32 +49,75 @@ def build_optimizer(case, params):
     return torch.optim.AdamW(params, lr=1e-4, foreach=impl == "foreach", fused=impl == "fused")
 
 
-def main():
-    case = json.loads(sys.argv[1])
+class CudaMeter:
+    """CUDA: the caching allocator's own statistics (everything live is counted)."""
+
+    def __init__(self):
+        self.peak_bytes = self.reserved_peak_bytes = self.live_before_bytes = 0
+        self.peak_phase = "not recorded on CUDA"
+
+    def __enter__(self):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        self.live_before_bytes = torch.cuda.memory_allocated()
+        return self
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize()
+        self.peak_bytes = torch.cuda.max_memory_allocated()
+        self.reserved_peak_bytes = torch.cuda.max_memory_reserved()
+        return False
+
+    def phase(self, name):
+        return contextlib.nullcontext()
+
+
+class Stopwatch:
+    """No measurement of memory: the seconds the steps take (for bench/train_vs_hf.py)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __enter__(self):
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self._start
+        return False
+
+    def phase(self, name):
+        return contextlib.nullcontext()
+
+
+def run(case, meter):
+    """Builds the model and optimizer, then trains case["steps"] optimizer steps inside
+    `meter` (a context with phase(name))."""
+    device = case.get("device", "cpu")
     torch.manual_seed(0)
     torch.set_num_threads(int(case.get("threads", 1)))
     import transformers
 
     hf_config = transformers.AutoConfig.from_pretrained(case["config_dir"])
-    model = build_model(case, hf_config)
+    model = build_model(case, hf_config).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(case, params)
     b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
     vocab = hf_config.vocab_size
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(device=device).manual_seed(1)
     autocast = case["precision"] == "amp-bf16"
 
-    meter = PeakMeter()
     with meter:
         for _ in range(case["steps"]):
             for _ in range(accum):
                 with meter.phase("forward"):
-                    ids = torch.randint(0, vocab, (b, s), generator=gen)
+                    ids = torch.randint(0, vocab, (b, s), generator=gen, device=device)
                     if case["task"] == "seq-cls":
-                        labels = torch.randint(0, hf_config.num_labels, (b,), generator=gen)
+                        labels = torch.randint(0, hf_config.num_labels, (b,), generator=gen,
+                                               device=device)
                     else:
                         labels = ids
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
                         loss = model(input_ids=ids, labels=labels).loss / accum
                 with meter.phase("backward"):
                     loss.backward()
@@ -81,8 +126,15 @@ def main():
                 optimizer.step()
             with meter.phase("zero_grad"):
                 optimizer.zero_grad(set_to_none=True)
+    return meter
+
+
+def main():
+    case = json.loads(sys.argv[1])
+    meter = run(case, CudaMeter() if case.get("device", "cpu") == "cuda" else PeakMeter())
     print(json.dumps({"measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
-                      "live_before_bytes": meter.live_before_bytes}))
+                      "live_before_bytes": meter.live_before_bytes,
+                      "measured_reserved_bytes": getattr(meter, "reserved_peak_bytes", None)}))
 
 
 if __name__ == "__main__":

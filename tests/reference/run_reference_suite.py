@@ -26,8 +26,8 @@ from cases import CASES  # noqa: E402
 CPU_ISA = "AVX512_CORE"
 
 
-def measure(case, config_dir, threads):
-    payload = dict(vars(case), config_dir=config_dir, threads=threads)
+def measure(case, config_dir, threads, device):
+    payload = dict(vars(case), config_dir=config_dir, threads=threads, device=device)
     payload["lora_targets"] = list(case.lora_targets)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
                TOKENIZERS_PARALLELISM="false", ONEDNN_MAX_CPU_ISA=CPU_ISA)
@@ -38,9 +38,10 @@ def measure(case, config_dir, threads):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def predict(case, headroom, config_path, extra_flags):
-    cmd = [headroom, "plan", "--model", config_path, *case.plan_flags(), "--cpu-bf16", "emulated",
-           *extra_flags, "--json"]
+def predict(case, headroom, config_path, extra_flags, gpu):
+    target = ["--gpu", gpu] if gpu else ["--device", "cpu", "--cpu-bf16", "emulated"]
+    cmd = [headroom, "plan", "--model", config_path, *case.plan_flags(target), *extra_flags,
+           "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode not in (0, 1):
         raise RuntimeError(f"{case.name}: {' '.join(cmd)}\n{out.stderr.strip()}")
@@ -60,6 +61,8 @@ def main():
     parser.add_argument("--plan-flag", action="append", default=[],
                         help="extra flag for headroom plan (repeatable), e.g. --cpu-bf16=emulated")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--gpu", help="run on CUDA and predict for this catalog GPU (e.g. h200)")
+    parser.add_argument("--tsv", help="also write one row per case (with reserved bytes) here")
     args = parser.parse_args()
 
     cases = [c for c in CASES if args.only in c.name and not (args.fast and c.slow)
@@ -76,8 +79,8 @@ def main():
             with open(config_path, "w") as f:
                 json.dump(case.hf_config(), f)
             start = time.time()
-            measured = measure(case, config_dir, args.threads)
-            plan = predict(case, args.headroom, config_path, args.plan_flag)
+            measured = measure(case, config_dir, args.threads, "cuda" if args.gpu else "cpu")
+            plan = predict(case, args.headroom, config_path, args.plan_flag, args.gpu)
             predicted_bytes = plan["peak"]["allocated_bytes"]
             measured_bytes = measured["measured_peak_bytes"]
             error = 100.0 * (predicted_bytes - measured_bytes) / measured_bytes
@@ -86,6 +89,11 @@ def main():
             row = (case.name, predicted_bytes, measured_bytes, error, measured["phase"],
                    plan["peak"]["phase"], time.time() - start)
             rows.append(row)
+            if args.tsv:
+                with open(args.tsv, "a") as f:
+                    f.write("\t".join(map(str, [case.name, predicted_bytes, measured_bytes,
+                                                f"{error:+.3f}", plan["peak"]["reserved_bytes"],
+                                                measured.get("measured_reserved_bytes")])) + "\n")
             print(f"{case.name:<48} {predicted_bytes:>14,} {measured_bytes:>14,} {error:>+7.2f}%"
                   f"  {measured['phase']} / {plan['peak']['phase']}"
                   f"  ({row[6]:.1f} s){'' if ok else '  OUT OF BOUND'}"
