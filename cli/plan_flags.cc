@@ -137,7 +137,8 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   if (!f.optimizer_impl.empty()) c.optimizer_impl = *ParseOptimizerImpl(f.optimizer_impl);
   if (!f.base_dtype.empty()) {
     if (c.fine_tune.mode == FineTuneMode::kFull)
-      return MakeError("--base-dtype applies to LoRA and QLoRA (the frozen base); give --lora-rank");
+      return MakeError(
+          "--base-dtype applies to LoRA and QLoRA (the frozen base); give --lora-rank");
     c.base_dtype = ParseDType(f.base_dtype);
   }
   if (!f.cpu_bf16.empty() && r.device.is_cuda)

@@ -48,8 +48,7 @@ std::string ProgressBar(int64_t done, int64_t total) {
   return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
 }
 
-void WriteReport(const std::string& path, const std::string& model, bool cuda,
-                 const RunReport& r) {
+void WriteReport(const std::string& path, const std::string& model, bool cuda, const RunReport& r) {
   nlohmann::json predicted = {{"peak_allocated_bytes", r.predicted_peak_allocated_bytes}};
   nlohmann::json measured = {{"peak_allocated_bytes", r.measured_peak_allocated_bytes}};
   if (cuda) {
@@ -112,12 +111,14 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
   std::printf("headroom train: %s on %s, micro-batch %ld x %ld, sequence %ld, %s, data: %s\n",
               request.model.name.c_str(), cuda ? "cuda" : "cpu",
               static_cast<long>(config.micro_batch), static_cast<long>(config.grad_accum_steps),
-              static_cast<long>(config.seq_len), std::string(PrecisionName(config.precision)).c_str(),
+              static_cast<long>(config.seq_len),
+              std::string(PrecisionName(config.precision)).c_str(),
               data ? data->description().c_str() : "synthetic");
-  std::printf("  predicted peak %s allocated (for headroom's runtime: LibTorch's per-parameter "
-              "optimizer, a 1-byte dropout mask where ATen's CPU dropout keeps the activation "
-              "dtype; `plan --stack pytorch` predicts a transformers loop)\n",
-              FormatBytes(trainer.predicted_peak_allocated_bytes()).c_str());
+  std::printf(
+      "  predicted peak %s allocated (for headroom's runtime: LibTorch's per-parameter "
+      "optimizer, a 1-byte dropout mask where ATen's CPU dropout keeps the activation "
+      "dtype; `plan --stack pytorch` predicts a transformers loop)\n",
+      FormatBytes(trainer.predicted_peak_allocated_bytes()).c_str());
   std::fflush(stdout);
 
   RunReport report;
@@ -169,9 +170,10 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
                 FormatBytes(report.predicted_peak_reserved_bytes).c_str());
   if (!flags.save.empty()) {
     trainer.SaveWeights(flags.save);
-    std::printf("  saved %s to %s\n",
-                config.fine_tune.mode == FineTuneMode::kFull ? "the weights" : "the LoRA adapter (PEFT)",
-                flags.save.c_str());
+    std::printf(
+        "  saved %s to %s\n",
+        config.fine_tune.mode == FineTuneMode::kFull ? "the weights" : "the LoRA adapter (PEFT)",
+        flags.save.c_str());
   }
   if (!flags.report.empty()) WriteReport(flags.report, request.model.name, cuda, report);
   return 0;
@@ -183,8 +185,9 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   AddPlanFlags(command, flags.plan);
   // A plan file carries the model: --model is needed only without one.
   CLI::Option* model = command.get_option("--model")->required(false);
-  command.add_option("--plan", flags.plan_file,
-                     "Execute a plan file written by `headroom plan -o` (instead of planner flags)")
+  command
+      .add_option("--plan", flags.plan_file,
+                  "Execute a plan file written by `headroom plan -o` (instead of planner flags)")
       ->excludes(model);
   command.add_option("--steps", flags.steps, "Optimizer steps to train (in all, when resuming)")
       ->check(CLI::PositiveNumber)
@@ -206,8 +209,9 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   command.add_option("--save", flags.save,
                      "Directory for the trained weights (model.safetensors) or, with LoRA, the "
                      "PEFT adapter (adapter_model.safetensors + adapter_config.json)");
-  command.add_option("--save-every", flags.save_every,
-                     "Write a resumable training state every N steps")
+  command
+      .add_option("--save-every", flags.save_every,
+                  "Write a resumable training state every N steps")
       ->check(CLI::NonNegativeNumber);
   command.add_option("--state", flags.state, "Where --save-every writes the training state")
       ->capture_default_str();

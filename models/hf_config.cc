@@ -30,8 +30,7 @@ class FieldReader {
     return root_.contains(key) && root_[key].is_number() ? root_[key].get<double>() : fallback;
   }
   std::string StringOr(const char* key, const char* fallback) const {
-    return root_.contains(key) && root_[key].is_string() ? root_[key].get<std::string>()
-                                                         : fallback;
+    return root_.contains(key) && root_[key].is_string() ? root_[key].get<std::string>() : fallback;
   }
   const json& root() const { return root_; }
   bool BoolOr(const char* key, bool fallback) const {
@@ -93,8 +92,8 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
       spec.rope.original_max_positions =
           static_cast<int64_t>(number("original_max_position_embeddings", 8192));
     } else if (!kind.empty() && kind != "default") {
-      return MakeError(fmt::format("rope_scaling type '{}' is not supported (default, llama3)",
-                                   kind));
+      return MakeError(
+          fmt::format("rope_scaling type '{}' is not supported (default, llama3)", kind));
     }
   }
   spec.qkv_bias = type == "qwen2";

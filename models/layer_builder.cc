@@ -34,8 +34,7 @@ TensorId LayerBuilder::Op(OpKind kind, const std::string& name, std::vector<Tens
       {{.name = name, .shape = std::move(out_shape)}})[0];
 }
 
-TensorId LayerBuilder::ScalarOp(OpKind kind, const std::string& name, TensorId x,
-                                double scalar) {
+TensorId LayerBuilder::ScalarOp(OpKind kind, const std::string& name, TensorId x, double scalar) {
   return graph_.AddOp({.kind = kind, .name = name, .inputs = {x}, .scalar = scalar},
                       {{.name = name, .shape = graph_.tensor(x).shape}})[0];
 }
@@ -65,7 +64,8 @@ TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, 
   const ParamOptions adapter{.trainable = true, .lora_adapter = true};
   TensorId a = graph_.AddParameter(name + ".lora_A.weight", {Dim::C(r), Dim::C(in)}, adapter);
   TensorId b = graph_.AddParameter(name + ".lora_B.weight", {Dim::C(out), Dim::C(r)}, adapter);
-  if (options_.peft_casts) x = Op(OpKind::kCastLike, name + ".lora_input_cast", {x, a}, graph_.tensor(x).shape);
+  if (options_.peft_casts)
+    x = Op(OpKind::kCastLike, name + ".lora_input_cast", {x, a}, graph_.tensor(x).shape);
   TensorId dropped = Dropout(name + ".lora_dropout", x, options_.fine_tune.lora_dropout);
   const SymShape rank_shape = per_sequence ? SymShape{Dim::B(), Dim::C(r)} : TokenShape(r);
   TensorId ax = Op(OpKind::kLinear, name + ".lora_A", {dropped, a}, rank_shape);
@@ -73,7 +73,8 @@ TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, 
   TensorId scaled = ScalarOp(OpKind::kScale, name + ".lora_scale", bx,
                              options_.fine_tune.lora_alpha / static_cast<double>(r));
   TensorId sum = Op(OpKind::kAdd, name + ".lora_add", {y, scaled}, out_shape);
-  if (options_.peft_casts) sum = Op(OpKind::kCastLike, name + ".lora_output_cast", {sum, y}, out_shape);
+  if (options_.peft_casts)
+    sum = Op(OpKind::kCastLike, name + ".lora_output_cast", {sum, y}, out_shape);
   return sum;
 }
 
@@ -197,8 +198,7 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
                                    .upcast = llama},
                                   {{.name = prefix + ".softmax", .shape = scores_shape}})[0];
     if (spec_.family != ModelFamily::kBert) {
-      probs = Op(OpKind::kCastLike, prefix + ".softmax_cast", {probs, llama ? q : v},
-                 scores_shape);
+      probs = Op(OpKind::kCastLike, prefix + ".softmax_cast", {probs, llama ? q : v}, scores_shape);
     }
     probs = Dropout(prefix + ".attn_dropout", probs, spec_.attention_dropout);
     v = matmul_operand(v, ".v_copy");

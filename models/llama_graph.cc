@@ -18,8 +18,8 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   // HF computes cos/sin once per forward in the hidden states' dtype.
   auto tables = g.AddOp(
       {.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}, .rope = spec.rope},
-                        {{.name = "rope.cos", .shape = {Dim::B(), Dim::S(), Dim::C(d)}},
-                         {.name = "rope.sin", .shape = {Dim::B(), Dim::S(), Dim::C(d)}}});
+      {{.name = "rope.cos", .shape = {Dim::B(), Dim::S(), Dim::C(d)}},
+       {.name = "rope.sin", .shape = {Dim::B(), Dim::S(), Dim::C(d)}}});
   TensorId mask = layers.CausalMaskIfEager(x);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {

@@ -52,10 +52,11 @@ Result<ModelSpec> Validate(ModelSpec spec) {
   if (llama ? spec.activation != "silu"
             : spec.activation != "gelu_new" && spec.activation != "gelu" &&
                   spec.activation != "gelu_pytorch_tanh") {
-    return MakeError(fmt::format("model '{}': activation '{}' is not supported for the {} family "
-                                 "(supported: {})",
-                                 spec.name, spec.activation, FamilyName(spec.family),
-                                 llama ? "silu" : "gelu_new, gelu, gelu_pytorch_tanh"));
+    return MakeError(
+        fmt::format("model '{}': activation '{}' is not supported for the {} family "
+                    "(supported: {})",
+                    spec.name, spec.activation, FamilyName(spec.family),
+                    llama ? "silu" : "gelu_new, gelu, gelu_pytorch_tanh"));
   }
   if (spec.intermediate_size == 0 && spec.family == ModelFamily::kGpt2)
     spec.intermediate_size = 4 * spec.hidden_size;

@@ -32,8 +32,7 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
       out << YAML::Key << "factor" << YAML::Value << m.rope.llama3_factor;
       out << YAML::Key << "low_freq_factor" << YAML::Value << m.rope.low_freq_factor;
       out << YAML::Key << "high_freq_factor" << YAML::Value << m.rope.high_freq_factor;
-      out << YAML::Key << "original_max_positions" << YAML::Value
-          << m.rope.original_max_positions;
+      out << YAML::Key << "original_max_positions" << YAML::Value << m.rope.original_max_positions;
       out << YAML::EndMap;
     }
   }
@@ -78,7 +77,8 @@ std::string WritePlanYaml(const PlanFile& p) {
   if (c.optimizer_impl)
     out << YAML::Key << "optimizer_impl" << YAML::Value
         << std::string(OptimizerImplName(*c.optimizer_impl));
-  if (c.base_dtype) out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
+  if (c.base_dtype)
+    out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
   out << YAML::Key << "lora_alpha" << YAML::Value << c.fine_tune.lora_alpha;
@@ -168,7 +168,8 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
     }
     if (t["base_dtype"]) {
       auto dtype = ParseDType(t["base_dtype"].as<std::string>());
-      if (!dtype) return MakeError(fmt::format("{}: base_dtype must be fp32, bf16 or fp16", origin));
+      if (!dtype)
+        return MakeError(fmt::format("{}: base_dtype must be fp32, bf16 or fp16", origin));
       c.base_dtype = *dtype;
     }
     const std::string mode = need(t, "fine_tune").as<std::string>();

@@ -139,8 +139,8 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
       cost.saves_output = record;
       if (op.kind == OpKind::kSoftmax && op.upcast && states[v.in(0)].dtype != DType::kF32 &&
           !states.target().cuda_autocast) {
-        cost.internals.push_back({"softmax fp32 input", StorageBytes(DType::kF32, v.in_numel(0)),
-                                  Lifetime::kTransient});
+        cost.internals.push_back(
+            {"softmax fp32 input", StorageBytes(DType::kF32, v.in_numel(0)), Lifetime::kTransient});
       }
       break;
     case OpKind::kDropout: {
@@ -314,7 +314,8 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
           states.target().cuda_autocast ? f32_in : StorageBytes(DType::kF32, v.in_numel(1));
       break;
     case OpKind::kMergeHeads:
-      if (v.grad(0) && v.produced_by(0, OpKind::kSdpa)) cost.input_grads[0] = GradFlow::kPassThrough;
+      if (v.grad(0) && v.produced_by(0, OpKind::kSdpa))
+        cost.input_grads[0] = GradFlow::kPassThrough;
       break;
     default:
       break;

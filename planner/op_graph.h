@@ -50,8 +50,8 @@ enum class OpKind {
   kGeluTanh,   // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
   kSilu,
   kTanh,
-  kCube,        // (x) -> torch.pow(x, 3.0); saves x (gelu_new's Python arithmetic)
-  kAddScalar,   // (x) -> x + constant; the gradient passes through
+  kCube,         // (x) -> torch.pow(x, 3.0); saves x (gelu_new's Python arithmetic)
+  kAddScalar,    // (x) -> x + constant; the gradient passes through
   kDropout,      // (x) -> x * mask / (1 - p); saves a bool mask
   kRopeTables,   // () -> cos, sin [s, head_dim], once per forward
   kRope,         // (x, cos, sin) -> rotated x

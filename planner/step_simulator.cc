@@ -44,11 +44,10 @@ struct SimulationTables::Impl {
       master_bytes.push_back(
           regime.master_weights && info.param.trainable ? StorageBytes(DType::kF32, numel) : 0);
       optimizer_costs.push_back(
-          info.param.trainable
-              ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
-                              regime.optimizer_state_dtype, regime.master_weights,
-                              /*python_step_tensor=*/c.stack != Stack::kHeadroom)
-              : OptimizerParamCost{});
+          info.param.trainable ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
+                                               regime.optimizer_state_dtype, regime.master_weights,
+                                               /*python_step_tensor=*/c.stack != Stack::kHeadroom)
+                               : OptimizerParamCost{});
     }
     for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
     param_grad_arrivals.assign(g.num_tensors(), 0);
@@ -99,7 +98,8 @@ struct SimulationTables::Impl {
       for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
         const OpForward& f = forward_costs[1][o];
         bool saves = f.saves_output;
-        for (size_t i = 0; i < g.op(OpId{o}).inputs.size(); ++i) saves |= saves_input[f.saves_begin + i] != 0;
+        for (size_t i = 0; i < g.op(OpId{o}).inputs.size(); ++i)
+          saves |= saves_input[f.saves_begin + i] != 0;
         for (int k = f.internals_begin; k < f.internals_end; ++k)
           saves |= internals[k].lifetime == InternalBuffer::Lifetime::kSaved;
         if (saves) end = o;

@@ -25,7 +25,8 @@ double PeakFlops(const DeviceSpec& device, DType compute) {
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
                              const DeviceSpec& device)
-    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision), CostTargetOf(config)), config, device) {}
+    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision), CostTargetOf(config)),
+                    config, device) {}
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                              const TrainingConfig& config, const DeviceSpec& device)

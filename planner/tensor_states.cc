@@ -37,11 +37,11 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     const TensorInfo& t = graph.tensor(TensorId{i});
     if (t.role == TensorRole::kParameter) {
       states_[i].requires_grad = t.param.trainable;
-      states_[i].dtype = t.param.quantized      ? DType::kNF4
-                         : t.param.lora_adapter ? (target.fp32_adapters ? DType::kF32
-                                                                        : AdapterDType(regime))
-                         : t.param.trainable    ? regime.param_dtype
-                                                : target.frozen_dtype.value_or(regime.frozen_dtype);
+      states_[i].dtype = t.param.quantized ? DType::kNF4
+                         : t.param.lora_adapter
+                             ? (target.fp32_adapters ? DType::kF32 : AdapterDType(regime))
+                         : t.param.trainable ? regime.param_dtype
+                                             : target.frozen_dtype.value_or(regime.frozen_dtype);
     } else if (t.role == TensorRole::kInput) {
       states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
     }
@@ -82,7 +82,7 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     case OpKind::kLayerNorm:
     case OpKind::kCube:
       return regime_.autocast && Fp32UnderAutocast(op.kind, target_.cuda_autocast) ? DType::kF32
-                                                                                  : in(0);
+                                                                                   : in(0);
     case OpKind::kCastLike:
       return in(1);
     case OpKind::kRmsNorm:

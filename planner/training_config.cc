@@ -77,7 +77,8 @@ DType FrozenWeightDType(const TrainingConfig& config) {
 }
 
 bool KeepsKvCache(const TrainingConfig& config) {
-  return config.stack != Stack::kHeadroom && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
+  return config.stack != Stack::kHeadroom &&
+         config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
 }
 
 std::string_view OptimizerName(OptimizerKind k) {

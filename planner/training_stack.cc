@@ -40,7 +40,8 @@ std::string_view OptimizerImplName(OptimizerImpl impl) {
 }
 
 Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name) {
-  for (OptimizerImpl i : {OptimizerImpl::kForLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
+  for (OptimizerImpl i :
+       {OptimizerImpl::kForLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
     if (name == OptimizerImplName(i)) return i;
   }
   return MakeError(
@@ -64,8 +65,8 @@ Result<CpuBf16> ParseCpuBf16(std::string_view name) {
   for (CpuBf16 k : {CpuBf16::kAmx, CpuBf16::kAvx512Bf16, CpuBf16::kEmulated}) {
     if (name == CpuBf16Name(k)) return k;
   }
-  return MakeError(fmt::format(
-      "unknown CPU bf16 kind '{}' (use amx, avx512-bf16, emulated or native)", name));
+  return MakeError(
+      fmt::format("unknown CPU bf16 kind '{}' (use amx, avx512-bf16, emulated or native)", name));
 }
 
 CpuBf16 HostCpuBf16() {

@@ -256,8 +256,8 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       break;
     case OpKind::kAttnScores: {
       // As transformers writes it, out of place: matmul * scaling, then + mask.
-      at::Tensor scores =
-          at::matmul(x, in[1].transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(x.size(-1))));
+      at::Tensor scores = at::matmul(x, in[1].transpose(-2, -1)) *
+                          (1.0 / std::sqrt(static_cast<double>(x.size(-1))));
       if (in.size() > 2) scores = scores + in[2];
       out = {scores};
       break;
@@ -275,8 +275,8 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       out = {at::matmul(x, in[1])};
       break;
     case OpKind::kSdpa:
-      out = {at::scaled_dot_product_attention(x, in[1], in[2], std::nullopt, op.dropout_p,
-                                              op.causal)};
+      out = {
+          at::scaled_dot_product_attention(x, in[1], in[2], std::nullopt, op.dropout_p, op.causal)};
       break;
     case OpKind::kCastF32:
       out = {x.to(at::kFloat)};

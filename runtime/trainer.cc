@@ -96,8 +96,7 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
   // What this runtime executes: LibTorch's per-parameter optimizers, its own dropout,
   // and the device's kernels.
   s_->config.stack = Stack::kHeadroom;
-  s_->config.kernels = {.cuda = options.device.is_cuda(),
-                        .cpu_bf16 = HostCpuBf16()};
+  s_->config.kernels = {.cuda = options.device.is_cuda(), .cpu_bf16 = HostCpuBf16()};
   s_->checkpointed = std::move(checkpointed);
   s_->options = options;
   s_->meter = MakeMemoryMeter(options.device);

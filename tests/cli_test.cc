@@ -259,14 +259,16 @@ TEST(CliStack, StackDefaultsAreRecorded) {
   EXPECT_EQ(RunJson(base + "--device cpu")["config"]["optimizer_impl"], "for-loop");
   EXPECT_EQ(RunJson(base + "--gpu a100-80gb --stack hf-trainer")["config"]["optimizer_impl"],
             "fused");
-  const auto lora = RunJson(base + "--device cpu --precision amp-bf16 --lora-rank 8 "
-                                   "--base-dtype fp32 --cpu-bf16 emulated");
+  const auto lora = RunJson(base +
+                            "--device cpu --precision amp-bf16 --lora-rank 8 "
+                            "--base-dtype fp32 --cpu-bf16 emulated");
   EXPECT_EQ(lora["config"]["base_dtype"], "fp32");
   EXPECT_EQ(lora["config"]["cpu_bf16"], "emulated");
   EXPECT_EQ(lora["config"]["stack"], "pytorch");
   // An fp32 base holds the frozen weights in 4 bytes instead of 2.
-  const auto bf16_base = RunJson(base + "--device cpu --precision amp-bf16 --lora-rank 8 "
-                                        "--cpu-bf16 emulated");
+  const auto bf16_base = RunJson(base +
+                                 "--device cpu --precision amp-bf16 --lora-rank 8 "
+                                 "--cpu-bf16 emulated");
   EXPECT_GT(lora["breakdown"]["weights_bytes"].get<int64_t>(),
             bf16_base["breakdown"]["weights_bytes"].get<int64_t>());
   const CommandResult full = RunCli(base + "--device cpu --base-dtype fp32");

@@ -29,7 +29,7 @@ int64_t ActivationBytesAtBackwardStart(const ModelSpec& spec, const TrainingConf
 
 TEST(Korthikanti, GptLayerSavedActivationsMatchEquationOne) {
   ModelSpec spec = *LoadCatalogModel("gpt2");  // hidden_dropout = attention_dropout = 0.1
-  spec.activation = "gelu_pytorch_tanh";  // the paper's fused GELU (gelu_new saves 3 more)
+  spec.activation = "gelu_pytorch_tanh";       // the paper's fused GELU (gelu_new saves 3 more)
   const int64_t h = spec.hidden_size, a = spec.num_heads;
   for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 128}, {2, 256}, {4, 64}}) {
     TrainingConfig config;

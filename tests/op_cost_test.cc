@@ -291,14 +291,12 @@ TEST(OptimizerCost, StatesAndTemporariesPerParameter) {
   EXPECT_EQ(Cost(OptimizerKind::kSgdMomentum, w, DType::kF32, false).state_bytes,
             (std::vector<int64_t>{80}));
   // Adafactor factors a [6, 4] matrix into 6 row and 4 column statistics.
-  EXPECT_EQ(Cost(OptimizerKind::kAdafactor, {Dim::C(6), Dim::C(4)}, DType::kF32, false)
-                .state_bytes,
+  EXPECT_EQ(Cost(OptimizerKind::kAdafactor, {Dim::C(6), Dim::C(4)}, DType::kF32, false).state_bytes,
             (std::vector<int64_t>{24, 16}));
   // 8-bit AdamW: 1 B per value plus an fp32 absmax per 256 values, per state; small
   // tensors keep 32-bit states.
-  EXPECT_EQ(
-      Cost(OptimizerKind::kAdamW8bit, {Dim::C(8192)}, DType::kF32, false).state_bytes,
-      (std::vector<int64_t>{8192 + 128, 8192 + 128}));
+  EXPECT_EQ(Cost(OptimizerKind::kAdamW8bit, {Dim::C(8192)}, DType::kF32, false).state_bytes,
+            (std::vector<int64_t>{8192 + 128, 8192 + 128}));
   EXPECT_EQ(Cost(OptimizerKind::kAdamW8bit, w, DType::kF32, false).state_bytes,
             (std::vector<int64_t>{80, 80}));
 }

@@ -146,7 +146,7 @@ TEST(StepSimulator, TorchOptimCreatesAllStatesBeforeTheUpdates) {
 
   config.optimizer_impl = OptimizerImpl::kForeach;  // 232 + sqrt of both: 32 + 24
   const Timeline foreach_timeline = SimulateSteps(g, config, {});
-  LiveBytes foreach(foreach_timeline);
+  LiveBytes foreach (foreach_timeline);
   Replay(foreach_timeline, foreach);
   EXPECT_EQ(foreach.peak_by_step().at(1), 232 + 56);
 }
@@ -219,8 +219,7 @@ TEST(StepSimulator, LoraUnderAmpStoresFrozenWeightsIn16Bit) {
             2 * frozen + 4 * adapters);
   // Two fp32 moments per adapter value, and torch.optim's 4-byte step tensor for each of
   // the 8 adapter matrices.
-  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)],
-            8 * adapters + 8 * 4);
+  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)], 8 * adapters + 8 * 4);
 }
 
 }  // namespace

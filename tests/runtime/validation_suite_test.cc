@@ -28,8 +28,8 @@ struct ValidationConfig {
 };
 
 std::string Describe(const ValidationConfig& c) {
-  return std::string(c.model) + " " + std::string(PrecisionName(c.precision)) + " ckpt=" +
-         c.checkpoint + " mb=" + std::to_string(c.micro_batch) + " " +
+  return std::string(c.model) + " " + std::string(PrecisionName(c.precision)) +
+         " ckpt=" + c.checkpoint + " mb=" + std::to_string(c.micro_batch) + " " +
          (c.mode == FineTuneMode::kLora ? "lora" : "full") + " " +
          std::string(OptimizerName(c.optimizer));
 }
