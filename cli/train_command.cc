@@ -58,6 +58,7 @@ void WriteReport(const std::string& path, const std::string& model, bool cuda, c
   const nlohmann::json j = {
       {"model", model},
       {"device", cuda ? "cuda" : "cpu"},
+      {"stack", "headroom"},  // what `train` runs and predicts for
       {"predicted", predicted},
       {"measured", measured},
       {"error_pct", r.error_pct},

@@ -45,6 +45,31 @@ TEST(PlanFile, RoundTripsExactly) {
   EXPECT_EQ(WritePlanYaml(*back), WritePlanYaml(p));
 }
 
+// The stack a plan was made for travels with it; a plan file from before stacks were
+// recorded was made for headroom's own runtime.
+TEST(PlanFile, RecordsTheStackAndItsChoices) {
+  PlanFile p = SamplePlan();
+  p.config.stack = Stack::kHfTrainer;
+  p.config.optimizer_impl = OptimizerImpl::kForeach;
+  p.config.base_dtype = DType::kF32;
+  const std::string text = WritePlanYaml(p);
+  EXPECT_NE(text.find("stack: hf-trainer"), std::string::npos);
+  EXPECT_NE(text.find("optimizer_impl: foreach"), std::string::npos);
+  EXPECT_NE(text.find("base_dtype: fp32"), std::string::npos);
+  auto back = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(*back == p);
+
+  std::string old = WritePlanYaml(SamplePlan());
+  const std::string line = "  stack: pytorch\n";
+  ASSERT_NE(old.find(line), std::string::npos);
+  old.erase(old.find(line), line.size());
+  auto legacy = ParsePlanYaml(old, "old.yaml");
+  ASSERT_TRUE(legacy.ok()) << legacy.error().message;
+  EXPECT_EQ(legacy->config.stack, Stack::kHeadroom);
+  EXPECT_FALSE(legacy->config.optimizer_impl.has_value());
+}
+
 TEST(PlanFile, NewerVersionAndCorruptionAreClearErrors) {
   std::string text = WritePlanYaml(SamplePlan());
   std::string newer = text;
