@@ -65,10 +65,14 @@ ChainProfile ChainProfiler::Profile(const ShapeEnv& env) const {
   p.stored.assign(n, 0);
   p.kept.assign(n, 0);
   p.grad_held.assign(n, 0);
+  p.recompute_held.assign(n, 0);
+  const bool reentrant = states_.target().reentrant_checkpoint;
   for (int i = 0; i < n; ++i) {
     const int64_t output = RoundUp(states_.Bytes(graph_, graph_.StorageOf(blocks[i].output), env));
     p.kept[i] = output;
     p.grad_held[i] = grad_passed_on_[i] ? 0 : output;
+    // Non-reentrant recomputation re-makes neither the output nor holds its gradient.
+    p.recompute_held[i] = reentrant ? p.kept[i] + p.grad_held[i] : 0;
   }
   const int64_t b = env.micro_batch;
   for (const StoredBuffer& s : stored_)
@@ -118,7 +122,7 @@ ChainMemoryModel ToUnits(const ChainProfile& p, const std::vector<double>& recom
   for (size_t i = 0; i < p.stored.size(); ++i) {
     m.block_peak.push_back(up(p.block_peak[i]));
     m.saved.push_back(std::max<int64_t>(0, p.stored[i] - p.kept[i]) / u);
-    m.recompute_extra.push_back(up(p.kept[i] + p.grad_held[i]));
+    m.recompute_extra.push_back(up(p.recompute_held[i]));
   }
   m.recompute_cost = recompute_cost;
   return m;

@@ -28,6 +28,9 @@ struct ChainProfile {  // bytes
   std::vector<int64_t> stored;     // kept from a block's forward to its backward
   std::vector<int64_t> kept;       // its output: what remains when it is checkpointed
   std::vector<int64_t> grad_held;  // its output's gradient, where its backward holds it
+  // What its recomputation holds through its backward: kept + grad_held when reentrant,
+  // nothing for torch.utils.checkpoint(use_reentrant=False).
+  std::vector<int64_t> recompute_held;
 };
 
 // Reads the profile at any micro-batch off a timeline simulated at micro-batch 1 with no
@@ -81,7 +84,7 @@ struct ChainMemoryModel {
   int64_t head_peak = 0;
   std::vector<int64_t> block_peak;
   std::vector<int64_t> saved;            // d_i, rounded down (never overstates a saving)
-  std::vector<int64_t> recompute_extra;  // e_i = kept_i + grad_held_i
+  std::vector<int64_t> recompute_extra;  // e_i = recompute_held_i
   std::vector<double> recompute_cost;    // seconds to recompute each block
 
   int num_blocks() const { return static_cast<int>(block_peak.size()); }

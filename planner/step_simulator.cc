@@ -80,7 +80,7 @@ struct SimulationTables::Impl {
       input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
     }
     states_before_update = c.stack != Stack::kHeadroom;
-    reentrant_checkpoint = c.stack == Stack::kHeadroom;
+    reentrant_checkpoint = states.target().reentrant_checkpoint;
     for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
       // What the block reads from outside: what its checkpoint function saves.
       const BlockSegment& seg = g.blocks()[b];

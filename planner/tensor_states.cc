@@ -27,6 +27,7 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   if (!config.kernels.cuda) target.cpu_bf16_matmul = config.kernels.cpu_bf16;
   target.cuda_autocast = config.kernels.cuda;
   target.fp32_adapters = config.stack != Stack::kHeadroom;
+  target.reentrant_checkpoint = config.stack == Stack::kHeadroom;
   return target;
 }
 

@@ -30,6 +30,10 @@ struct CostTarget {
   // PEFT (autocast_adapter_dtype=True) keeps LoRA adapters in fp32 whatever the base's
   // dtype; headroom's runtime stores them in the regime's.
   bool fp32_adapters = false;
+  // LibTorch-style checkpointing (headroom's runtime) re-runs a whole block and holds its
+  // output and output gradient through the block's backward; torch.utils.checkpoint with
+  // use_reentrant=False (transformers) stops early and holds neither.
+  bool reentrant_checkpoint = true;
 };
 CostTarget CostTargetOf(const TrainingConfig& config);
 
