@@ -36,7 +36,7 @@ void BM_FullSolve(benchmark::State& state, ModelSpec spec, DeviceSpec device,
   base.seq_len = 4096;
   base.precision = Precision::kBf16;
   base.fine_tune = {.mode = FineTuneMode::kQLora, .lora_rank = 16};
-  const OpGraph graph = *BuildGraph(spec, {.fine_tune = base.fine_tune});
+  const OpGraph graph = *BuildGraph(spec, GraphOptionsOf(base));
   SearchResult r;
   for (auto _ : state) {
     r = SearchPlan(graph, base, device, {.global_batch = 64});
@@ -56,7 +56,7 @@ void BM_RankCandidates(benchmark::State& state, ModelSpec spec, DeviceSpec devic
   base.seq_len = 4096;
   base.precision = Precision::kBf16;
   base.fine_tune = {.mode = FineTuneMode::kQLora, .lora_rank = 16};
-  const OpGraph graph = *BuildGraph(spec, {.fine_tune = base.fine_tune});
+  const OpGraph graph = *BuildGraph(spec, GraphOptionsOf(base));
   size_t candidates = 0;
   for (auto _ : state) {
     candidates = RankCandidates(graph, base, device, {.global_batch = 64}).size();
