@@ -2,7 +2,7 @@
 configurations, one thread each: tokens per second side by side, written to
 bench/results/train_vs_hf.json.
 
-    python3 bench/train_vs_hf.py build/cli/headroom [--steps 4]
+    python3 bench/train_vs_hf.py build/cli/headroom [--steps 16]
 """
 
 import argparse
@@ -55,7 +55,7 @@ def hf_tokens_per_second(case, config_dir, steps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("headroom")
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "train_vs_hf.json"))
     args = parser.parse_args()
     results = []
