@@ -329,8 +329,8 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
         std::min<int64_t>(rows, 256) * 64 * 4 + 64 * std::min<int64_t>(out_width, 512) * 2 + 1024;
   }
   if (v.cpu_bf16_matmul() == CpuBf16::kEmulated && op.kind == OpKind::kLinear) {
-    // The input gradient's product has its fp32 scratch (workspaces here scale with the
-    // micro-batch; a weight gradient's scratch would not and is left out).
+    // Each gradient product has its fp32 scratch: the input's scales with the
+    // micro-batch, the weight's does not.
     if (cost.input_grads[0] == GradFlow::kNew)
       cost.workspace_bytes += 2 * StorageBytes(DType::kBF16, v.in_numel(0));
     if (cost.input_grads[1] == GradFlow::kNew)
