@@ -1,0 +1,81 @@
+// The inside of SimulationTables, for the simulator that reads it (step_simulator.cc)
+// and the file that builds it (simulation_tables.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/op_cost.h"
+#include "planner/op_graph.h"
+#include "planner/optimizer_model.h"
+#include "planner/step_simulator.h"
+#include "planner/tensor_states.h"
+
+namespace headroom {
+
+// Every micro-batch, step and checkpoint set repeats the same sizes, costs and uses:
+// computed once per precision, optimizer and sequence length, at micro-batch 1, in flat
+// arrays the simulator's inner loop reads instead of the graph's tensor records.
+struct SimulationTables::Impl {
+  Impl(const OpGraph& g, const TrainingConfig& c);
+
+  static constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
+
+  const OpGraph& graph;
+  TensorStates states;
+  ShapeEnv env;  // micro-batch 1
+  std::vector<int> block_of_op;
+  // Per tensor.
+  std::vector<int64_t> bytes;  // at (1, s)
+  // Flags as bytes, not std::vector<bool>: read in the inner loop, where extracting
+  // bits costs more than the memory saved.
+  std::vector<uint8_t> per_sample;  // scales with b
+  std::vector<int> forward_uses;    // consumers in a full forward
+  std::vector<uint8_t> is_param;
+  std::vector<uint8_t> trainable;     // a parameter that gets a gradient
+  std::vector<int> producer_block;    // the block of the op that makes it; -1 if none
+  std::vector<TensorId> data_inputs;  // token ids, labels
+  // Per parameter, in graph.Parameters() order.
+  std::vector<TensorId> parameters;
+  std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
+  std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
+  // torch.optim creates every parameter's states (_init_group) before it updates any;
+  // LibTorch creates each one's just before updating it.
+  bool states_before_update = false;
+  // Per tensor: how many gradients a backward pass hands a parameter (2 for a tied
+  // embedding: the LM head's and the lookup's).
+  std::vector<int> param_grad_arrivals;
+  // Per op input, from first_input[op]: its bytes (at (1, s)) in the dtype the op uses
+  // when autocast casts it; kNotCast otherwise.
+  std::vector<int> first_input;
+  std::vector<int64_t> cast_bytes;
+  std::vector<std::vector<TensorId>> external_inputs;  // per block
+  // LibTorch-style (headroom's runtime): the checkpoint re-runs the whole block and holds
+  // its output and output gradient until the block's backward returns. torch.utils.
+  // checkpoint(use_reentrant=False) (transformers' default): recomputes up to the last op
+  // that saves a tensor (early stop), keeps only what is saved, and holds nothing else.
+  bool reentrant_checkpoint = true;
+  std::vector<int> recompute_end;  // per block: the last op a recomputation runs
+  // Per op, ForwardCost and BackwardCost with their lists in shared arrays: a few
+  // thousand small vectors would each be allocated and freed per set of tables.
+  struct OpForward {
+    int32_t internals_begin, internals_end;  // into internals
+    int32_t saves_begin;                     // into saves_input, one per op input
+    bool output_aliases_input;
+    bool saves_output;
+    int64_t workspace_bytes;
+  };
+  struct OpBackward {
+    int32_t grads_begin;  // into input_grads, one per op input
+    int64_t workspace_bytes;
+    int64_t fixed_workspace_bytes;
+    bool workspace_per_sample;
+  };
+  std::vector<OpForward> forward_costs[2];  // [grad_mode]
+  std::vector<InternalBuffer> internals;
+  std::vector<uint8_t> saves_input;
+  std::vector<OpBackward> backward_costs;
+  std::vector<GradFlow> input_grads;
+};
+
+}  // namespace headroom
