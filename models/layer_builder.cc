@@ -9,7 +9,7 @@
 namespace headroom {
 
 GraphOptions GraphOptionsOf(const TrainingConfig& config) {
-  const bool python = config.stack != Stack::kHeadroom;
+  const bool python = RunsPythonStack(config.stack);
   return {.attention = config.attention,
           .fine_tune = config.fine_tune,
           .kv_cache = KeepsKvCache(config),

@@ -28,7 +28,7 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
     optimizer_costs.push_back(
         info.param.trainable ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
                                              regime.optimizer_state_dtype, regime.master_weights,
-                                             /*python_step_tensor=*/c.stack != Stack::kHeadroom)
+                                             /*python_step_tensor=*/states.target().torch_optim)
                              : OptimizerParamCost{});
   }
   for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
@@ -61,8 +61,6 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
                               cost.fixed_workspace_bytes, cost.workspace_per_sample});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
   }
-  states_before_update = c.stack != Stack::kHeadroom;
-  reentrant_checkpoint = states.target().reentrant_checkpoint;
   for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
     // What the block reads from outside: what its checkpoint function saves.
     const BlockSegment& seg = g.blocks()[b];

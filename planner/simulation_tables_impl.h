@@ -39,9 +39,6 @@ struct SimulationTables::Impl {
   std::vector<TensorId> parameters;
   std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
   std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
-  // torch.optim creates every parameter's states (_init_group) before it updates any;
-  // LibTorch creates each one's just before updating it.
-  bool states_before_update = false;
   // Per tensor: how many gradients a backward pass hands a parameter (2 for a tied
   // embedding: the LM head's and the lookup's).
   std::vector<int> param_grad_arrivals;
@@ -50,12 +47,9 @@ struct SimulationTables::Impl {
   std::vector<int> first_input;
   std::vector<int64_t> cast_bytes;
   std::vector<std::vector<TensorId>> external_inputs;  // per block
-  // LibTorch-style (headroom's runtime): the checkpoint re-runs the whole block and holds
-  // its output and output gradient until the block's backward returns. torch.utils.
-  // checkpoint(use_reentrant=False) (transformers' default): recomputes up to the last op
-  // that saves a tensor (early stop), keeps only what is saved, and holds nothing else.
-  bool reentrant_checkpoint = true;
-  std::vector<int> recompute_end;  // per block: the last op a recomputation runs
+  // Per block: the last op whose forward saves anything, where a non-reentrant
+  // recomputation (CostTarget::reentrant_checkpoint false) stops.
+  std::vector<int> recompute_end;
   // Per op, ForwardCost and BackwardCost with their lists in shared arrays: a few
   // thousand small vectors would each be allocated and freed per set of tables.
   struct OpForward {

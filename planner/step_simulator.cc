@@ -245,8 +245,8 @@ class StepSimulator {
   }
 
   int RecomputeEnd(int block) const {
-    return tables_.reentrant_checkpoint ? graph_.blocks()[block].last_op.value
-                                        : tables_.recompute_end[block];
+    return tables_.states.target().reentrant_checkpoint ? graph_.blocks()[block].last_op.value
+                                                        : tables_.recompute_end[block];
   }
 
   void RunOpForward(OpId op_id, bool grad_mode, int recompute_block) {
@@ -312,7 +312,7 @@ class StepSimulator {
         buffer = Acquire(Bytes(out), Category::kActivations, PerSample(out));
       }
       int uses = UsesOf(out, recompute_block);
-      if (recompute && tables_.reentrant_checkpoint &&
+      if (recompute && tables_.states.target().reentrant_checkpoint &&
           out == graph_.blocks()[recompute_block].output)
         ++uses;  // held by the checkpoint backward
       if (cost.saves_output) {
@@ -341,7 +341,7 @@ class StepSimulator {
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
-      const bool reentrant = tables_.reentrant_checkpoint;
+      const bool reentrant = tables_.states.target().reentrant_checkpoint;
       if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
@@ -463,7 +463,7 @@ class StepSimulator {
   // ---- optimizer -----------------------------------------------------------------
   void OptimizerStep(int step) {
     SetPhase(Phase::Kind::kOptimizerStep, step, 0);
-    const bool states_first = tables_.states_before_update;
+    const bool states_first = tables_.states.target().torch_optim;
     int64_t group_temp_bytes = 0;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
       if (!tables_.trainable[tables_.parameters[i].value]) continue;

@@ -23,11 +23,13 @@ int64_t Nf4StorageBytes(int64_t numel) {
 CostTarget CostTargetOf(const TrainingConfig& config) {
   CostTarget target;
   if (config.fine_tune.mode != FineTuneMode::kFull) target.frozen_dtype = FrozenWeightDType(config);
-  target.dropout_bool_mask = config.kernels.cuda || config.stack == Stack::kHeadroom;
+  const bool python = RunsPythonStack(config.stack);
+  target.dropout_bool_mask = config.kernels.cuda || !python;
   if (!config.kernels.cuda) target.cpu_bf16_matmul = config.kernels.cpu_bf16;
   target.cuda_autocast = config.kernels.cuda;
-  target.fp32_adapters = config.stack != Stack::kHeadroom;
-  target.reentrant_checkpoint = config.stack == Stack::kHeadroom;
+  target.fp32_adapters = python;
+  target.reentrant_checkpoint = !python;
+  target.torch_optim = python;
   return target;
 }
 

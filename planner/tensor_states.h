@@ -34,6 +34,9 @@ struct CostTarget {
   // output and output gradient through the block's backward; torch.utils.checkpoint with
   // use_reentrant=False (transformers) stops early and holds neither.
   bool reentrant_checkpoint = true;
+  // torch.optim creates every parameter's states (and a 0-d step tensor each) before
+  // updating any; LibTorch's optimizers create each parameter's just before updating it.
+  bool torch_optim = false;
 };
 CostTarget CostTargetOf(const TrainingConfig& config);
 

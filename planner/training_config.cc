@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/enum_names.h"
+
 namespace headroom {
 
 std::string_view PrecisionName(Precision p) {
@@ -26,13 +28,10 @@ std::string_view PrecisionName(Precision p) {
 }
 
 Result<Precision> ParsePrecision(std::string_view name) {
-  for (Precision p : {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16, Precision::kBf16,
-                      Precision::kMixedBf16, Precision::kMixedFp16}) {
-    if (name == PrecisionName(p)) return p;
-  }
-  return MakeError(fmt::format(
-      "unknown precision '{}' (use fp32, amp-bf16, amp-fp16, bf16, mixed-bf16 or mixed-fp16)",
-      name));
+  return ParseByName(name,
+                     {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16, Precision::kBf16,
+                      Precision::kMixedBf16, Precision::kMixedFp16},
+                     PrecisionName, "precision");
 }
 
 PrecisionRegime RegimeOf(Precision p) {
@@ -77,8 +76,7 @@ DType FrozenWeightDType(const TrainingConfig& config) {
 }
 
 bool KeepsKvCache(const TrainingConfig& config) {
-  return config.stack != Stack::kHeadroom &&
-         config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
+  return RunsPythonStack(config.stack) && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
 }
 
 std::string_view OptimizerName(OptimizerKind k) {
@@ -98,12 +96,10 @@ std::string_view OptimizerName(OptimizerKind k) {
 }
 
 Result<OptimizerKind> ParseOptimizer(std::string_view name) {
-  for (OptimizerKind k : {OptimizerKind::kAdamW, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum,
-                          OptimizerKind::kAdafactor, OptimizerKind::kAdamW8bit}) {
-    if (name == OptimizerName(k)) return k;
-  }
-  return MakeError(fmt::format(
-      "unknown optimizer '{}' (use adamw, sgd, sgd-momentum, adafactor or adamw-8bit)", name));
+  return ParseByName(name,
+                     {OptimizerKind::kAdamW, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum,
+                      OptimizerKind::kAdafactor, OptimizerKind::kAdamW8bit},
+                     OptimizerName, "optimizer");
 }
 
 namespace {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include <fmt/format.h>
+#include "planner/enum_names.h"
 
 namespace headroom {
 
@@ -21,10 +21,8 @@ std::string_view StackName(Stack s) {
 }
 
 Result<Stack> ParseStack(std::string_view name) {
-  for (Stack s : {Stack::kPytorch, Stack::kHfTrainer, Stack::kHeadroom}) {
-    if (name == StackName(s)) return s;
-  }
-  return MakeError(fmt::format("unknown stack '{}' (use pytorch, hf-trainer or headroom)", name));
+  return ParseByName(name, {Stack::kPytorch, Stack::kHfTrainer, Stack::kHeadroom}, StackName,
+                     "stack");
 }
 
 std::string_view OptimizerImplName(OptimizerImpl impl) {
@@ -40,12 +38,9 @@ std::string_view OptimizerImplName(OptimizerImpl impl) {
 }
 
 Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name) {
-  for (OptimizerImpl i :
-       {OptimizerImpl::kForLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
-    if (name == OptimizerImplName(i)) return i;
-  }
-  return MakeError(
-      fmt::format("unknown optimizer implementation '{}' (use for-loop, foreach or fused)", name));
+  return ParseByName(name,
+                     {OptimizerImpl::kForLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused},
+                     OptimizerImplName, "optimizer implementation");
 }
 
 std::string_view CpuBf16Name(CpuBf16 kind) {
@@ -62,11 +57,8 @@ std::string_view CpuBf16Name(CpuBf16 kind) {
 
 Result<CpuBf16> ParseCpuBf16(std::string_view name) {
   if (name == "native") return CpuBf16::kAmx;
-  for (CpuBf16 k : {CpuBf16::kAmx, CpuBf16::kAvx512Bf16, CpuBf16::kEmulated}) {
-    if (name == CpuBf16Name(k)) return k;
-  }
-  return MakeError(
-      fmt::format("unknown CPU bf16 kind '{}' (use amx, avx512-bf16, emulated or native)", name));
+  return ParseByName(name, {CpuBf16::kAmx, CpuBf16::kAvx512Bf16, CpuBf16::kEmulated}, CpuBf16Name,
+                     "CPU bf16 kind");
 }
 
 CpuBf16 HostCpuBf16() {

@@ -16,6 +16,8 @@ enum class Stack {
 };
 std::string_view StackName(Stack s);
 Result<Stack> ParseStack(std::string_view name);
+// pytorch and hf-trainer run transformers + PEFT with torch.optim; headroom runs LibTorch.
+inline bool RunsPythonStack(Stack s) { return s != Stack::kHeadroom; }
 
 // How an optimizer walks its parameters (torch.optim's foreach / fused arguments).
 enum class OptimizerImpl {
@@ -29,7 +31,7 @@ Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name);
 // How a CPU multiplies bf16 matrices (oneDNN's kernel for it), which sets the scratch
 // each product allocates.
 enum class CpuBf16 {
-  kAmx,         // AMX tiles: no scratch measurable at these sizes
+  kAmx,         // AMX tiles: modelled with no scratch (not measured: no AMX machine here)
   kAvx512Bf16,  // AVX512-BF16 brgemm: a scratchpad of a row block and an input panel
   kEmulated,    // no bf16 instructions: the product is computed into fp32
 };

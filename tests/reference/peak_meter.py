@@ -46,7 +46,9 @@ def live_storage_bytes():
 class PeakMeter:
     PHASE_PREFIX = "phase:"
 
-    def __init__(self):
+    def __init__(self, keep_trace=False):
+        self.keep_trace = keep_trace  # keep the profiler's events in last_trace
+        self.last_trace = []
         self.live_before_bytes = 0
         self.peak_bytes = 0
         self.peak_phase = "setup"
@@ -79,7 +81,7 @@ class PeakMeter:
         finally:
             os.unlink(path)
         events = trace["traceEvents"] if isinstance(trace, dict) else trace
-        if getattr(self, "keep_trace", False):
+        if self.keep_trace:
             self.last_trace = events
         phases = []
         memory = []

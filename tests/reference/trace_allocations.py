@@ -12,6 +12,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cases import CASES  # noqa: E402
+import hf_training_run  # noqa: E402
 import peak_meter  # noqa: E402
 
 
@@ -23,18 +24,9 @@ def main():
         json.dump(case.hf_config(), f)
     payload = dict(vars(case), config_dir=config_dir, threads=1)
     payload["lora_targets"] = list(case.lora_targets)
-    events = []
-    original = peak_meter.PeakMeter._read_trace
-
-    def keep_events(meter):
-        original(meter)
-        events.extend(meter.last_trace)
-
-    peak_meter.PeakMeter.keep_trace = True
-    peak_meter.PeakMeter._read_trace = keep_events
-    sys.argv = ["hf_training_run.py", json.dumps(payload)]
-    import hf_training_run
-    hf_training_run.main()
+    meter = peak_meter.PeakMeter(keep_trace=True)
+    hf_training_run.run(payload, meter)
+    events = meter.last_trace
     ops = sorted(((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"])
                   for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
                  key=lambda o: o[0])
