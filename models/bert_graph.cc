@@ -23,6 +23,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId type_w =
       layers.Param(e + ".token_type_embeddings.weight", {Dim::C(spec.type_vocab_size), Dim::C(h)});
   TensorId word = layers.Embedding(e + ".word_embeddings", ids, word_w, TokenShape(h));
+  g.MarkInputEmbeddings(word);
   TensorId type = layers.Embedding(e + ".token_type_embeddings", types, type_w, TokenShape(h));
   TensorId x = layers.Binary(OpKind::kAdd, e + ".add_types", word, type);
   TensorId pos = layers.Embedding(e + ".position_embeddings", positions, pos_w,
@@ -58,6 +59,8 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId first = layers.View("bert.pooler.first_token", x, {Dim::B(), Dim::C(h)});
   TensorId pooled = layers.Linear("bert.pooler.dense", "pooler", first, h, h, true, false, true);
   pooled = layers.Unary(OpKind::kTanh, "bert.pooler.activation", pooled);
+  layers.HoldAsModelOutput(x);
+  layers.HoldAsModelOutput(pooled);
   pooled = layers.Dropout("dropout", pooled, spec.hidden_dropout);
   // PEFT keeps the classifier trainable for sequence classification.
   TensorId cls_w = layers.Param("classifier.weight", {Dim::C(spec.num_labels), Dim::C(h)}, true);
@@ -65,6 +68,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId logits =
       g.AddOp({.kind = OpKind::kLinear, .name = "classifier", .inputs = {pooled, cls_w, cls_b}},
               {{.name = "logits", .shape = {Dim::B(), Dim::C(spec.num_labels)}}})[0];
+  layers.HoldAsModelOutput(logits);
   layers.ClassificationLoss(logits, labels, spec.num_labels);
 }
 

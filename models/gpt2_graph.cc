@@ -16,6 +16,7 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId wte = layers.Param("transformer.wte.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId wpe = layers.Param("transformer.wpe.weight", {Dim::C(spec.max_positions), Dim::C(h)});
   TensorId tok = layers.Embedding("transformer.wte", ids, wte, TokenShape(h));
+  g.MarkInputEmbeddings(tok);
   TensorId pos =
       layers.Embedding("transformer.wpe", positions, wpe, {Dim::C(1), Dim::S(), Dim::C(h)});
   TensorId x = layers.Binary(OpKind::kAdd, "transformer.embed_add", tok, pos);

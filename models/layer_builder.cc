@@ -15,7 +15,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .kv_cache = KeepsKvCache(config),
           .sdpa_gqa = python,
           .copy_head_views = python && config.micro_batch > 1,
-          .peft_casts = python};
+          .peft_casts = python,
+          .hold_model_outputs = python};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -207,9 +208,15 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
   return Op(OpKind::kMergeHeads, prefix + ".merge_heads", {context}, TokenShape(heads * d));
 }
 
+void LayerBuilder::HoldAsModelOutput(TensorId t) {
+  if (options_.hold_model_outputs) graph_.HoldUntilForwardEnd(t);
+}
+
 TensorId LayerBuilder::LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels) {
   const int64_t vocab = spec_.vocab_size;
   TensorId logits = LinearWithWeight("lm_head", x, lm_weight, TokenShape(vocab));
+  HoldAsModelOutput(x);
+  HoldAsModelOutput(logits);
   TensorId logits32 = Op(OpKind::kCastF32, "logits.float", {logits}, TokenShape(vocab));
   TensorId log_probs = Op(OpKind::kLogSoftmax, "log_softmax", {logits32}, TokenShape(vocab));
   TensorId loss = Op(OpKind::kNllLoss, "nll_loss", {log_probs, labels}, SymShape{});

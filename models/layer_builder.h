@@ -30,6 +30,10 @@ struct GraphOptions {
   // PEFT's LoRA layer casts its input to the adapters' dtype and the sum back to the
   // base layer's (no-ops when the dtypes agree).
   bool peft_casts = false;
+  // transformers' forward returns a ModelOutput holding the last hidden state and the
+  // logits (and the pooled output); the caller drops it once it has taken the loss, so
+  // they live until the forward returns, beside the loss's fp32 copies.
+  bool hold_model_outputs = false;
 };
 
 // The graph options a training config implies for its stack.
@@ -87,6 +91,8 @@ class LayerBuilder {
   // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
   TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
   // Classification loss over [b, num_labels] logits.
+  // Keeps `t` until the forward returns when the stack's model output holds it.
+  void HoldAsModelOutput(TensorId t);
   TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
 
  private:

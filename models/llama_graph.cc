@@ -15,11 +15,13 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
 
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));
-  // HF computes cos/sin once per forward in the hidden states' dtype.
+  g.MarkInputEmbeddings(x);
+  // HF computes cos/sin once per forward in the hidden states' dtype, from position ids
+  // of shape [1, s] (cache_position.unsqueeze(0)): one table for the whole batch.
   auto tables = g.AddOp(
       {.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}, .rope = spec.rope},
-      {{.name = "rope.cos", .shape = {Dim::B(), Dim::S(), Dim::C(d)}},
-       {.name = "rope.sin", .shape = {Dim::B(), Dim::S(), Dim::C(d)}}});
+      {{.name = "rope.cos", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}},
+       {.name = "rope.sin", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}}});
   TensorId mask = layers.CausalMaskIfEager(x);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {

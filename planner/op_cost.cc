@@ -325,16 +325,16 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
     // output width as its inner dimension.
     const int64_t out_width = v.graph.tensor(op.outputs[0]).shape.dims().back().value;
     const int64_t rows = v.out_numel() / out_width;
-    cost.workspace_bytes +=
+    cost.input_grad_scratch_bytes +=
         std::min<int64_t>(rows, 256) * 64 * 4 + 64 * std::min<int64_t>(out_width, 512) * 2 + 1024;
   }
   if (v.cpu_bf16_matmul() == CpuBf16::kEmulated && op.kind == OpKind::kLinear) {
     // Each gradient product has its fp32 scratch: the input's scales with the
     // micro-batch, the weight's does not.
     if (cost.input_grads[0] == GradFlow::kNew)
-      cost.workspace_bytes += 2 * StorageBytes(DType::kBF16, v.in_numel(0));
+      cost.input_grad_scratch_bytes += 2 * StorageBytes(DType::kBF16, v.in_numel(0));
     if (cost.input_grads[1] == GradFlow::kNew)
-      cost.fixed_workspace_bytes = StorageBytes(DType::kF32, v.in_numel(1));
+      cost.weight_grad_scratch_bytes = StorageBytes(DType::kF32, v.in_numel(1));
   }
   return cost;
 }

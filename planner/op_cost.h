@@ -47,9 +47,14 @@ struct BackwardCost {
   std::vector<GradFlow> input_grads;  // per input, activations and parameters alike
   int64_t workspace_bytes = 0;        // transient during the op's backward
   bool workspace_per_sample = true;   // false for a dequantized weight
-  // Transient beside the gradients that does not scale with the micro-batch (the fp32
-  // scratch of an emulated bf16 weight-gradient product).
-  int64_t fixed_workspace_bytes = 0;
+  // Transient while the input's gradient product (dY @ W) runs: after the input
+  // gradient exists and before any parameter gradient does (autograd's formulas for
+  // mm/addmm compute the input's gradient first). Scales with the micro-batch.
+  int64_t input_grad_scratch_bytes = 0;
+  // Transient while the weight's (input 1's) gradient product runs, beside that fresh
+  // gradient before it is summed into .grad (the fp32 scratch of an emulated bf16
+  // product). Does not scale with the micro-batch.
+  int64_t weight_grad_scratch_bytes = 0;
 };
 
 struct OpFlops {

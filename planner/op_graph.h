@@ -139,6 +139,10 @@ class OpGraph {
   // The tensor stays alive until the forward pass returns (a KV cache the model output holds).
   void HoldUntilForwardEnd(TensorId t) { held_until_forward_end_.push_back(t); }
   const std::vector<TensorId>& held_until_forward_end() const { return held_until_forward_end_; }
+  // The output of the model's input embedding (what transformers' get_input_embeddings()
+  // returns): enable_input_require_grads() hooks it.
+  void MarkInputEmbeddings(TensorId t) { input_embeddings_ = t; }
+  TensorId input_embeddings() const { return input_embeddings_; }
 
   const TensorInfo& tensor(TensorId id) const { return tensors_.at(id.value); }
   const OpNode& op(OpId id) const { return graph_[id.value]; }
@@ -173,6 +177,7 @@ class OpGraph {
   int current_block_ = -1;
   TensorId loss_;
   std::vector<TensorId> held_until_forward_end_;
+  TensorId input_embeddings_;
 };
 
 }  // namespace headroom

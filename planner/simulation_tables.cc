@@ -27,11 +27,16 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
         regime.master_weights && info.param.trainable ? StorageBytes(DType::kF32, numel) : 0);
     optimizer_costs.push_back(
         info.param.trainable ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
-                                             regime.optimizer_state_dtype, regime.master_weights,
+                                             states.OptimizerStateDType(id), regime.master_weights,
                                              /*python_step_tensor=*/states.target().torch_optim)
                              : OptimizerParamCost{});
   }
   for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
+  if (const TensorId e = g.input_embeddings();
+      e.valid() && states[e].requires_grad && !states[g.op(g.tensor(e).producer).inputs[1]].requires_grad) {
+    grad_leaf = e;
+    ++forward_uses[e.value];  // the autograd graph's reference, dropped when backward ends
+  }
   param_grad_arrivals.assign(g.num_tensors(), 0);
   for (int o = 0; o < g.num_ops(); ++o) {
     const OpNode& op = g.op(OpId{o});
@@ -58,7 +63,8 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
         ++param_grad_arrivals[op.inputs[i].value];
     }
     backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
-                              cost.fixed_workspace_bytes, cost.workspace_per_sample});
+                              cost.weight_grad_scratch_bytes, cost.input_grad_scratch_bytes,
+                              cost.workspace_per_sample});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
   }
   for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {

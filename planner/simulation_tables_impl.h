@@ -35,6 +35,10 @@ struct SimulationTables::Impl {
   std::vector<uint8_t> trainable;     // a parameter that gets a gradient
   std::vector<int> producer_block;    // the block of the op that makes it; -1 if none
   std::vector<TensorId> data_inputs;  // token ids, labels
+  // The input embedding's output when a hook made it a leaf that requires grad
+  // (CostTarget::input_embeddings_require_grad over a frozen embedding): it and its
+  // gradient stay alive until the backward pass ends. Invalid otherwise.
+  TensorId grad_leaf;
   // Per parameter, in graph.Parameters() order.
   std::vector<TensorId> parameters;
   std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
@@ -62,7 +66,8 @@ struct SimulationTables::Impl {
   struct OpBackward {
     int32_t grads_begin;  // into input_grads, one per op input
     int64_t workspace_bytes;
-    int64_t fixed_workspace_bytes;
+    int64_t weight_grad_scratch_bytes;
+    int64_t input_grad_scratch_bytes;
     bool workspace_per_sample;
   };
   std::vector<OpForward> forward_costs[2];  // [grad_mode]

@@ -211,6 +211,16 @@ class StepSimulator {
       Retain(buffer_of_[t.value]);
       block_holds_.Add(block, buffer_of_[t.value]);
     }
+    if (const int64_t rng = tables_.states.target().checkpoint_rng_state_bytes; rng > 0) {
+      // torch.utils.checkpoint drops its stash with the block's saved tensors; LibTorch's
+      // Function keeps saved_data until the graph is freed.
+      const int64_t stash = Acquire(rng, Category::kActivations);
+      if (tables_.states.target().reentrant_checkpoint) {
+        until_backward_end_.push_back(stash);
+      } else {
+        block_holds_.Add(block, stash);
+      }
+    }
   }
 
   bool IsInsideBlock(TensorId t, int block) const {
@@ -358,6 +368,14 @@ class StepSimulator {
         if (reentrant) UseDone(graph_.blocks()[block].output);
       }
     }
+    for (int64_t b : until_backward_end_) Release(b);
+    until_backward_end_.clear();
+    if (tables_.grad_leaf.valid()) {
+      // The graph is freed: the hooked embedding output and its .grad go with it.
+      if (leaf_grad_ != kNoBuffer) Release(leaf_grad_);
+      leaf_grad_ = kNoBuffer;
+      UseDone(tables_.grad_leaf);
+    }
     for (int i = 0; i < graph_.num_tensors(); ++i) {
       if (grad_of_[i] != kNoBuffer) {
         throw std::logic_error("simulator: gradient of " + graph_.tensor(TensorId{i}).name +
@@ -368,10 +386,13 @@ class StepSimulator {
 
   void Recompute(int block) {
     const BlockSegment& seg = graph_.blocks()[block];
+    const int64_t rng_bytes = tables_.states.target().checkpoint_rng_state_bytes;
+    const int64_t forked_rng = rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
     }
     ExitAutocast(block);
+    if (forked_rng != kNoBuffer) Release(forked_rng);
   }
 
   void RunOpBackward(OpId op_id) {
@@ -382,24 +403,30 @@ class StepSimulator {
       SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
       const SimulationTables::Impl::OpBackward& cost = backward_costs_[op_id.value];
       const GradFlow* input_grads = &tables_.input_grads[cost.grads_begin];
+      // Activations' gradients first, then the parameters' (the order of autograd's
+      // formulas for the matrix products, the only ops whose order shows).
       for (size_t i = 0; i < op.inputs.size(); ++i) {
-        if (input_grads[i] == GradFlow::kNone) continue;
-        if (IsParam(op.inputs[i])) {
-          ParamGradient(op_id, op, i);
-        } else {
+        if (input_grads[i] != GradFlow::kNone && !IsParam(op.inputs[i]))
           ActivationGradient(op_id, op, i, input_grads[i]);
-        }
+      }
+      if (cost.input_grad_scratch_bytes > 0)
+        Release(Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (input_grads[i] != GradFlow::kNone && IsParam(op.inputs[i]))
+          ParamGradient(op_id, op, i, i == 1 ? cost.weight_grad_scratch_bytes : 0);
       }
       if (cost.workspace_bytes > 0) {
         Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));
       }
-      if (cost.fixed_workspace_bytes > 0)
-        Release(Acquire(cost.fixed_workspace_bytes, Category::kTemporaries));
     }
     op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
     for (TensorId out : op.outputs) {
       if (grad_of_[out.value] == kNoBuffer) continue;
-      Release(grad_of_[out.value]);
+      if (out == tables_.grad_leaf) {
+        leaf_grad_ = grad_of_[out.value];  // AccumulateGrad keeps it as the leaf's .grad
+      } else {
+        Release(grad_of_[out.value]);
+      }
       grad_of_[out.value] = kNoBuffer;
     }
   }
@@ -431,15 +458,22 @@ class StepSimulator {
     }
   }
 
-  void ParamGradient(OpId op_id, const OpNode& op, size_t i) {
+  // `scratch_bytes`: the product's transient scratch, beside the fresh gradient.
+  void ParamGradient(OpId op_id, const OpNode& op, size_t i, int64_t scratch_bytes) {
     const TensorId p = op.inputs[i];
+    // The product runs in the dtype the op used (then autocast's cast backward converts
+    // it), with its scratch beside it.
     int64_t used = kNoBuffer;
     if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast)
       used = Acquire(cast, Category::kTemporaries);
+    if (used != kNoBuffer && scratch_bytes > 0)
+      Release(Acquire(scratch_bytes, Category::kTemporaries));
     // The engine sums a parameter's gradients within one backward out of place (a tied
     // embedding's: both operands and the sum live at once); AccumulateGrad then takes
     // the sum when all have arrived.
     int64_t grad = Acquire(Bytes(p), Category::kGradients);
+    if (used == kNoBuffer && scratch_bytes > 0)
+      Release(Acquire(scratch_bytes, Category::kTemporaries));
     if (const int64_t pending = pending_grad_[p.value]; pending != kNoBuffer) {
       const int64_t sum = Acquire(Bytes(p), Category::kGradients);
       Release(pending);
@@ -535,6 +569,8 @@ class StepSimulator {
   std::vector<int64_t> grad_of_;
   std::vector<int64_t> param_grad_;
   std::vector<int64_t> pending_grad_;  // a gradient waiting for the parameter's others
+  int64_t leaf_grad_ = kNoBuffer;     // the hooked embedding output's .grad
+  std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
   std::vector<int> grad_arrivals_;
   HoldLists op_holds_;                     // per op: what its forward saved for its backward
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds

@@ -67,7 +67,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
     if (!t.param.trainable) continue;
     const OptimizerParamCost cost =
         CostOptimizer(config.optimizer, EffectiveOptimizerImpl(config), t.shape,
-                      regime.optimizer_state_dtype, regime.master_weights, false);
+                      states.OptimizerStateDType(p), regime.master_weights, false);
     double bytes = 2.0 * 2.0 * tensor_bytes[p.value];  // weight and gradient, read + write
     for (int64_t s : cost.state_bytes) bytes += 2.0 * static_cast<double>(s);
     if (regime.master_weights) bytes += 2.0 * 4.0 * static_cast<double>(t.shape.Numel({}));

@@ -30,6 +30,14 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   target.fp32_adapters = python;
   target.reentrant_checkpoint = !python;
   target.torch_optim = python;
+  // From the policy, like the KV cache: when the solver chooses the checkpoint set, its
+  // candidates share one set of tables without this (two b x s x h tensors).
+  target.input_embeddings_require_grad =
+      python && config.checkpoint.kind != CheckpointPolicy::Kind::kNone;
+  // The CPU generator's state (mt19937 and its normal-sampling cache) is 5056 bytes; a
+  // CUDA generator's state is a host tensor too, outside device memory.
+  constexpr int64_t kCpuRngStateBytes = 5056;
+  if (!config.kernels.cuda) target.checkpoint_rng_state_bytes = kCpuRngStateBytes;
   return target;
 }
 
@@ -57,7 +65,8 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     const DType dtype = OutputDType(graph, op);
     for (TensorId out : op.outputs) {
       const TensorInfo& t = graph.tensor(out);
-      states_[out.value] = {t.fixed_dtype.value_or(dtype), any_grad};
+      const bool hooked = target.input_embeddings_require_grad && out == graph.input_embeddings();
+      states_[out.value] = {t.fixed_dtype.value_or(dtype), any_grad || hooked};
     }
   }
 }
@@ -100,6 +109,11 @@ DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
     default:
       return in(0);
   }
+}
+
+DType TensorStates::OptimizerStateDType(TensorId param) const {
+  if (target_.torch_optim && !regime_.master_weights) return states_.at(param.value).dtype;
+  return regime_.optimizer_state_dtype;
 }
 
 DType TensorStates::UsedDType(const OpNode& op, size_t index) const {

@@ -37,6 +37,15 @@ struct CostTarget {
   // torch.optim creates every parameter's states (and a 0-d step tensor each) before
   // updating any; LibTorch's optimizers create each parameter's just before updating it.
   bool torch_optim = false;
+  // transformers' gradient_checkpointing_enable() calls enable_input_require_grads(): a
+  // forward hook makes the input embedding's output require grad. With a frozen
+  // embedding (LoRA) that output is a leaf, which autograd holds, with its .grad, until
+  // the graph is freed.
+  bool input_embeddings_require_grad = false;
+  // Checkpointing stashes the RNG state per checkpointed block (torch.utils.checkpoint's
+  // preserve_rng_state, headroom's replayed dropout) and takes another copy for each
+  // recomputation: a host tensor, device memory only when the device is the CPU.
+  int64_t checkpoint_rng_state_bytes = 0;
 };
 CostTarget CostTargetOf(const TrainingConfig& config);
 
@@ -50,6 +59,10 @@ class TensorStates {
   // Storage bytes of a tensor at (b, s); parameters stored as NF4 include their
   // quantization statistics.
   int64_t Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const;
+  // The dtype of a trainable parameter's optimizer states. torch.optim makes them with
+  // zeros_like(param): the parameter's own dtype (fp32 for PEFT's adapters in a bf16
+  // model); otherwise the regime's.
+  DType OptimizerStateDType(TensorId param) const;
   // The dtype input `index` of `op` is used in after autocast's casts.
   DType UsedDType(const OpNode& op, size_t index) const;
   // True when input `index` of `op` is cast to another dtype before use.

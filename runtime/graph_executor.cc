@@ -206,9 +206,8 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
       const at::Tensor inv_freq = RopeInverseFrequencies(op.rope, d, f32);
       const at::Tensor freqs = at::outer(at::arange(config_.seq_len, f32), inv_freq);
       const at::Tensor emb = at::cat({freqs, freqs}, -1);
-      const std::vector<int64_t> bsd = {config_.micro_batch, config_.seq_len, d};
-      out = {emb.cos().to(x.scalar_type()).expand(bsd).contiguous(),
-             emb.sin().to(x.scalar_type()).expand(bsd).contiguous()};
+      out = {emb.cos().to(x.scalar_type()).unsqueeze(0),  // [1, s, d], broadcast over b
+             emb.sin().to(x.scalar_type()).unsqueeze(0)};
       break;
     }
     case OpKind::kRope: {

@@ -54,6 +54,8 @@ void ExpectCostsScale(const OpGraph& g, const TensorStates& states, const std::s
     EXPECT_EQ(one.input_grads, many.input_grads) << where << ": " << op.name << " gradient flow";
     EXPECT_EQ(many.workspace_bytes, Scaled(one.workspace_bytes, one.workspace_per_sample))
         << where << ": " << op.name << " backward workspace";
+    EXPECT_EQ(many.input_grad_scratch_bytes, kB * one.input_grad_scratch_bytes)
+        << where << ": " << op.name << " input-gradient scratch";
   }
 }
 

@@ -53,8 +53,6 @@ def main():
     parser.add_argument("headroom", help="path to the headroom binary")
     parser.add_argument("--fast", action="store_true", help="skip the real-size models")
     parser.add_argument("--only-slow", action="store_true", help="only the real-size models")
-    parser.add_argument("--include-gaps", action="store_true",
-                        help="also run the cases marked as known gaps (not asserted)")
     parser.add_argument("--bound-pct", type=float, default=2.0)
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--threads", type=int, default=1)
@@ -66,7 +64,7 @@ def main():
     args = parser.parse_args()
 
     cases = [c for c in CASES if args.only in c.name and not (args.fast and c.slow)
-             and not (args.only_slow and not c.slow) and (args.include_gaps or not c.known_gap)]
+             and not (args.only_slow and not c.slow)]
     rows = []
     failures = 0
     header = f"{'configuration':<48} {'predicted':>14} {'measured':>14} {'error':>8}  peak (measured / predicted)"
@@ -85,7 +83,7 @@ def main():
             measured_bytes = measured["measured_peak_bytes"]
             error = 100.0 * (predicted_bytes - measured_bytes) / measured_bytes
             ok = abs(error) <= args.bound_pct
-            failures += not ok and not case.known_gap
+            failures += not ok
             row = (case.name, predicted_bytes, measured_bytes, error, measured["phase"],
                    plan["peak"]["phase"], time.time() - start)
             rows.append(row)
@@ -96,20 +94,15 @@ def main():
                                                 measured.get("measured_reserved_bytes")])) + "\n")
             print(f"{case.name:<48} {predicted_bytes:>14,} {measured_bytes:>14,} {error:>+7.2f}%"
                   f"  {measured['phase']} / {plan['peak']['phase']}"
-                  f"  ({row[6]:.1f} s){'' if ok else '  OUT OF BOUND'}"
-                  f"{'  (known gap: ' + case.known_gap + ')' if case.known_gap else ''}", flush=True)
-    gaps = sum(1 for c in cases if c.known_gap)
-    print(f"{len(cases) - gaps - failures} of {len(cases) - gaps} asserted cases within {args.bound_pct}%"
-          f"{f'; {gaps} known gaps reported, not asserted' if gaps else ''}"
+                  f"  ({row[6]:.1f} s){'' if ok else '  OUT OF BOUND'}", flush=True)
+    print(f"{len(cases) - failures} of {len(cases)} cases within {args.bound_pct}%"
           f" (max |error| {max((abs(r[3]) for r in rows), default=0):.3f}%)")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("| configuration | predicted bytes | measured bytes | error | peak: measured | peak: predicted |\n")
             f.write("|---|---:|---:|---:|---|---|\n")
-            gap_of = {c.name: c.known_gap for c in cases}
             for name, p, m, e, mp, pp, _ in rows:
-                note = f" (known gap: {gap_of[name]})" if gap_of[name] else ""
-                f.write(f"| {name}{note} | {p:,} | {m:,} | {e:+.3f}% | {mp} | {pp} |\n")
+                f.write(f"| {name} | {p:,} | {m:,} | {e:+.3f}% | {mp} | {pp} |\n")
     return 1 if failures else 0
 
 

@@ -2,8 +2,8 @@
 // (counted by the CPU allocator LibTorch allocates through) against PredictStep, over
 // the tiny models of all three families and the grid of precision, checkpointing,
 // micro-batch, fine-tuning mode and optimizer. Prints the table; each config must be
-// within 2% (one known gap, below). Run under ONEDNN_MAX_CPU_ISA=AVX512_CORE (ctest sets
-// it) so that every CPU of this kind runs the same bf16 kernels.
+// within 2%. Run under ONEDNN_MAX_CPU_ISA=AVX512_CORE (ctest sets it) so that every CPU
+// of this kind runs the same bf16 kernels.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -84,13 +84,8 @@ TEST(ValidationSuite, MeasuredPeakWithinTwoPercentOfPrediction) {
     const double measured = static_cast<double>(trainer.measured_peak_allocated_bytes());
     const double error = 100.0 * (measured - predicted) / predicted;
     std::printf("%-58s %14.0f %14.0f %7.2f%%\n", Describe(c).c_str(), predicted, measured, error);
-    // Open gap: pure bf16 with every block checkpointed measures 3-3.5% above the
-    // prediction (GPT-2 and BERT, not Llama; 1% with a fused GELU); allowed 4% until
-    // it is traced. Everything else must be within 2%.
-    const bool known_gap = c.precision == Precision::kBf16 && std::string(c.checkpoint) == "all";
-    const double bound = known_gap ? 4.0 : 2.0;
-    EXPECT_LE(std::abs(error), bound) << Describe(c);
-    failures += std::abs(error) > bound;
+    EXPECT_LE(std::abs(error), 2.0) << Describe(c);
+    failures += std::abs(error) > 2.0;
   }
   std::printf("%d of %zu configs outside their bound\n", failures, Configs().size());
 }
