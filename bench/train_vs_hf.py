@@ -15,7 +15,6 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-import hf_training_run  # noqa: E402
 from cases import Case, TINY_GPT2  # noqa: E402
 
 CONFIGS = [
@@ -47,10 +46,20 @@ def headroom_tokens_per_second(binary, case, config_path, steps):
 
 
 def hf_tokens_per_second(case, config_dir, steps):
+    """In a fresh process, like `train`: a warm heap in this one would favour later runs."""
     payload = dict(vars(case), config_dir=config_dir, threads=1, steps=steps)
     payload["lora_targets"] = list(case.lora_targets)
-    watch = hf_training_run.run(payload, hf_training_run.Stopwatch())
-    return steps * case.micro_batch * case.grad_accum * case.seq_len / watch.seconds
+    code = ("import json, sys; import hf_training_run as h; "
+            "print(h.run(json.loads(sys.argv[1]), h.Stopwatch()).seconds)")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_VERBOSITY="error",
+               PYTHONPATH=os.path.join(ROOT, "tests", "reference"))
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(payload)], capture_output=True,
+                         text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"HF loop failed:\n{out.stderr[-3000:]}")
+    seconds = float(out.stdout.strip().splitlines()[-1])
+    return steps * case.micro_batch * case.grad_accum * case.seq_len / seconds
 
 
 def main():
