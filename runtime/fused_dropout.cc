@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "runtime/dropout_kernel.h"
+
 namespace headroom {
 namespace {
 
@@ -21,6 +23,16 @@ at::Tensor ScaleUnlessDropped(const at::Tensor& x, const at::Tensor& dropped, do
     return out;
   }
   at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (x.scalar_type() == at::kFloat) {
+    const float* in = x.const_data_ptr<float>();
+    const bool* d = dropped.const_data_ptr<bool>();
+    float* o = out.mutable_data_ptr<float>();
+    at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+      ScaleUnlessDroppedF32(o + begin, in + begin, d + begin, static_cast<float>(scale),
+                            end - begin);
+    });
+    return out;
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "dropout", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const auto s = static_cast<opmath_t>(scale);
