@@ -90,9 +90,9 @@ class LayerBuilder {
 
   // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
   TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
-  // Classification loss over [b, num_labels] logits.
   // Keeps `t` until the forward returns when the stack's model output holds it.
   void HoldAsModelOutput(TensorId t);
+  // Classification loss over [b, num_labels] logits.
   TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
 
  private:

@@ -32,8 +32,10 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
                              : OptimizerParamCost{});
   }
   for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
-  if (const TensorId e = g.input_embeddings();
-      e.valid() && states[e].requires_grad && !states[g.op(g.tensor(e).producer).inputs[1]].requires_grad) {
+  // The hook's output is a leaf when the embedding weight (the lookup's input 1) is frozen.
+  const TensorId e = g.input_embeddings();
+  if (e.valid() && states[e].requires_grad &&
+      !states[g.op(g.tensor(e).producer).inputs[1]].requires_grad) {
     grad_leaf = e;
     ++forward_uses[e.value];  // the autograd graph's reference, dropped when backward ends
   }
