@@ -9,19 +9,16 @@
 namespace headroom {
 namespace {
 
-// The least memory a request can train with: micro-batch 1, every block checkpointed.
+// The least memory a request can train with: micro-batch 1, every block checkpointed
+// (the search's own last resort).
 std::optional<int64_t> SmallestPeak(PlanRequest r, const SearchOptions& options) {
   r.config.micro_batch = 1;
-  r.config.grad_accum_steps = std::max<int64_t>(1, options.global_batch / options.num_gpus);
+  r.config.grad_accum_steps = PerGpuBatch(options);
   r.config.checkpoint =
       options.fixed_checkpoint.value_or(CheckpointPolicy{.kind = CheckpointPolicy::Kind::kAll});
   auto p = Predict(r);
   if (!p) return std::nullopt;
-  return r.device.is_cuda ? p->device_peak_bytes : p->allocated_peak_bytes;
-}
-
-int64_t Usable(const DeviceSpec& d, const SearchOptions& o) {
-  return static_cast<int64_t>(static_cast<double>(d.memory_bytes) * (1.0 - o.margin));
+  return PeakAgainstBudget(*p, r.device);
 }
 
 }  // namespace
@@ -30,7 +27,7 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOpt
   std::vector<Suggestion> out;
   auto consider = [&](std::string change, const PlanRequest& r) {
     if (auto peak = SmallestPeak(r, options))
-      out.push_back({std::move(change), *peak, *peak <= Usable(r.device, options)});
+      out.push_back({std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)});
   };
   const FineTuneConfig& ft = request.config.fine_tune;
   if (ft.mode == FineTuneMode::kFull) {
@@ -69,7 +66,7 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOpt
       r.device = gpu;
       if (ValidateRequest(r)) continue;
       auto peak = SmallestPeak(r, options);
-      if (peak && *peak <= Usable(gpu, options)) {
+      if (peak && *peak <= UsableBytes(gpu, options.margin)) {
         out.push_back(
             {fmt::format("a bigger GPU: {} ({})", gpu.name, FormatBytes(gpu.memory_bytes)), *peak,
              true});

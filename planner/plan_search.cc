@@ -59,10 +59,6 @@ CheckpointSolution Solve(const ChainMemoryModel& model, int64_t budget_units,
   return SolveCheckpoints(model, budget_units);
 }
 
-int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device) {
-  return device.is_cuda ? p.device_peak_bytes : p.allocated_peak_bytes;
-}
-
 // The peak of the first step's micro-batches (1 and K), before its optimizer step
 // allocates the states, against the same budget as PeakAgainstBudget: about half of a
 // full prediction's work.
@@ -91,6 +87,10 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
 std::vector<Precision> SupportedPrecisions(const DeviceSpec& device) {
   if (device.supports_bf16()) return {Precision::kBf16, Precision::kAmpBf16, Precision::kMixedBf16};
   return {Precision::kAmpFp16, Precision::kMixedFp16};
+}
+
+int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device) {
+  return device.is_cuda ? p.device_peak_bytes : p.allocated_peak_bytes;
 }
 
 int64_t UsableBytes(const DeviceSpec& device, double margin) {

@@ -80,4 +80,15 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
 // Precisions a device can run, fastest-first: bf16 regimes where supported, else fp16.
 std::vector<Precision> SupportedPrecisions(const DeviceSpec& device);
 
+// What the search holds plans to, shared with the advice for infeasible requests so that
+// the two agree:
+// The memory a plan may use: all of the device's but the margin.
+int64_t UsableBytes(const DeviceSpec& device, double margin);
+// Sequences per GPU per optimizer step: the global batch over the GPUs, to the nearest
+// when it does not divide (then `note`, when given, says so).
+int64_t PerGpuBatch(const SearchOptions& options, std::string* note = nullptr);
+// The peak held against that memory: the device's (allocator slack and CUDA context
+// included) on a GPU, the live bytes on the CPU.
+int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device);
+
 }  // namespace headroom

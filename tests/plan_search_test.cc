@@ -6,6 +6,8 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
+#include "models/plan_advice.h"
+#include "models/plan_request.h"
 #include "planner/plan_search.h"
 
 namespace headroom {
@@ -86,6 +88,39 @@ TEST(PlanSearch, BudgetBelowTheMinimumIsInfeasible) {
   EXPECT_FALSE(r.feasible);
   // Weights, gradients and AdamW states alone are 16 B per parameter: 108 GB > 76 GiB.
   EXPECT_GT(r.shortfall_bytes, 16 * 6'738'415'616 - (80LL << 30));
+}
+
+TEST(PlanSearch, AnUnevenGlobalBatchIsSplitToTheNearest) {
+  std::string note;
+  EXPECT_EQ(PerGpuBatch({.global_batch = 7, .num_gpus = 2}, &note), 4);
+  EXPECT_NE(note.find("cannot be split evenly"), std::string::npos) << note;
+  note.clear();
+  EXPECT_EQ(PerGpuBatch({.global_batch = 9, .num_gpus = 4}, &note), 2);
+  EXPECT_EQ(PerGpuBatch({.global_batch = 8, .num_gpus = 2}), 4);
+}
+
+TEST(PlanSearch, AdviceMeasuresTheSmallestPlanAsTheSearchDoes) {
+  // Nothing fits a 455 MiB GPU (450 MiB of it the CUDA context), not even with the
+  // sequence halved: the advice's number for that change must be the search's own
+  // shortfall for the halved request, plus the budget.
+  PlanRequest request{*LoadCatalogModel("tiny-llama"), {}, CustomGpu(455LL << 20)};
+  request.config.seq_len = 256;
+  const SearchOptions options{.global_batch = 7, .num_gpus = 2};
+  const std::vector<Suggestion> advice = SuggestFixes(request, options);
+  const auto halved = std::find_if(advice.begin(), advice.end(), [](const Suggestion& s) {
+    return s.change.rfind("sequence length 128", 0) == 0;
+  });
+  ASSERT_NE(halved, advice.end());
+  EXPECT_FALSE(halved->fits);
+
+  PlanRequest shorter = request;
+  shorter.config.seq_len = 128;
+  const OpGraph graph = *BuildGraph(shorter.model, GraphOptionsOf(shorter.config));
+  const SearchResult r = SearchPlan(graph, shorter.config, shorter.device, options);
+  ASSERT_FALSE(r.feasible);
+  EXPECT_EQ(r.config.grad_accum_steps, 4);
+  EXPECT_EQ(halved->peak_bytes, r.usable_bytes + r.shortfall_bytes);
+  EXPECT_EQ(r.usable_bytes, UsableBytes(shorter.device, options.margin));
 }
 
 TEST(PlanSearch, FixedPolicyAndAllOrNoneAreRespected) {
