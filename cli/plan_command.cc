@@ -20,9 +20,11 @@ int Fail(const std::string& message) { return ReportUsageError(message); }
 
 SearchOptions ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
   SearchOptions o;
-  o.global_batch = f.global_batch > 0                          ? f.global_batch
-                   : f.micro_batch_given || f.grad_accum_given ? f.micro_batch * f.grad_accum
-                                                               : 8;
+  if (f.global_batch > 0) {
+    o.global_batch = f.global_batch;
+  } else if (f.micro_batch_given || f.grad_accum_given) {
+    o.global_batch = f.micro_batch * f.grad_accum;
+  }  // else SearchOptions' default
   o.margin = f.margin;
   if (f.precision == "auto") o.precisions = SupportedPrecisions(r.device);
   if (f.checkpoint_given) o.fixed_checkpoint = r.config.checkpoint;

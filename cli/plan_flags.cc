@@ -68,8 +68,9 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_flag("--auto", f.auto_plan,
                "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
   cmd.add_option("--global-batch", f.global_batch,
-                 "Sequences per optimizer step the solver keeps exact (default: micro-batch x "
-                 "grad-accum, or 8)");
+                 fmt::format("Sequences per optimizer step the solver keeps exact (default: "
+                             "micro-batch x grad-accum, or {})",
+                             SearchOptions{}.global_batch));
   cmd.add_option("--margin", f.margin, "Fraction of device memory the solver leaves free")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.5));

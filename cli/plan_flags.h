@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "models/plan_request.h"
+#include "planner/plan_search.h"
 #include "planner/result.h"
 
 namespace headroom {
@@ -39,7 +40,7 @@ struct PlanFlags {
   bool checkpoint_given = false;   // set after parsing
   bool grad_accum_given = false;   // set after parsing
   int64_t global_batch = 0;        // 0: micro-batch x grad-accum, or 8 when solving
-  double margin = 0.05;
+  double margin = kDefaultMargin;
   std::string output_plan;  // -o plan.yaml
   std::string emit;         // hf | deepspeed
 };
