@@ -1,6 +1,8 @@
 // A run saved after k steps and resumed continues bit for bit as if never stopped:
 // weights (and fp32 master weights), optimizer moments, step count, data position and
 // dropout RNG all restored.
+#include <unistd.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -26,7 +28,11 @@ void ExpectResumesBitForBit(Precision precision) {
   SCOPED_TRACE(std::string(PrecisionName(precision)));
   // tiny-gpt2 has dropout (RNG) and one checkpointed block (RNG replay).
   const ModelSpec spec = *LoadCatalogModel("tiny-gpt2");
-  const std::filesystem::path state = std::filesystem::temp_directory_path() / "headroom_resume.pt";
+  // One file per test process and precision: ctest -j runs these tests side by side.
+  const std::filesystem::path state =
+      std::filesystem::temp_directory_path() /
+      ("headroom_resume_" + std::to_string(::getpid()) + "_" +
+       std::string(PrecisionName(precision)) + ".pt");
   std::vector<double> losses_uninterrupted, losses_resumed;
   Trainer uninterrupted(spec, Config(precision), {true, false}, {.seed = 7});
   for (int i = 0; i < 4; ++i) losses_uninterrupted.push_back(uninterrupted.Step().loss);
@@ -46,6 +52,7 @@ void ExpectResumesBitForBit(Precision precision) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  std::filesystem::remove(state);
 }
 
 TEST(Resume, ContinuesBitForBitWhereItStopped) { ExpectResumesBitForBit(Precision::kAmpBf16); }
@@ -55,7 +62,9 @@ TEST(Resume, ContinuesBitForBitWithMasterWeights) {
 }
 
 TEST(Resume, RefusesTheStateOfAnotherRun) {
-  const std::filesystem::path state = std::filesystem::temp_directory_path() / "headroom_other.pt";
+  const std::filesystem::path state =
+      std::filesystem::temp_directory_path() /
+      ("headroom_other_" + std::to_string(::getpid()) + ".pt");
   Trainer gpt2(*LoadCatalogModel("tiny-gpt2"), Config(), {false, false}, {.seed = 1});
   gpt2.SaveState(state);
   TrainingConfig other = Config();
@@ -67,6 +76,7 @@ TEST(Resume, RefusesTheStateOfAnotherRun) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("not this one"), std::string::npos) << e.what();
   }
+  std::filesystem::remove(state);
 }
 
 }  // namespace
