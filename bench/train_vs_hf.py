@@ -15,7 +15,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-from cases import Case, TINY_GPT2  # noqa: E402
+from cases import Case  # noqa: E402
 
 CONFIGS = [
     Case("gpt2 fp32 adamw mb2 s128", "gpt2.json", attention="eager", micro_batch=2, seq_len=128),

@@ -1,7 +1,5 @@
 #include "runtime/fused_dropout.h"
 
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -13,36 +11,23 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// x * scale where the element is kept, 0 where it is dropped: one pass over contiguous
-// CPU tensors. Otherwise: scale, then fill in place (a bool operand of mul would be cast
-// to a float temporary). Either way only the output is allocated.
+// x * scale where the element is kept, 0 where it is dropped. fp32 on the CPU (contiguous)
+// is one vectorized pass; anything else scales, then fills in place (a bool operand of
+// mul would be cast to a float temporary). Either way only the output is allocated.
 at::Tensor ScaleUnlessDropped(const at::Tensor& x, const at::Tensor& dropped, double scale) {
-  if (!x.device().is_cpu() || !x.is_contiguous() || !dropped.is_contiguous()) {
+  if (!x.device().is_cpu() || x.scalar_type() != at::kFloat || !x.is_contiguous() ||
+      !dropped.is_contiguous()) {
     at::Tensor out = x.mul(scale);
     out.masked_fill_(dropped, 0);
     return out;
   }
   at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  if (x.scalar_type() == at::kFloat) {
-    const float* in = x.const_data_ptr<float>();
-    const bool* d = dropped.const_data_ptr<bool>();
-    float* o = out.mutable_data_ptr<float>();
-    at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-      ScaleUnlessDroppedF32(o + begin, in + begin, d + begin, static_cast<float>(scale),
-                            end - begin);
-    });
-    return out;
-  }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "dropout", [&] {
-    using opmath_t = at::opmath_type<scalar_t>;
-    const auto s = static_cast<opmath_t>(scale);
-    const scalar_t* in = x.const_data_ptr<scalar_t>();
-    const bool* d = dropped.const_data_ptr<bool>();
-    scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        o[i] = d[i] ? scalar_t(0) : static_cast<scalar_t>(static_cast<opmath_t>(in[i]) * s);
-    });
+  const float* in = x.const_data_ptr<float>();
+  const bool* d = dropped.const_data_ptr<bool>();
+  float* o = out.mutable_data_ptr<float>();
+  at::parallel_for(0, x.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    ScaleUnlessDroppedF32(o + begin, in + begin, d + begin, static_cast<float>(scale),
+                          end - begin);
   });
   return out;
 }
