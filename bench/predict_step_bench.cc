@@ -5,7 +5,7 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/step_prediction.h"
+#include "planner/simulate/step_prediction.h"
 
 namespace headroom {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/plan_search.h"
+#include "planner/solve/plan_search.h"
 
 namespace headroom {
 namespace {

@@ -12,8 +12,8 @@
 #endif
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/byte_units.h"
-#include "planner/gpu_catalog.h"
+#include "planner/core/byte_units.h"
+#include "planner/core/gpu_catalog.h"
 
 namespace headroom {
 namespace {

@@ -6,12 +6,12 @@
 #include <fmt/format.h>
 
 #include "models/build_graph.h"
-#include "models/plan_advice.h"
-#include "models/plan_file.h"
-#include "planner/byte_units.h"
-#include "planner/prediction_report.h"
-#include "planner/stack_exports.h"
-#include "planner/timeline_export.h"
+#include "planner/plan/plan_advice.h"
+#include "planner/plan/plan_file.h"
+#include "planner/core/byte_units.h"
+#include "planner/report/prediction_report.h"
+#include "planner/report/stack_exports.h"
+#include "planner/report/timeline_export.h"
 
 namespace headroom {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "models/plan_request.h"
-#include "planner/plan_search.h"
-#include "planner/result.h"
+#include "planner/plan/plan_request.h"
+#include "planner/solve/plan_search.h"
+#include "planner/core/result.h"
 
 namespace headroom {
 

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/plan_file.h"
-#include "planner/byte_units.h"
+#include "planner/plan/plan_file.h"
+#include "planner/core/byte_units.h"
 #include "runtime/trainer.h"
 
 namespace headroom {

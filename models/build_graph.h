@@ -2,10 +2,12 @@
 // training micro-batch (forward + loss), dispatching to the family's builder.
 #pragma once
 
+#include "models/layer.h"
+
 #include "models/layer_builder.h"
 #include "models/model_spec.h"
-#include "planner/op_graph.h"
-#include "planner/result.h"
+#include "planner/graph/op_graph.h"
+#include "planner/core/result.h"
 
 namespace headroom {
 

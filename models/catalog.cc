@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "models/hf_config.h"
-#include "planner/name_suggest.h"
+#include "planner/core/name_suggest.h"
 
 namespace headroom {
 

@@ -3,14 +3,16 @@
 // (or a directory holding one).
 #pragma once
 
+#include "models/layer.h"
+
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "models/model_spec.h"
-#include "planner/embedded_file.h"
-#include "planner/result.h"
+#include "planner/core/embedded_file.h"
+#include "planner/core/result.h"
 
 namespace headroom {
 

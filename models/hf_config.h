@@ -2,10 +2,12 @@
 // into a ModelSpec. Missing fields and unsupported types are errors naming the problem.
 #pragma once
 
+#include "models/layer.h"
+
 #include <string_view>
 
 #include "models/model_spec.h"
-#include "planner/result.h"
+#include "planner/core/result.h"
 
 namespace headroom {
 

@@ -4,12 +4,14 @@
 // order PyTorch eager would run them.
 #pragma once
 
+#include "models/layer.h"
+
 #include <set>
 #include <string>
 
 #include "models/model_spec.h"
-#include "planner/op_graph.h"
-#include "planner/training_config.h"
+#include "planner/graph/op_graph.h"
+#include "planner/core/training_config.h"
 
 namespace headroom {
 

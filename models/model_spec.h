@@ -2,12 +2,14 @@
 // GPT-2 style decoders, LLaMA style decoders (also Mistral, Qwen2) and BERT encoders.
 #pragma once
 
+#include "models/layer.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "planner/op_graph.h"
-#include "planner/result.h"
+#include "planner/graph/op_graph.h"
+#include "planner/core/result.h"
 
 namespace headroom {
 

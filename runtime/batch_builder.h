@@ -10,7 +10,7 @@
 #include <ATen/Tensor.h>
 
 #include "models/model_spec.h"
-#include "planner/op_graph.h"
+#include "planner/graph/op_graph.h"
 #include "runtime/token_source.h"
 
 namespace headroom {

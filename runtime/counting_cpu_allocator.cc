@@ -7,8 +7,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
-#include "planner/byte_units.h"
-#include "planner/gpu_catalog.h"
+#include "planner/core/byte_units.h"
+#include "planner/core/gpu_catalog.h"
 
 namespace headroom {
 namespace {

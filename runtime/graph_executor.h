@@ -12,9 +12,9 @@
 #include <ATen/Tensor.h>
 
 #include "models/model_spec.h"
-#include "planner/op_graph.h"
-#include "planner/tensor_states.h"
-#include "planner/training_config.h"
+#include "planner/graph/op_graph.h"
+#include "planner/simulate/tensor_states.h"
+#include "planner/core/training_config.h"
 #include "runtime/parameter_store.h"
 
 namespace headroom {

@@ -14,7 +14,7 @@
 #include <ATen/Tensor.h>
 
 #include "models/model_spec.h"
-#include "planner/training_config.h"
+#include "planner/core/training_config.h"
 #include "runtime/safetensors.h"
 
 namespace headroom {

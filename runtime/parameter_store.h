@@ -10,8 +10,8 @@
 
 #include <ATen/Tensor.h>
 
-#include "planner/op_graph.h"
-#include "planner/tensor_states.h"
+#include "planner/graph/op_graph.h"
+#include "planner/simulate/tensor_states.h"
 
 namespace headroom {
 

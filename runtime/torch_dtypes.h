@@ -3,7 +3,7 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "planner/dtype.h"
+#include "planner/core/dtype.h"
 
 namespace headroom {
 

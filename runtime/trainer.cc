@@ -7,10 +7,10 @@
 #include <torch/torch.h>
 
 #include "models/build_graph.h"
-#include "planner/byte_units.h"
-#include "planner/plan_search.h"
-#include "planner/step_prediction.h"
-#include "planner/tensor_states.h"
+#include "planner/core/byte_units.h"
+#include "planner/solve/plan_search.h"
+#include "planner/simulate/step_prediction.h"
+#include "planner/simulate/tensor_states.h"
 #include "runtime/atomic_file.h"
 #include "runtime/batch_builder.h"
 #include "runtime/graph_executor.h"

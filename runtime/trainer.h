@@ -20,10 +20,10 @@
 #include <c10/core/Device.h>
 
 #include "models/model_spec.h"
-#include "planner/gpu_catalog.h"
-#include "planner/op_graph.h"
-#include "planner/result.h"
-#include "planner/training_config.h"
+#include "planner/core/gpu_catalog.h"
+#include "planner/graph/op_graph.h"
+#include "planner/core/result.h"
+#include "planner/core/training_config.h"
 #include "runtime/hf_weights.h"
 #include "runtime/token_source.h"
 

@@ -8,8 +8,8 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/op_cost.h"
-#include "planner/step_simulator.h"
+#include "planner/simulate/op_cost.h"
+#include "planner/simulate/step_simulator.h"
 
 namespace headroom {
 namespace {

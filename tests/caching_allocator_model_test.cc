@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "planner/caching_allocator_model.h"
+#include "planner/simulate/caching_allocator_model.h"
 
 namespace headroom {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/chain_memory_model.h"
-#include "planner/step_simulator.h"
+#include "planner/solve/chain_memory_model.h"
+#include "planner/simulate/step_simulator.h"
 
 namespace headroom {
 namespace {

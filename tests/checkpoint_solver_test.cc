@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "planner/checkpoint_solver.h"
+#include "planner/solve/checkpoint_solver.h"
 
 namespace headroom {
 namespace {

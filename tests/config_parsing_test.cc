@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "planner/byte_units.h"
+#include "planner/core/byte_units.h"
 #include "models/catalog.h"
-#include "models/plan_request.h"
-#include "planner/training_config.h"
+#include "planner/plan/plan_request.h"
+#include "planner/core/training_config.h"
 
 namespace headroom {
 namespace {

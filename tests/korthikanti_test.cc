@@ -14,7 +14,7 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/step_simulator.h"
+#include "planner/simulate/step_simulator.h"
 #include "tests/timeline_probe.h"
 
 namespace headroom {

@@ -1,8 +1,8 @@
 // Each op's cost rule against bytes computed by hand, at b = 2, s = 3.
 #include <gtest/gtest.h>
 
-#include "planner/op_cost.h"
-#include "planner/optimizer_model.h"
+#include "planner/simulate/op_cost.h"
+#include "planner/simulate/optimizer_model.h"
 
 namespace headroom {
 namespace {

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "models/catalog.h"
-#include "models/plan_file.h"
-#include "planner/stack_exports.h"
+#include "planner/plan/plan_file.h"
+#include "planner/report/stack_exports.h"
 
 namespace headroom {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "models/plan_advice.h"
-#include "models/plan_request.h"
-#include "planner/plan_search.h"
+#include "planner/plan/plan_advice.h"
+#include "planner/plan/plan_request.h"
+#include "planner/solve/plan_search.h"
 
 namespace headroom {
 namespace {

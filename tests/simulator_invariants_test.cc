@@ -8,9 +8,9 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/live_bytes.h"
-#include "planner/step_prediction.h"
-#include "planner/step_simulator.h"
+#include "planner/simulate/live_bytes.h"
+#include "planner/simulate/step_prediction.h"
+#include "planner/simulate/step_simulator.h"
 
 namespace headroom {
 namespace {

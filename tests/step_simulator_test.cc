@@ -3,8 +3,8 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
-#include "planner/live_bytes.h"
-#include "planner/step_simulator.h"
+#include "planner/simulate/live_bytes.h"
+#include "planner/simulate/step_simulator.h"
 #include "tests/timeline_probe.h"
 
 namespace headroom {

@@ -2,8 +2,8 @@
 // what the forward passes keep for backward (plus what is persistent).
 #pragma once
 
-#include "planner/live_bytes.h"
-#include "planner/memory_timeline.h"
+#include "planner/simulate/live_bytes.h"
+#include "planner/simulate/memory_timeline.h"
 
 namespace headroom {
 

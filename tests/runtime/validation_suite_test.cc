@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "models/catalog.h"
-#include "models/plan_request.h"
+#include "planner/plan/plan_request.h"
 #include "runtime/trainer.h"
 
 namespace headroom {

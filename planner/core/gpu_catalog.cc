@@ -1,0 +1,103 @@
+#include "planner/core/gpu_catalog.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "planner/core/name_suggest.h"
+
+namespace headroom {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+// cuBLAS workspace PyTorch allocates per handle/stream: 32 MiB on Hopper, else
+// 4096 KiB * 2 + 16 KiB * 8 (CUBLAS_WORKSPACE_CONFIG defaults).
+constexpr int64_t kCublasWorkspaceHopper = 32 * kMiB;
+constexpr int64_t kCublasWorkspaceDefault = 4096 * 1024 * 2 + 16 * 1024 * 8;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<DeviceSpec> GpuCatalog() {
+  static const std::vector<DeviceSpec> catalog = [] {
+    std::vector<DeviceSpec> out;
+    const YAML::Node root = YAML::Load(std::string(GpuCatalogFiles()[0].text));
+    for (const auto& entry : root) {
+      const YAML::Node& n = entry.second;
+      DeviceSpec d;
+      d.name = entry.first.as<std::string>();
+      d.description = n["description"].as<std::string>();
+      d.memory_bytes = n["memory_mib"].as<int64_t>() * kMiB;
+      d.context_bytes = n["context_mib"].as<int64_t>() * kMiB;
+      d.compute_capability = n["compute_capability"].as<double>();
+      d.cublas_workspace_bytes =
+          d.compute_capability >= 9.0 ? kCublasWorkspaceHopper : kCublasWorkspaceDefault;
+      for (const auto& t : n["tflops"])
+        d.peak_tflops[t.first.as<std::string>()] = t.second.as<double>();
+      d.bandwidth_gbps = n["bandwidth_gbps"].as<double>();
+      d.matmul_efficiency = n["matmul_efficiency"].as<double>();
+      d.bandwidth_efficiency = n["bandwidth_efficiency"].as<double>();
+      out.push_back(std::move(d));
+    }
+    return out;
+  }();
+  return catalog;
+}
+
+std::vector<std::string> GpuNames() {
+  std::vector<std::string> names;
+  for (const DeviceSpec& d : GpuCatalog()) names.push_back(d.name);
+  return names;
+}
+
+Result<DeviceSpec> FindGpu(std::string_view name) {
+  const std::string wanted = Lower(name);
+  for (const DeviceSpec& d : GpuCatalog()) {
+    if (d.name == wanted) return d;
+  }
+  return MakeError(fmt::format(
+      "unknown GPU '{}'.{} Run `headroom gpus` for the catalog, or give --gpu-mem 24GiB.", name,
+      DidYouMean(wanted, GpuNames())));
+}
+
+DeviceSpec CustomGpu(int64_t memory_bytes) {
+  DeviceSpec d;
+  d.name = "custom";
+  d.description = fmt::format("custom GPU budget of {} bytes", memory_bytes);
+  d.memory_bytes = memory_bytes;
+  d.context_bytes = 450 * kMiB;
+  d.compute_capability = 8.0;
+  d.cublas_workspace_bytes = kCublasWorkspaceDefault;
+  d.peak_tflops = {{"fp32", 19.5}, {"tf32", 156}, {"bf16", 312}, {"fp16", 312}};
+  d.bandwidth_gbps = 2039;
+  return d;
+}
+
+DeviceSpec CpuDevice(int64_t memory_bytes) {
+  DeviceSpec d;
+  d.name = "cpu";
+  d.description = "host CPU";
+  d.is_cuda = false;
+  d.memory_bytes = memory_bytes;
+  d.peak_tflops = {{"fp32", 1.0}, {"bf16", 0.5}, {"fp16", 0.25}};
+  d.bandwidth_gbps = 20;
+  return d;
+}
+
+int64_t HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : int64_t{16} << 30;
+}
+
+}  // namespace headroom

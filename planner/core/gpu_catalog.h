@@ -1,0 +1,47 @@
+// The devices a plan targets: GPUs from the shipped catalog (planner/core/catalog/gpus.yaml),
+// a custom memory budget, or the CPU.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/core/dtype.h"
+#include "planner/core/embedded_file.h"
+#include "planner/core/result.h"
+
+namespace headroom {
+
+std::span<const EmbeddedFile> GpuCatalogFiles();  // generated at build time
+
+struct DeviceSpec {
+  std::string name;
+  std::string description;
+  bool is_cuda = true;
+  int64_t memory_bytes = 0;            // total device memory (the budget)
+  int64_t context_bytes = 0;           // CUDA context, outside the allocator
+  int64_t cublas_workspace_bytes = 0;  // allocated through the caching allocator
+  double compute_capability = 0;
+  std::map<std::string, double> peak_tflops;  // by dtype name: fp32, tf32, bf16, fp16
+  double bandwidth_gbps = 0;
+  double matmul_efficiency = 0.5;
+  double bandwidth_efficiency = 0.8;
+
+  bool supports_bf16() const { return compute_capability >= 8.0 || !is_cuda; }
+};
+
+std::vector<DeviceSpec> GpuCatalog();
+std::vector<std::string> GpuNames();
+// A catalog GPU by name (case-insensitive); unknown names suggest close ones.
+Result<DeviceSpec> FindGpu(std::string_view name);
+// A GPU with only a memory budget: context and workspace of a typical recent GPU.
+DeviceSpec CustomGpu(int64_t memory_bytes);
+// The CPU: no allocator cache, no context; budget is the given bytes.
+DeviceSpec CpuDevice(int64_t memory_bytes);
+// Physical memory of this machine (for --device cpu without a budget).
+int64_t HostMemoryBytes();
+
+}  // namespace headroom

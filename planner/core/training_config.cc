@@ -1,0 +1,196 @@
+#include "planner/core/training_config.h"
+
+#include <charconv>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "planner/core/enum_names.h"
+
+namespace headroom {
+
+std::string_view PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kAmpBf16:
+      return "amp-bf16";
+    case Precision::kAmpFp16:
+      return "amp-fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kMixedBf16:
+      return "mixed-bf16";
+    case Precision::kMixedFp16:
+      return "mixed-fp16";
+  }
+  return "?";
+}
+
+Result<Precision> ParsePrecision(std::string_view name) {
+  return ParseByName(name,
+                     {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16, Precision::kBf16,
+                      Precision::kMixedBf16, Precision::kMixedFp16},
+                     PrecisionName, "precision");
+}
+
+PrecisionRegime RegimeOf(Precision p) {
+  using enum DType;
+  //       weights  compute autocast master scaling states frozen
+  switch (p) {
+    case Precision::kFp32:
+      return {kF32, kF32, false, false, false, kF32, kF32};
+    case Precision::kAmpBf16:
+      return {kF32, kBF16, true, false, false, kF32, kBF16};
+    case Precision::kAmpFp16:
+      return {kF32, kF16, true, false, true, kF32, kF16};
+    case Precision::kBf16:
+      return {kBF16, kBF16, false, false, false, kBF16, kBF16};
+    case Precision::kMixedBf16:
+      return {kBF16, kBF16, false, true, false, kF32, kBF16};
+    case Precision::kMixedFp16:
+      return {kF16, kF16, false, true, true, kF32, kF16};
+  }
+  throw std::logic_error("RegimeOf: unknown precision");
+}
+
+DType AdapterDType(const PrecisionRegime& regime) {
+  return regime.autocast ? DType::kF32 : regime.param_dtype;
+}
+
+OptimizerImpl EffectiveOptimizerImpl(const TrainingConfig& config) {
+  if (config.optimizer_impl) return *config.optimizer_impl;
+  switch (config.stack) {
+    case Stack::kPytorch:
+      return config.kernels.cuda ? OptimizerImpl::kForeach : OptimizerImpl::kForLoop;
+    case Stack::kHfTrainer:
+      return OptimizerImpl::kFused;
+    case Stack::kHeadroom:
+      return OptimizerImpl::kForLoop;
+  }
+  return OptimizerImpl::kForLoop;
+}
+
+DType FrozenWeightDType(const TrainingConfig& config) {
+  return config.base_dtype.value_or(RegimeOf(config.precision).frozen_dtype);
+}
+
+bool KeepsKvCache(const TrainingConfig& config) {
+  return RunsPythonStack(config.stack) && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
+}
+
+std::string_view OptimizerName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kSgdMomentum:
+      return "sgd-momentum";
+    case OptimizerKind::kAdafactor:
+      return "adafactor";
+    case OptimizerKind::kAdamW8bit:
+      return "adamw-8bit";
+  }
+  return "?";
+}
+
+Result<OptimizerKind> ParseOptimizer(std::string_view name) {
+  return ParseByName(name,
+                     {OptimizerKind::kAdamW, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum,
+                      OptimizerKind::kAdafactor, OptimizerKind::kAdamW8bit},
+                     OptimizerName, "optimizer");
+}
+
+namespace {
+
+std::optional<int> ParseInt(std::string_view s) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+Result<CheckpointPolicy> CheckpointPolicy::Parse(std::string_view text) {
+  CheckpointPolicy p;
+  if (text == "none") return p;
+  if (text == "all") {
+    p.kind = Kind::kAll;
+    return p;
+  }
+  const std::string usage = "use none, all, every:N or layers:0,2,5-7";
+  if (text.starts_with("every:")) {
+    auto n = ParseInt(text.substr(6));
+    if (!n || *n <= 0)
+      return MakeError(fmt::format("--checkpoint '{}': N must be a positive integer", text));
+    p.kind = Kind::kEvery;
+    p.every = *n;
+    return p;
+  }
+  if (text.starts_with("layers:")) {
+    p.kind = Kind::kLayers;
+    std::string_view rest = text.substr(7);
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      size_t dash = item.find('-');
+      auto lo = ParseInt(item.substr(0, dash));
+      auto hi = dash == std::string_view::npos ? lo : ParseInt(item.substr(dash + 1));
+      if (!lo || !hi || *lo < 0 || *hi < *lo) {
+        return MakeError(
+            fmt::format("--checkpoint '{}': '{}' is not a layer index or range", text, item));
+      }
+      for (int i = *lo; i <= *hi; ++i) p.layers.push_back(i);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    if (p.layers.empty()) return MakeError(fmt::format("--checkpoint '{}': no layers given", text));
+    return p;
+  }
+  return MakeError(fmt::format("--checkpoint '{}' is not understood; {}", text, usage));
+}
+
+Result<std::vector<bool>> CheckpointPolicy::Resolve(int num_blocks) const {
+  std::vector<bool> flags(num_blocks, false);
+  switch (kind) {
+    case Kind::kNone:
+      break;
+    case Kind::kAll:
+      flags.assign(num_blocks, true);
+      break;
+    case Kind::kEvery:
+      for (int i = 0; i < num_blocks; i += every) flags[i] = true;
+      break;
+    case Kind::kLayers:
+      for (int l : layers) {
+        if (l >= num_blocks) {
+          return MakeError(
+              fmt::format("--checkpoint: layer {} does not exist (the model has layers 0-{})", l,
+                          num_blocks - 1));
+        }
+        flags[l] = true;
+      }
+      break;
+  }
+  return flags;
+}
+
+std::string CheckpointPolicy::ToString() const {
+  switch (kind) {
+    case Kind::kNone:
+      return "none";
+    case Kind::kAll:
+      return "all";
+    case Kind::kEvery:
+      return fmt::format("every:{}", every);
+    case Kind::kLayers: {
+      std::string s = "layers:";
+      for (size_t i = 0; i < layers.size(); ++i) s += (i ? "," : "") + std::to_string(layers[i]);
+      return s;
+    }
+  }
+  return "?";
+}
+
+}  // namespace headroom

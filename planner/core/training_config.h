@@ -1,0 +1,104 @@
+// What the user asks for: micro-batch, accumulation, sequence length, precision regime,
+// optimizer, fine-tuning mode, checkpointed blocks and attention implementation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/core/dtype.h"
+#include "planner/core/result.h"
+#include "planner/core/training_stack.h"
+
+namespace headroom {
+
+enum class Precision {
+  kFp32,       // fp32 weights, grads, states, activations
+  kAmpBf16,    // fp32 weights + autocast to bf16 (weight-cast cache)
+  kAmpFp16,    // fp32 weights + autocast to fp16, dynamic loss scaling
+  kBf16,       // pure bf16: weights, grads, optimizer states, activations
+  kMixedBf16,  // bf16 weights and grads, fp32 master weights (Megatron / DeepSpeed)
+  kMixedFp16,  // fp16 weights and grads, fp32 master weights, dynamic loss scaling
+};
+
+// How a precision regime stores and computes; derived from Precision.
+struct PrecisionRegime {
+  DType param_dtype;            // stored model weights
+  DType compute_dtype;          // matmul inputs / outputs
+  bool autocast = false;        // PyTorch AMP: casts at op boundaries, fp32 ops list
+  bool master_weights = false;  // fp32 copy of trainable weights kept by the optimizer
+  bool loss_scaling = false;
+  DType optimizer_state_dtype;  // Adam moments etc. (fp32 except pure bf16)
+  // Frozen (non-trainable) weights: under AMP they are loaded in the 16-bit compute
+  // dtype, as LoRA users load base models (torch_dtype=bfloat16); otherwise param_dtype.
+  DType frozen_dtype;
+};
+
+std::string_view PrecisionName(Precision p);
+Result<Precision> ParsePrecision(std::string_view name);
+PrecisionRegime RegimeOf(Precision p);
+// The dtype a trainable LoRA adapter is stored in: fp32 under AMP (PEFT's default
+// autocast_adapter_dtype), else the regime's parameter dtype.
+DType AdapterDType(const PrecisionRegime& regime);
+
+enum class OptimizerKind { kAdamW, kSgd, kSgdMomentum, kAdafactor, kAdamW8bit };
+std::string_view OptimizerName(OptimizerKind k);
+Result<OptimizerKind> ParseOptimizer(std::string_view name);
+
+enum class FineTuneMode { kFull, kLora, kQLora };
+
+struct FineTuneConfig {
+  FineTuneMode mode = FineTuneMode::kFull;
+  int64_t lora_rank = 16;
+  double lora_alpha = 32.0;
+  double lora_dropout = 0.0;
+  std::vector<std::string> lora_targets;  // empty: the family's default (q and v)
+  bool operator==(const FineTuneConfig&) const = default;
+};
+
+enum class AttentionImpl { kEager, kSdpa };
+
+// Which blocks are checkpointed, as written on the command line.
+struct CheckpointPolicy {
+  enum class Kind { kNone, kAll, kEvery, kLayers };
+  Kind kind = Kind::kNone;
+  int every = 1;            // kEvery: blocks 0, N, 2N, ...
+  std::vector<int> layers;  // kLayers
+
+  // Parses none | all | every:N | layers:0,2,5-7.
+  static Result<CheckpointPolicy> Parse(std::string_view text);
+  // Per-block flags for a model with `num_blocks` blocks; an index out of range is an error.
+  Result<std::vector<bool>> Resolve(int num_blocks) const;
+  std::string ToString() const;
+  bool operator==(const CheckpointPolicy&) const = default;
+};
+
+struct TrainingConfig {
+  int64_t micro_batch = 1;
+  int64_t grad_accum_steps = 1;
+  int64_t seq_len = 512;
+  Precision precision = Precision::kAmpBf16;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  FineTuneConfig fine_tune;
+  CheckpointPolicy checkpoint;
+  AttentionImpl attention = AttentionImpl::kSdpa;
+  Stack stack = Stack::kPytorch;
+  std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
+  std::optional<DType> base_dtype;  // LoRA: storage of the frozen base; unset: the stack's recipe
+  KernelTarget kernels;             // set from the device the plan targets
+  bool operator==(const TrainingConfig&) const = default;
+};
+
+// The optimizer implementation that runs: the one asked for, else the stack's default.
+// torch.optim picks foreach on CUDA and a per-parameter loop on the CPU; HF Trainer
+// defaults to adamw_torch_fused (torch >= 2.8); LibTorch's optimizers loop per parameter.
+OptimizerImpl EffectiveOptimizerImpl(const TrainingConfig& config);
+// The storage dtype of frozen (non-trainable, unquantized) weights.
+DType FrozenWeightDType(const TrainingConfig& config);
+// Python stacks: transformers' decoders build a DynamicCache (use_cache defaults to
+// True) unless gradient checkpointing is on; headroom's runtime keeps none.
+bool KeepsKvCache(const TrainingConfig& config);
+
+}  // namespace headroom

@@ -1,0 +1,53 @@
+// The training code that runs a plan and the device kernels it reaches: the same model
+// and config allocate differently under a plain PyTorch loop, HF Trainer or headroom's
+// own runtime, and on CUDA or on a CPU with or without native bf16.
+#pragma once
+
+#include <string_view>
+
+#include "planner/core/result.h"
+
+namespace headroom {
+
+enum class Stack {
+  kPytorch,    // a plain loop: torch.optim defaults, model config as loaded (use_cache)
+  kHfTrainer,  // transformers' Trainer: adamw_torch_fused
+  kHeadroom,   // `headroom train`: LibTorch's per-parameter optimizers, its own dropout
+};
+std::string_view StackName(Stack s);
+Result<Stack> ParseStack(std::string_view name);
+// pytorch and hf-trainer run transformers + PEFT with torch.optim; headroom runs LibTorch.
+inline bool RunsPythonStack(Stack s) { return s != Stack::kHeadroom; }
+
+// How an optimizer walks its parameters (torch.optim's foreach / fused arguments).
+enum class OptimizerImpl {
+  kForLoop,  // one parameter at a time: temporaries the size of one parameter
+  kForeach,  // _foreach_* over the whole group: temporaries the size of all of them
+  kFused,    // one fused kernel per group: no temporaries
+};
+std::string_view OptimizerImplName(OptimizerImpl impl);
+Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name);
+
+// How a CPU multiplies bf16 matrices (oneDNN's kernel for it), which sets the scratch
+// each product allocates.
+enum class CpuBf16 {
+  kAmx,         // AMX tiles: modelled with no scratch (not measured: no AMX machine here)
+  kAvx512Bf16,  // AVX512-BF16 brgemm: a scratchpad of a row block and an input panel
+  kEmulated,    // no bf16 instructions: the product is computed into fp32
+};
+std::string_view CpuBf16Name(CpuBf16 kind);
+// amx | avx512-bf16 | emulated; "native" is amx.
+Result<CpuBf16> ParseCpuBf16(std::string_view name);
+
+// The device kernel facts the cost rules depend on.
+struct KernelTarget {
+  bool cuda = true;
+  CpuBf16 cpu_bf16 = CpuBf16::kAmx;  // CPU only
+  bool operator==(const KernelTarget&) const = default;
+};
+
+// This machine's CPU: amx_bf16 or avx512_bf16 in /proc/cpuinfo, capped by
+// ONEDNN_MAX_CPU_ISA the way oneDNN caps its own dispatch.
+CpuBf16 HostCpuBf16();
+
+}  // namespace headroom

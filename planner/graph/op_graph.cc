@@ -1,0 +1,192 @@
+#include "planner/graph/op_graph.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <boost/graph/topological_sort.hpp>
+
+namespace headroom {
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kLinear:
+      return "linear";
+    case OpKind::kLayerNorm:
+      return "layer_norm";
+    case OpKind::kRmsNorm:
+      return "rms_norm";
+    case OpKind::kAdd:
+      return "add";
+    case OpKind::kMul:
+      return "mul";
+    case OpKind::kScale:
+      return "scale";
+    case OpKind::kGelu:
+      return "gelu";
+    case OpKind::kGeluTanh:
+      return "gelu_tanh";
+    case OpKind::kSilu:
+      return "silu";
+    case OpKind::kTanh:
+      return "tanh";
+    case OpKind::kContiguous:
+      return "contiguous";
+    case OpKind::kCastLike:
+      return "cast_like";
+    case OpKind::kCube:
+      return "cube";
+    case OpKind::kAddScalar:
+      return "add_scalar";
+    case OpKind::kKvCacheCopy:
+      return "kv_cache_copy";
+    case OpKind::kDropout:
+      return "dropout";
+    case OpKind::kRopeTables:
+      return "rope_tables";
+    case OpKind::kRope:
+      return "rope";
+    case OpKind::kCausalMask:
+      return "causal_mask";
+    case OpKind::kView:
+      return "view";
+    case OpKind::kRepeatKv:
+      return "repeat_kv";
+    case OpKind::kMergeHeads:
+      return "merge_heads";
+    case OpKind::kAttnScores:
+      return "attn_scores";
+    case OpKind::kSoftmax:
+      return "softmax";
+    case OpKind::kAttnContext:
+      return "attn_context";
+    case OpKind::kSdpa:
+      return "sdpa";
+    case OpKind::kCastF32:
+      return "cast_f32";
+    case OpKind::kLogSoftmax:
+      return "log_softmax";
+    case OpKind::kNllLoss:
+      return "nll_loss";
+  }
+  return "?";
+}
+
+TensorId OpGraph::AddTensor(TensorInfo info) {
+  TensorId id{static_cast<int32_t>(tensors_.size())};
+  if (info.alias_of) info.alias_of = StorageOf(*info.alias_of);
+  tensors_.push_back(std::move(info));
+  consumers_.emplace_back();
+  return id;
+}
+
+TensorId OpGraph::AddInput(std::string name, SymShape shape, DType dtype) {
+  return AddTensor({.name = std::move(name),
+                    .shape = std::move(shape),
+                    .role = TensorRole::kInput,
+                    .fixed_dtype = dtype});
+}
+
+TensorId OpGraph::AddParameter(std::string name, SymShape shape, ParamOptions options) {
+  if (!shape.IsStatic()) throw std::logic_error("parameter " + name + " must have a static shape");
+  return AddTensor({.name = std::move(name),
+                    .shape = std::move(shape),
+                    .role = TensorRole::kParameter,
+                    .param = options});
+}
+
+std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs) {
+  const OpId op_id{static_cast<int32_t>(boost::num_vertices(graph_))};
+  for (TensorId in : op.inputs) {
+    if (!in.valid() || in.value >= num_tensors())
+      throw std::logic_error("AddOp: " + op.name + " reads an unknown tensor");
+  }
+  op.block = current_block_;
+  op.outputs.clear();
+  for (TensorInfo& info : outputs) {
+    info.role = TensorRole::kActivation;
+    info.producer = op_id;
+    info.block = current_block_;
+    op.outputs.push_back(AddTensor(std::move(info)));
+  }
+  std::vector<TensorId> inputs = op.inputs;
+  std::vector<TensorId> result = op.outputs;
+  auto v = boost::add_vertex(std::move(op), graph_);
+  for (TensorId in : inputs) {
+    consumers_[in.value].push_back(op_id);
+    const TensorInfo& t = tensors_[in.value];
+    if (t.producer.valid()) boost::add_edge(t.producer.value, v, EdgeInfo{in}, graph_);
+  }
+  return result;
+}
+
+void OpGraph::BeginBlock(TensorId input) {
+  if (current_block_ != -1) throw std::logic_error("BeginBlock: blocks do not nest");
+  current_block_ = static_cast<int>(blocks_.size());
+  blocks_.push_back({.first_op = OpId{num_ops()}, .input = input});
+}
+
+void OpGraph::EndBlock(TensorId output) {
+  if (current_block_ == -1) throw std::logic_error("EndBlock without BeginBlock");
+  blocks_.back().last_op = OpId{num_ops() - 1};
+  blocks_.back().output = output;
+  current_block_ = -1;
+}
+
+std::vector<TensorId> OpGraph::Parameters() const {
+  std::vector<TensorId> out;
+  for (int i = 0; i < num_tensors(); ++i) {
+    if (tensors_[i].role == TensorRole::kParameter) out.push_back(TensorId{i});
+  }
+  return out;
+}
+
+TensorId OpGraph::StorageOf(TensorId id) const {
+  const TensorInfo& t = tensors_.at(id.value);
+  return t.alias_of ? *t.alias_of : id;
+}
+
+void OpGraph::CheckWellFormed() const {
+  std::vector<Graph::vertex_descriptor> order;
+  boost::topological_sort(graph_, std::back_inserter(order));  // throws not_a_dag on a cycle
+  auto [edges_begin, edges_end] = boost::edges(graph_);
+  for (auto it = edges_begin; it != edges_end; ++it) {
+    if (boost::source(*it, graph_) >= boost::target(*it, graph_)) {
+      throw std::logic_error(fmt::format("op graph: op {} reads a tensor produced later",
+                                         graph_[boost::target(*it, graph_)].name));
+    }
+  }
+  if (!loss_.valid()) throw std::logic_error("op graph: no loss tensor");
+  for (const BlockSegment& b : blocks_) {
+    for (int op = b.first_op.value; op <= b.last_op.value; ++op) {
+      for (TensorId in : graph_[op].inputs) {
+        const TensorInfo& t = tensors_[in.value];
+        const bool inside = t.producer.valid() && t.producer.value >= b.first_op.value;
+        const bool per_forward_table =
+            t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
+                                   graph_[t.producer.value].kind == OpKind::kCausalMask);
+        const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
+                             t.role == TensorRole::kInput || per_forward_table;
+        if (!allowed)
+          throw std::logic_error("op graph: block reads an unexpected tensor " + t.name);
+      }
+    }
+  }
+}
+
+int64_t OpGraph::ParameterCount() const {
+  int64_t n = 0;
+  for (TensorId p : Parameters()) n += tensor(p).shape.Numel({});
+  return n;
+}
+
+int64_t OpGraph::TrainableParameterCount() const {
+  int64_t n = 0;
+  for (TensorId p : Parameters()) {
+    if (tensor(p).param.trainable) n += tensor(p).shape.Numel({});
+  }
+  return n;
+}
+
+}  // namespace headroom

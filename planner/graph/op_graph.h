@@ -1,0 +1,185 @@
+// OpGraph: the single description of a model's training computation — ops and the
+// tensors between them, in the order PyTorch eager runs the forward pass. Shapes are
+// symbolic in micro-batch b and sequence length s; transformer blocks are marked as
+// checkpointable segments. The simulator and the LibTorch executor both walk it.
+//
+//   OpGraph g;
+//   TensorId x = g.AddTensor({.name = "x", .shape = {Dim::B(), Dim::S(), Dim::C(64)}});
+//   TensorId w = g.AddParameter("w", {Dim::C(64), Dim::C(64)}, ParamOptions{});
+//   TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
+//                        {{.name = "y", .shape = {Dim::B(), Dim::S(), Dim::C(64)}}})[0];
+#pragma once
+
+#include "planner/graph/layer.h"
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "planner/core/dtype.h"
+#include "planner/graph/sym_shape.h"
+
+namespace headroom {
+
+template <typename Tag>
+struct StrongId {
+  int32_t value = -1;
+  bool valid() const { return value >= 0; }
+  auto operator<=>(const StrongId&) const = default;
+};
+using TensorId = StrongId<struct TensorTag>;
+using OpId = StrongId<struct OpTag>;
+
+enum class TensorRole {
+  kInput,       // per-micro-batch data: token ids, labels (allocated with the batch)
+  kParameter,   // model weights; persistent
+  kActivation,  // produced by an op
+};
+
+enum class OpKind {
+  kEmbedding,  // (ids, weight) -> rows of weight
+  kLinear,     // (x, weight[, bias]) -> x @ weight^T + bias
+  kLayerNorm,  // (x, weight, bias)
+  kRmsNorm,    // (x, weight), HF decomposition: fp32 upcast, pow, mean, rsqrt, mul
+  kAdd,        // (a, b) -> a + b
+  kMul,        // (a, b) -> a * b, both activations
+  kScale,      // (x) -> x * constant (LoRA scaling)
+  kGelu,       // erf GELU
+  kGeluTanh,   // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
+  kSilu,
+  kTanh,
+  kCube,         // (x) -> torch.pow(x, 3.0); saves x (gelu_new's Python arithmetic)
+  kAddScalar,    // (x) -> x + constant; the gradient passes through
+  kDropout,      // (x) -> x * mask / (1 - p); saves a bool mask
+  kRopeTables,   // () -> cos, sin [s, head_dim], once per forward
+  kRope,         // (x, cos, sin) -> rotated x
+  kCausalMask,   // () -> bool [s, s], once per forward (eager attention)
+  kView,         // (x) -> a view of x (reshape, transpose, split, select); no bytes
+  kRepeatKv,     // (kv) -> kv repeated to all query heads (a copy)
+  kKvCacheCopy,  // (kv) -> DynamicCache's torch.cat([empty, kv]): a copy attention then reads
+  kContiguous,   // (x) -> a contiguous copy of a strided view (matmul's reshape of heads)
+  kMergeHeads,   // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
+  kAttnScores,   // (q, k[, mask]) -> q @ k^T * scale, masked in place
+  kSoftmax,      // (scores) -> probabilities
+  kAttnContext,  // (probs, v) -> probs @ v
+  kSdpa,         // (q, k, v) -> flash / memory-efficient attention; saves out + logsumexp
+  kCastF32,      // (x) -> x.float(); an alias when x is already fp32
+  kCastLike,     // (x, like) -> x.to(like.dtype); an alias when the dtypes agree
+  kLogSoftmax,   // (logits fp32) -> log-probabilities
+  kNllLoss,      // (log_probs, labels) -> scalar loss
+};
+
+const char* OpKindName(OpKind kind);
+
+// Rotary position embedding: the base, and Llama 3.1's frequency scaling ("llama3" in
+// transformers' rope_scaling) when `llama3_factor` > 0.
+struct RopeParams {
+  double theta = 10000.0;
+  double llama3_factor = 0.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_positions = 8192;
+  bool operator==(const RopeParams&) const = default;
+};
+
+struct ParamOptions {
+  bool trainable = true;      // receives a gradient and optimizer states
+  bool quantized = false;     // stored as 4-bit NF4 (QLoRA base linear weights)
+  bool lora_adapter = false;  // LoRA A/B matrices (their dtype policy differs)
+};
+
+struct TensorInfo {
+  std::string name;
+  SymShape shape;
+  TensorRole role = TensorRole::kActivation;
+  std::optional<DType> fixed_dtype;  // ids, labels, masks; otherwise set by precision
+  ParamOptions param;                // meaningful for kParameter
+  std::optional<TensorId> alias_of;  // views share the storage of their base
+  OpId producer;                     // invalid for inputs and parameters
+  int block = -1;                    // transformer block index, -1 outside blocks
+};
+
+struct OpNode {
+  OpKind kind = OpKind::kView;
+  std::string name;
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  int block = -1;
+  double dropout_p = 0.0;  // kDropout
+  bool causal = false;     // kSdpa
+  double scalar = 1.0;     // kScale: the factor; kAddScalar: the addend
+  double eps = 0.0;        // kLayerNorm, kRmsNorm
+  bool upcast = false;     // kSoftmax: softmax(..., dtype=torch.float32)
+  RopeParams rope;         // kRopeTables
+};
+
+// A transformer block: the checkpointable segment [first_op, last_op] whose only
+// input from outside is `input` and whose result is `output`.
+struct BlockSegment {
+  OpId first_op;
+  OpId last_op;
+  TensorId input;
+  TensorId output;
+};
+
+class OpGraph {
+ public:
+  TensorId AddTensor(TensorInfo info);
+  TensorId AddInput(std::string name, SymShape shape, DType dtype);
+  TensorId AddParameter(std::string name, SymShape shape, ParamOptions options);
+  // Adds an op and its output tensors (their producer and block are set here); returns
+  // the output ids. Inputs must already exist: ops are added in execution order.
+  std::vector<TensorId> AddOp(OpNode op, std::vector<TensorInfo> outputs);
+
+  void BeginBlock(TensorId input);  // ops added from now on belong to the next block
+  void EndBlock(TensorId output);
+  void SetLoss(TensorId loss) { loss_ = loss; }
+  // The tensor stays alive until the forward pass returns (a KV cache the model output holds).
+  void HoldUntilForwardEnd(TensorId t) { held_until_forward_end_.push_back(t); }
+  const std::vector<TensorId>& held_until_forward_end() const { return held_until_forward_end_; }
+  // The output of the model's input embedding (what transformers' get_input_embeddings()
+  // returns): enable_input_require_grads() hooks it.
+  void MarkInputEmbeddings(TensorId t) { input_embeddings_ = t; }
+  TensorId input_embeddings() const { return input_embeddings_; }
+
+  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id.value); }
+  const OpNode& op(OpId id) const { return graph_[id.value]; }
+  int num_tensors() const { return static_cast<int>(tensors_.size()); }
+  int num_ops() const { return static_cast<int>(boost::num_vertices(graph_)); }
+  const std::vector<BlockSegment>& blocks() const { return blocks_; }
+  TensorId loss() const { return loss_; }
+
+  std::vector<TensorId> Parameters() const;
+  // Ops that read tensor `id` (directly; views are separate tensors), in execution order.
+  const std::vector<OpId>& Consumers(TensorId id) const { return consumers_.at(id.value); }
+  // The tensor whose storage `id` uses (itself unless it is a view).
+  TensorId StorageOf(TensorId id) const;
+  // Throws std::logic_error unless the ops, in insertion order, are a topological order
+  // of the dependency DAG and every tensor is produced before it is read.
+  void CheckWellFormed() const;
+
+  int64_t ParameterCount() const;
+  int64_t TrainableParameterCount() const;
+
+ private:
+  struct EdgeInfo {
+    TensorId tensor;
+  };
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode, EdgeInfo>;
+
+  Graph graph_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<std::vector<OpId>> consumers_;  // per tensor
+  std::vector<BlockSegment> blocks_;
+  int current_block_ = -1;
+  TensorId loss_;
+  std::vector<TensorId> held_until_forward_end_;
+  TensorId input_embeddings_;
+};
+
+}  // namespace headroom

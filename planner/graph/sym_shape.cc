@@ -1,0 +1,73 @@
+#include "planner/graph/sym_shape.h"
+
+#include <tuple>
+
+namespace headroom {
+
+int64_t SymShape::Numel(const ShapeEnv& env) const {
+  int64_t n = 1;
+  for (const Dim& d : dims_) {
+    switch (d.kind) {
+      case Dim::Kind::kConst:
+        n *= d.value;
+        break;
+      case Dim::Kind::kBatch:
+        n *= env.micro_batch;
+        break;
+      case Dim::Kind::kSeq:
+        n *= env.seq_len;
+        break;
+    }
+  }
+  return n;
+}
+
+bool SymShape::IsStatic() const {
+  for (const Dim& d : dims_) {
+    if (d.kind != Dim::Kind::kConst) return false;
+  }
+  return true;
+}
+
+bool SymShape::ScalesWithBatch() const {
+  int batch_dims = 0;
+  for (const Dim& d : dims_) batch_dims += d.kind == Dim::Kind::kBatch ? 1 : 0;
+  return batch_dims == 1;
+}
+
+bool SymShape::SameNumel(const SymShape& other) const {
+  const auto powers = [](const SymShape& shape) {
+    struct {
+      int64_t constant = 1;
+      int batch = 0, seq = 0;
+    } p;
+    for (const Dim& d : shape.dims_) {
+      if (d.kind == Dim::Kind::kConst) p.constant *= d.value;
+      p.batch += d.kind == Dim::Kind::kBatch ? 1 : 0;
+      p.seq += d.kind == Dim::Kind::kSeq ? 1 : 0;
+    }
+    return std::tuple(p.constant, p.batch, p.seq);
+  };
+  return powers(*this) == powers(other);
+}
+
+std::string SymShape::ToString() const {
+  std::string out = "[";
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    if (i) out += ", ";
+    switch (dims_[i].kind) {
+      case Dim::Kind::kConst:
+        out += std::to_string(dims_[i].value);
+        break;
+      case Dim::Kind::kBatch:
+        out += "b";
+        break;
+      case Dim::Kind::kSeq:
+        out += "s";
+        break;
+    }
+  }
+  return out + "]";
+}
+
+}  // namespace headroom

@@ -1,0 +1,51 @@
+// Tensor shapes symbolic in micro-batch `b` and sequence length `s`: every dimension
+// is a constant, b, or s, so a shape's element count is c * b^i * s^j.
+#pragma once
+
+#include "planner/graph/layer.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace headroom {
+
+struct Dim {
+  enum class Kind { kConst, kBatch, kSeq };
+  Kind kind = Kind::kConst;
+  int64_t value = 1;  // used when kind == kConst
+
+  static Dim C(int64_t v) { return {Kind::kConst, v}; }
+  static Dim B() { return {Kind::kBatch, 1}; }
+  static Dim S() { return {Kind::kSeq, 1}; }
+};
+
+// The concrete sizes a symbolic shape is evaluated at.
+struct ShapeEnv {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 1;
+};
+
+class SymShape {
+ public:
+  SymShape() = default;
+  SymShape(std::initializer_list<Dim> dims) : dims_(dims) {}
+
+  const std::vector<Dim>& dims() const { return dims_; }
+  int64_t Numel(const ShapeEnv& env) const;
+  // True when the shape does not depend on b or s (parameters, buffers).
+  bool IsStatic() const;
+  // True when the element count is proportional to the micro-batch (one dimension b).
+  bool ScalesWithBatch() const;
+  // True when both shapes have the same element count at every (b, s): the same
+  // constant factor and powers of b and s. (Equal counts at one (b, s) can be a
+  // coincidence: [s, n] and [b, s, n] at b = 1.)
+  bool SameNumel(const SymShape& other) const;
+  std::string ToString() const;  // e.g. "[b, s, 4096]"
+
+ private:
+  std::vector<Dim> dims_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,206 @@
+#include "planner/plan/plan_file.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace headroom {
+namespace {
+
+void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << m.name;
+  out << YAML::Key << "family" << YAML::Value << std::string(FamilyName(m.family));
+  for (auto [key, value] : {std::pair{"vocab_size", m.vocab_size},
+                            {"hidden_size", m.hidden_size},
+                            {"num_layers", m.num_layers},
+                            {"num_heads", m.num_heads},
+                            {"num_kv_heads", m.num_kv_heads},
+                            {"head_dim", m.head_dim},
+                            {"intermediate_size", m.intermediate_size},
+                            {"max_positions", m.max_positions}}) {
+    out << YAML::Key << key << YAML::Value << value;
+  }
+  out << YAML::Key << "tie_embeddings" << YAML::Value << m.tie_embeddings;
+  out << YAML::Key << "qkv_bias" << YAML::Value << m.qkv_bias;
+  out << YAML::Key << "norm_eps" << YAML::Value << m.norm_eps;
+  out << YAML::Key << "activation" << YAML::Value << m.activation;
+  if (m.family == ModelFamily::kLlama) {
+    out << YAML::Key << "rope_theta" << YAML::Value << m.rope.theta;
+    if (m.rope.llama3_factor > 0) {
+      out << YAML::Key << "rope_scaling" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "type" << YAML::Value << "llama3";
+      out << YAML::Key << "factor" << YAML::Value << m.rope.llama3_factor;
+      out << YAML::Key << "low_freq_factor" << YAML::Value << m.rope.low_freq_factor;
+      out << YAML::Key << "high_freq_factor" << YAML::Value << m.rope.high_freq_factor;
+      out << YAML::Key << "original_max_positions" << YAML::Value << m.rope.original_max_positions;
+      out << YAML::EndMap;
+    }
+  }
+  out << YAML::Key << "hidden_dropout" << YAML::Value << m.hidden_dropout;
+  out << YAML::Key << "attention_dropout" << YAML::Value << m.attention_dropout;
+  if (m.family == ModelFamily::kBert) {
+    out << YAML::Key << "type_vocab_size" << YAML::Value << m.type_vocab_size;
+    out << YAML::Key << "num_labels" << YAML::Value << m.num_labels;
+  }
+  out << YAML::EndMap;
+}
+
+std::string_view FineTuneName(FineTuneMode m) {
+  return m == FineTuneMode::kFull ? "full" : m == FineTuneMode::kLora ? "lora" : "qlora";
+}
+
+}  // namespace
+
+std::string WritePlanYaml(const PlanFile& p) {
+  YAML::Emitter out;
+  out.SetDoublePrecision(17);
+  out << YAML::Comment("headroom plan: inputs, decisions, predicted memory and time")
+      << YAML::BeginMap;
+  out << YAML::Key << "headroom_plan_version" << YAML::Value << kPlanFormatVersion;
+  out << YAML::Key << "model" << YAML::Value;
+  EmitModel(out, p.model);
+  out << YAML::Key << "device" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << p.device;
+  out << YAML::Key << "memory_bytes" << YAML::Value << p.device_memory_bytes << YAML::EndMap;
+  const TrainingConfig& c = p.config;
+  out << YAML::Key << "training" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "global_batch" << YAML::Value << p.global_batch;
+  out << YAML::Key << "micro_batch" << YAML::Value << c.micro_batch;
+  out << YAML::Key << "grad_accum_steps" << YAML::Value << c.grad_accum_steps;
+  out << YAML::Key << "seq_len" << YAML::Value << c.seq_len;
+  out << YAML::Key << "precision" << YAML::Value << std::string(PrecisionName(c.precision));
+  out << YAML::Key << "optimizer" << YAML::Value << std::string(OptimizerName(c.optimizer));
+  out << YAML::Key << "attention" << YAML::Value
+      << (c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager");
+  out << YAML::Key << "checkpoint" << YAML::Value << c.checkpoint.ToString();
+  out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
+  if (c.optimizer_impl)
+    out << YAML::Key << "optimizer_impl" << YAML::Value
+        << std::string(OptimizerImplName(*c.optimizer_impl));
+  if (c.base_dtype)
+    out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
+  out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
+  out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
+  out << YAML::Key << "lora_alpha" << YAML::Value << c.fine_tune.lora_alpha;
+  out << YAML::Key << "lora_dropout" << YAML::Value << c.fine_tune.lora_dropout;
+  out << YAML::Key << "lora_targets" << YAML::Value << YAML::Flow << c.fine_tune.lora_targets;
+  out << YAML::Key << "margin" << YAML::Value << p.margin;
+  out << YAML::EndMap;
+  out << YAML::Key << "predicted" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "fits" << YAML::Value << p.fits;
+  out << YAML::Key << "allocated_bytes" << YAML::Value << p.allocated_bytes;
+  out << YAML::Key << "reserved_bytes" << YAML::Value << p.reserved_bytes;
+  out << YAML::Key << "device_bytes" << YAML::Value << p.device_bytes;
+  out << YAML::Key << "peak_phase" << YAML::Value << p.peak_phase;
+  out << YAML::Key << "breakdown_bytes" << YAML::Value << p.breakdown_bytes;
+  out << YAML::Key << "step_seconds" << YAML::Value << p.step_seconds;
+  out << YAML::Key << "tokens_per_second" << YAML::Value << p.tokens_per_second;
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return MakeError(fmt::format("{}: not a valid plan file (malformed YAML at line {}: {})",
+                                 origin, e.mark.line + 1, e.msg));
+  }
+  if (!root.IsMap() || !root["headroom_plan_version"]) {
+    return MakeError(
+        fmt::format("{}: not a headroom plan file (no headroom_plan_version)", origin));
+  }
+  PlanFile p;
+  std::string field;
+  try {
+    field = "headroom_plan_version";
+    const int version = root[field].as<int>();
+    if (version > kPlanFormatVersion) {
+      return MakeError(fmt::format(
+          "{}: written by a newer headroom (plan format {}); this version reads format {}. "
+          "Upgrade headroom or re-plan.",
+          origin, version, kPlanFormatVersion));
+    }
+    auto need = [&](const YAML::Node& parent, const char* key) {
+      field = key;
+      if (!parent[key])
+        throw YAML::Exception(YAML::Mark::null_mark(), std::string("missing field '") + key + "'");
+      return parent[key];
+    };
+    YAML::Emitter model_text;
+    model_text << need(root, "model");
+    auto model = ParseModelSpecYaml(model_text.c_str(), origin);
+    if (!model) return model.error();
+    p.model = *model;
+    const YAML::Node device = need(root, "device");
+    p.device = need(device, "name").as<std::string>();
+    p.device_memory_bytes = need(device, "memory_bytes").as<int64_t>();
+    const YAML::Node t = need(root, "training");
+    TrainingConfig& c = p.config;
+    p.global_batch = need(t, "global_batch").as<int64_t>();
+    c.micro_batch = need(t, "micro_batch").as<int64_t>();
+    c.grad_accum_steps = need(t, "grad_accum_steps").as<int64_t>();
+    c.seq_len = need(t, "seq_len").as<int64_t>();
+    auto precision = ParsePrecision(need(t, "precision").as<std::string>());
+    if (!precision) return MakeError(fmt::format("{}: {}", origin, precision.error().message));
+    c.precision = *precision;
+    auto optimizer = ParseOptimizer(need(t, "optimizer").as<std::string>());
+    if (!optimizer) return MakeError(fmt::format("{}: {}", origin, optimizer.error().message));
+    c.optimizer = *optimizer;
+    c.attention = need(t, "attention").as<std::string>() == "eager" ? AttentionImpl::kEager
+                                                                    : AttentionImpl::kSdpa;
+    auto checkpoint = CheckpointPolicy::Parse(need(t, "checkpoint").as<std::string>());
+    if (!checkpoint) return MakeError(fmt::format("{}: {}", origin, checkpoint.error().message));
+    c.checkpoint = *checkpoint;
+    // Plan files written before stacks were recorded describe headroom's own runtime.
+    if (t["stack"]) {
+      auto stack = ParseStack(t["stack"].as<std::string>());
+      if (!stack) return MakeError(fmt::format("{}: {}", origin, stack.error().message));
+      c.stack = *stack;
+    } else {
+      c.stack = Stack::kHeadroom;
+    }
+    if (t["optimizer_impl"]) {
+      auto impl = ParseOptimizerImpl(t["optimizer_impl"].as<std::string>());
+      if (!impl) return MakeError(fmt::format("{}: {}", origin, impl.error().message));
+      c.optimizer_impl = *impl;
+    }
+    if (t["base_dtype"]) {
+      auto dtype = ParseDType(t["base_dtype"].as<std::string>());
+      if (!dtype)
+        return MakeError(fmt::format("{}: base_dtype must be fp32, bf16 or fp16", origin));
+      c.base_dtype = *dtype;
+    }
+    const std::string mode = need(t, "fine_tune").as<std::string>();
+    if (mode != "full" && mode != "lora" && mode != "qlora") {
+      return MakeError(
+          fmt::format("{}: fine_tune must be full, lora or qlora (got '{}')", origin, mode));
+    }
+    c.fine_tune.mode = mode == "full"   ? FineTuneMode::kFull
+                       : mode == "lora" ? FineTuneMode::kLora
+                                        : FineTuneMode::kQLora;
+    c.fine_tune.lora_rank = need(t, "lora_rank").as<int64_t>();
+    c.fine_tune.lora_alpha = need(t, "lora_alpha").as<double>();
+    c.fine_tune.lora_dropout = need(t, "lora_dropout").as<double>();
+    c.fine_tune.lora_targets = need(t, "lora_targets").as<std::vector<std::string>>();
+    p.margin = need(t, "margin").as<double>();
+    const YAML::Node pred = need(root, "predicted");
+    p.fits = need(pred, "fits").as<bool>();
+    p.allocated_bytes = need(pred, "allocated_bytes").as<int64_t>();
+    p.reserved_bytes = need(pred, "reserved_bytes").as<int64_t>();
+    p.device_bytes = need(pred, "device_bytes").as<int64_t>();
+    p.peak_phase = need(pred, "peak_phase").as<std::string>();
+    p.breakdown_bytes = need(pred, "breakdown_bytes").as<std::map<std::string, int64_t>>();
+    p.step_seconds = need(pred, "step_seconds").as<double>();
+    p.tokens_per_second = need(pred, "tokens_per_second").as<double>();
+  } catch (const YAML::Exception& e) {
+    return MakeError(fmt::format("{}: corrupted plan file at '{}': {}", origin, field, e.msg));
+  }
+  if (p.config.micro_batch <= 0 || p.config.grad_accum_steps <= 0 || p.config.seq_len <= 0) {
+    return MakeError(fmt::format("{}: corrupted plan file: sizes must be positive", origin));
+  }
+  return p;
+}
+
+}  // namespace headroom

@@ -1,0 +1,59 @@
+#include "planner/plan/plan_request.h"
+
+#include <fmt/format.h>
+
+namespace headroom {
+
+AttentionImpl AttentionAsExecuted(const ModelSpec& model, AttentionImpl requested,
+                                  const DeviceSpec& device) {
+  if (requested == AttentionImpl::kSdpa && !device.is_cuda && model.attention_dropout > 0)
+    return AttentionImpl::kEager;
+  return requested;
+}
+
+std::optional<Error> ValidateRequest(const PlanRequest& r) {
+  const TrainingConfig& c = r.config;
+  for (auto [value, flag] : {std::pair{c.micro_batch, "--micro-batch"},
+                             {c.grad_accum_steps, "--grad-accum"},
+                             {c.seq_len, "--seq-len"}}) {
+    if (value <= 0)
+      return MakeError(fmt::format("{} must be a positive integer (got {})", flag, value));
+  }
+  if (c.seq_len > r.model.max_positions) {
+    return MakeError(fmt::format("--seq-len {} is longer than {} supports ({} positions)",
+                                 c.seq_len, r.model.name, r.model.max_positions));
+  }
+  const bool bf16 = c.precision == Precision::kAmpBf16 || c.precision == Precision::kBf16 ||
+                    c.precision == Precision::kMixedBf16;
+  if (bf16 && !r.device.supports_bf16()) {
+    return MakeError(
+        fmt::format("{} does not support bf16 (compute capability {:.1f} < 8.0); use amp-fp16 or "
+                    "mixed-fp16",
+                    r.device.name, r.device.compute_capability));
+  }
+  const FineTuneConfig& ft = c.fine_tune;
+  if (ft.mode != FineTuneMode::kFull) {
+    if (ft.lora_rank <= 0)
+      return MakeError(
+          fmt::format("--lora-rank must be a positive integer (got {})", ft.lora_rank));
+    if (ft.lora_dropout < 0 || ft.lora_dropout >= 1)
+      return MakeError("--lora-dropout must be in [0, 1)");
+  }
+  if (ft.mode == FineTuneMode::kQLora && c.precision == Precision::kFp32) {
+    return MakeError(
+        "QLoRA computes in 16 bits: use --precision bf16, amp-bf16 or amp-fp16 with --qlora");
+  }
+  if (r.device.memory_bytes <= 0) return MakeError("the device memory budget must be positive");
+  return std::nullopt;
+}
+
+Result<StepPrediction> Predict(const PlanRequest& request) {
+  if (auto error = ValidateRequest(request)) return *error;
+  auto graph = BuildGraph(request.model, GraphOptionsOf(request.config));
+  if (!graph) return graph.error();
+  auto checkpointed = request.config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
+  if (!checkpointed) return checkpointed.error();
+  return PredictStep(*graph, request.config, *checkpointed, request.device);
+}
+
+}  // namespace headroom

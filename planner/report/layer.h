@@ -1,0 +1,8 @@
+// Included by every header in planner/report/: only planner/report/ and the folders after it
+// may include them (see planner/core/layering.h).
+#pragma once
+
+#include "planner/core/layering.h"
+
+static_assert(HEADROOM_PLANNER_LAYER >= HEADROOM_LAYER_REPORT,
+              "planner/report/ comes later in the pipeline than the file including it");

@@ -1,0 +1,221 @@
+#include "planner/report/prediction_report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "planner/core/byte_units.h"
+
+namespace headroom {
+namespace {
+
+std::string WithThousands(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::vector<int> CheckpointedIndices(const std::vector<bool>& flags) {
+  std::vector<int> out;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i]) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+// "0-3,7,9-11"
+std::string IndexRanges(const std::vector<int>& sorted) {
+  std::string out;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") +
+           (j == i ? std::to_string(sorted[i]) : fmt::format("{}-{}", sorted[i], sorted[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string JoinTargets(const std::vector<std::string>& targets) {
+  if (targets.empty()) return "default targets";
+  std::string out;
+  for (const auto& t : targets) out += (out.empty() ? "" : ",") + t;
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeFineTune(const FineTuneConfig& ft) {
+  switch (ft.mode) {
+    case FineTuneMode::kFull:
+      return "full fine-tune";
+    case FineTuneMode::kLora:
+      return fmt::format("LoRA rank {} on {}", ft.lora_rank, JoinTargets(ft.lora_targets));
+    case FineTuneMode::kQLora:
+      return fmt::format("QLoRA (NF4 base) rank {} on {}", ft.lora_rank,
+                         JoinTargets(ft.lora_targets));
+  }
+  return "?";
+}
+
+std::string FormatPredictionText(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  const TrainingConfig& c = in.config;
+  std::string out;
+  out += fmt::format("headroom plan: {} on {} ({})\n", in.model_name, in.device.name,
+                     FormatBytes(p.budget_bytes));
+  out += fmt::format("  micro-batch {} x {} accumulation steps, sequence {}, {}, {}, {}\n",
+                     c.micro_batch, c.grad_accum_steps, c.seq_len, PrecisionName(c.precision),
+                     OptimizerName(c.optimizer), DescribeFineTune(c.fine_tune));
+  out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n",
+                     c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager",
+                     CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
+  out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
+                     OptimizerImplName(EffectiveOptimizerImpl(c)));
+  if (c.fine_tune.mode != FineTuneMode::kFull)
+    out += fmt::format(", frozen base stored as {}", DTypeName(FrozenWeightDType(c)));
+  if (!c.kernels.cuda) out += fmt::format(", CPU bf16 {}", CpuBf16Name(c.kernels.cpu_bf16));
+  out += "\n";
+  out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total),
+                     WithThousands(p.params_trainable));
+  const bool fits = in.search ? in.search->feasible : p.fits;
+  if (fits) {
+    out += fmt::format("FITS: {} of headroom left on {}\n\n", FormatBytes(p.headroom_bytes()),
+                       in.device.name);
+  } else if (in.search) {
+    out += fmt::format("DOES NOT FIT within the {} usable ({:.0f}% margin kept free)\n\n",
+                       FormatBytes(in.search->usable_bytes),
+                       100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
+                                          static_cast<double>(p.budget_bytes)));
+  } else {
+    const int64_t shortfall = std::max<int64_t>(p.device_peak_bytes - p.budget_bytes, 0);
+    out +=
+        fmt::format("DOES NOT FIT: short by {}{}\n\n", FormatBytes(shortfall),
+                    p.oom_phase_text.empty() ? "" : " (out of memory at " + p.oom_phase_text + ")");
+  }
+  out += fmt::format("  {:<18}{:>12}\n", "peak", "bytes");
+  out += fmt::format("  {:<18}{:>12}   live tensors (max_memory_allocated)\n", "allocated",
+                     FormatBytes(p.allocated_peak_bytes));
+  if (in.device.is_cuda) {
+    out += fmt::format("  {:<18}{:>12}   caching allocator segments (max_memory_reserved)\n",
+                       "reserved", FormatBytes(p.reserved_peak_bytes));
+    out += fmt::format("  {:<18}{:>12}   + CUDA context {} (nvidia-smi)\n", "device",
+                       FormatBytes(p.device_peak_bytes), FormatBytes(in.device.context_bytes));
+  }
+  out += fmt::format("  {:<18}{:>12}\n\n", "budget", FormatBytes(p.budget_bytes));
+  const auto ckpt = CheckpointedIndices(p.checkpointed);
+  out += fmt::format(
+      "  plan: micro-batch {} x {} accumulation = global batch {}, {}, {} of {} blocks "
+      "checkpointed{}\n",
+      c.micro_batch, c.grad_accum_steps, in.global_batch, PrecisionName(c.precision), ckpt.size(),
+      p.checkpointed.size(), ckpt.empty() ? "" : fmt::format(" ({})", IndexRanges(ckpt)));
+  out += fmt::format(
+      "  estimate: {:.3f} s per step, {:.0f} tokens/s (recomputation {:.1f}% of the step)\n",
+      in.time.step_seconds, in.time.tokens_per_second,
+      in.time.step_seconds > 0 ? 100.0 * static_cast<double>(c.grad_accum_steps) *
+                                     in.time.recompute_seconds / in.time.step_seconds
+                               : 0.0);
+  if (in.search) {
+    out += fmt::format("  solver: {:.3f} s, verified by simulation against {} ({:.0f}% margin){}\n",
+                       in.search->solver_seconds, FormatBytes(in.search->usable_bytes),
+                       100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
+                                          static_cast<double>(p.budget_bytes)),
+                       in.search->corrections
+                           ? fmt::format(", {} budget correction{}", in.search->corrections,
+                                         in.search->corrections == 1 ? "" : "s")
+                           : "");
+    if (!in.search->batch_note.empty()) out += "  note: " + in.search->batch_note + "\n";
+  }
+  out += "\n";
+  out += fmt::format("  peak at: {}\n", p.peak_phase_text);
+  out += fmt::format("  first step {} (optimizer states allocated), later steps {}\n\n",
+                     FormatBytes(p.first_step_peak_bytes), FormatBytes(p.steady_step_peak_bytes));
+  out += "  at the allocated peak:\n";
+  for (int i = 0; i < kNumCategories; ++i) {
+    const int64_t bytes = p.breakdown[i];
+    const double pct = p.allocated_peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) /
+                                                        static_cast<double>(p.allocated_peak_bytes)
+                                                  : 0;
+    out += fmt::format("    {:<16}{:>12}  {:5.1f}%\n", CategoryName(static_cast<Category>(i)),
+                       FormatBytes(bytes), pct);
+  }
+  if (in.device.is_cuda) {
+    out += fmt::format("    {:<16}{:>12}  (reserved - allocated)\n", "allocator cache",
+                       FormatBytes(p.reserved_peak_bytes - p.allocated_peak_bytes));
+    out += fmt::format("    {:<16}{:>12}\n", "cuda context", FormatBytes(in.device.context_bytes));
+  }
+  return out;
+}
+
+nlohmann::json PredictionJson(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  const TrainingConfig& c = in.config;
+  nlohmann::json j;
+  j["fits"] = in.search ? in.search->feasible : p.fits;
+  j["budget_bytes"] = p.budget_bytes;
+  j["headroom_bytes"] = p.headroom_bytes();
+  j["model"] = in.model_name;
+  j["device"] = in.device.name;
+  j["config"] = {
+      {"micro_batch", c.micro_batch},
+      {"grad_accum_steps", c.grad_accum_steps},
+      {"seq_len", c.seq_len},
+      {"precision", PrecisionName(c.precision)},
+      {"optimizer", OptimizerName(c.optimizer)},
+      {"fine_tune", c.fine_tune.mode == FineTuneMode::kFull   ? "full"
+                    : c.fine_tune.mode == FineTuneMode::kLora ? "lora"
+                                                              : "qlora"},
+      {"attention", c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager"},
+      {"checkpoint", c.checkpoint.ToString()},
+      {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
+      {"stack", StackName(c.stack)},
+      {"optimizer_impl", OptimizerImplName(EffectiveOptimizerImpl(c))},
+  };
+  if (!c.kernels.cuda) j["config"]["cpu_bf16"] = CpuBf16Name(c.kernels.cpu_bf16);
+  if (c.fine_tune.mode != FineTuneMode::kFull) {
+    j["config"]["lora_rank"] = c.fine_tune.lora_rank;
+    j["config"]["lora_targets"] = c.fine_tune.lora_targets;
+    j["config"]["base_dtype"] = DTypeName(FrozenWeightDType(c));
+  }
+  j["params"] = {{"total", p.params_total}, {"trainable", p.params_trainable}};
+  j["peak"] = {
+      {"allocated_bytes", p.allocated_peak_bytes},
+      {"reserved_bytes", p.reserved_peak_bytes},
+      {"device_bytes", p.device_peak_bytes},
+      {"phase", p.peak_phase_text},
+      {"phase_kind", PhaseKindName(p.peak_phase.kind)},
+      {"first_step_allocated_bytes", p.first_step_peak_bytes},
+      {"steady_step_allocated_bytes", p.steady_step_peak_bytes},
+  };
+  if (!p.oom_phase_text.empty()) j["peak"]["oom_phase"] = p.oom_phase_text;
+  nlohmann::json breakdown;
+  for (int i = 0; i < kNumCategories; ++i) {
+    breakdown[std::string(CategoryName(static_cast<Category>(i))) + "_bytes"] = p.breakdown[i];
+  }
+  breakdown["allocator_overhead_bytes"] = p.reserved_peak_bytes - p.allocated_peak_bytes;
+  breakdown["cuda_context_bytes"] = in.device.is_cuda ? in.device.context_bytes : 0;
+  j["breakdown"] = breakdown;
+  j["plan"] = {{"micro_batch", c.micro_batch},
+               {"grad_accum_steps", c.grad_accum_steps},
+               {"global_batch", in.global_batch},
+               {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
+               {"precision", PrecisionName(c.precision)}};
+  j["estimate"] = {{"step_seconds", in.time.step_seconds},
+                   {"tokens_per_second", in.time.tokens_per_second},
+                   {"forward_seconds", in.time.forward_seconds},
+                   {"backward_seconds", in.time.backward_seconds},
+                   {"recompute_seconds", in.time.recompute_seconds},
+                   {"optimizer_seconds", in.time.optimizer_seconds}};
+  if (in.search) {
+    j["solver"] = {{"seconds", in.search->solver_seconds},
+                   {"usable_bytes", in.search->usable_bytes},
+                   {"corrections", in.search->corrections}};
+    if (!in.search->batch_note.empty()) j["solver"]["batch_note"] = in.search->batch_note;
+    if (!in.search->feasible) j["solver"]["shortfall_bytes"] = in.search->shortfall_bytes;
+  }
+  return j;
+}
+
+}  // namespace headroom

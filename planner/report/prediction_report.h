@@ -1,0 +1,35 @@
+// Presenting a StepPrediction: the human-readable report of `headroom plan` and its
+// JSON form (field names are a stable interface: fits, budget_bytes, params.*, peak.*,
+// breakdown.*_bytes).
+#pragma once
+
+#include "planner/report/layer.h"
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/core/gpu_catalog.h"
+#include "planner/solve/plan_search.h"
+#include "planner/simulate/step_prediction.h"
+#include "planner/solve/step_time_model.h"
+#include "planner/core/training_config.h"
+
+namespace headroom {
+
+struct ReportInputs {
+  std::string model_name;
+  const TrainingConfig& config;
+  const DeviceSpec& device;
+  const StepPrediction& prediction;
+  const StepTime& time;
+  int64_t global_batch = 0;
+  const SearchResult* search = nullptr;  // set when the solver chose the plan
+};
+
+std::string FormatPredictionText(const ReportInputs& in);
+nlohmann::json PredictionJson(const ReportInputs& in);
+// "full", "lora (rank 16 on q,v)", "qlora (rank 16 on q,v)"
+std::string DescribeFineTune(const FineTuneConfig& ft);
+
+}  // namespace headroom

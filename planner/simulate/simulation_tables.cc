@@ -1,0 +1,124 @@
+#include <algorithm>
+#include <memory>
+
+#include "planner/simulate/granularity.h"
+#include "planner/simulate/internal/simulation_tables_impl.h"
+
+namespace headroom {
+
+SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
+    : graph(g), states(g, RegimeOf(c.precision), CostTargetOf(c)), env{1, c.seq_len} {
+  const PrecisionRegime& regime = states.regime();
+  for (int o = 0; o < g.num_ops(); ++o) block_of_op.push_back(g.op(OpId{o}).block);
+  for (int t = 0; t < g.num_tensors(); ++t) {
+    const TensorId id{t};
+    const TensorInfo& info = g.tensor(id);
+    bytes.push_back(states.Bytes(g, id, env));
+    per_sample.push_back(info.shape.ScalesWithBatch());
+    forward_uses.push_back(id == g.loss() ? 1 : static_cast<int>(g.Consumers(id).size()));
+    is_param.push_back(info.role == TensorRole::kParameter);
+    trainable.push_back(info.role == TensorRole::kParameter && info.param.trainable);
+    producer_block.push_back(info.producer.valid() ? block_of_op[info.producer.value] : -1);
+    if (info.role == TensorRole::kInput) data_inputs.push_back(id);
+    if (info.role != TensorRole::kParameter) continue;
+    parameters.push_back(id);
+    const int64_t numel = info.shape.Numel({});
+    master_bytes.push_back(
+        regime.master_weights && info.param.trainable ? StorageBytes(DType::kF32, numel) : 0);
+    optimizer_costs.push_back(
+        info.param.trainable ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
+                                             states.OptimizerStateDType(id), regime.master_weights,
+                                             /*python_step_tensor=*/states.target().torch_optim)
+                             : OptimizerParamCost{});
+  }
+  for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
+  // The hook's output is a leaf when the embedding weight (the lookup's input 1) is frozen.
+  const TensorId e = g.input_embeddings();
+  if (e.valid() && states[e].requires_grad &&
+      !states[g.op(g.tensor(e).producer).inputs[1]].requires_grad) {
+    grad_leaf = e;
+    ++forward_uses[e.value];  // the autograd graph's reference, dropped when backward ends
+  }
+  param_grad_arrivals.assign(g.num_tensors(), 0);
+  for (int o = 0; o < g.num_ops(); ++o) {
+    const OpNode& op = g.op(OpId{o});
+    first_input.push_back(static_cast<int>(cast_bytes.size()));
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      cast_bytes.push_back(
+          states.IsCast(op, i)
+              ? StorageBytes(states.UsedDType(op, i), g.tensor(op.inputs[i]).shape.Numel(env))
+              : kNotCast);
+    }
+    for (bool grad_mode : {false, true}) {
+      const ForwardCost cost = CostForward(g, op, states, env, grad_mode);
+      forward_costs[grad_mode].push_back(
+          {static_cast<int32_t>(internals.size()),
+           static_cast<int32_t>(internals.size() + cost.internals.size()),
+           static_cast<int32_t>(saves_input.size()), cost.output_aliases_input, cost.saves_output,
+           cost.workspace_bytes});
+      internals.insert(internals.end(), cost.internals.begin(), cost.internals.end());
+      saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
+    }
+    const BackwardCost cost = CostBackward(g, op, states, env);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (is_param[op.inputs[i].value] && cost.input_grads[i] != GradFlow::kNone)
+        ++param_grad_arrivals[op.inputs[i].value];
+    }
+    backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
+                              cost.weight_grad_scratch_bytes, cost.input_grad_scratch_bytes,
+                              cost.workspace_per_sample});
+    input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
+  }
+  for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
+    // What the block reads from outside: what its checkpoint function saves.
+    const BlockSegment& seg = g.blocks()[b];
+    std::vector<TensorId> outside;
+    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+      for (TensorId in : g.op(OpId{o}).inputs) {
+        if (is_param[in.value] || producer_block[in.value] == b) continue;
+        if (std::find(outside.begin(), outside.end(), in) == outside.end()) outside.push_back(in);
+      }
+    }
+    external_inputs.push_back(std::move(outside));
+    // The last op whose forward saves anything: where a non-reentrant recomputation
+    // stops (and what triggers it).
+    int end = seg.first_op.value - 1;
+    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+      const OpForward& f = forward_costs[1][o];
+      bool saves = f.saves_output;
+      for (size_t i = 0; i < g.op(OpId{o}).inputs.size(); ++i)
+        saves |= saves_input[f.saves_begin + i] != 0;
+      for (int k = f.internals_begin; k < f.internals_end; ++k)
+        saves |= internals[k].lifetime == InternalBuffer::Lifetime::kSaved;
+      if (saves) end = o;
+    }
+    recompute_end.push_back(end);
+  }
+}
+
+SimulationTables::SimulationTables(const OpGraph& graph, const TrainingConfig& config)
+    : impl_(std::make_shared<const Impl>(graph, config)), config_(config) {}
+SimulationTables::~SimulationTables() = default;
+SimulationTables::SimulationTables(const SimulationTables&) = default;
+SimulationTables& SimulationTables::operator=(const SimulationTables&) = default;
+
+SimulationTables SimulationTables::WithBatch(int64_t micro_batch, int64_t grad_accum_steps) const {
+  SimulationTables out = *this;
+  out.config_.micro_batch = micro_batch;
+  out.config_.grad_accum_steps = grad_accum_steps;
+  return out;
+}
+
+const OpGraph& SimulationTables::graph() const { return impl_->graph; }
+const TensorStates& SimulationTables::states() const { return impl_->states; }
+
+int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
+  const Granularity rounding(granularity);
+  int64_t total = 0;
+  for (const OptimizerParamCost& cost : impl_->optimizer_costs) {
+    for (int64_t bytes : cost.state_bytes) total += rounding.RoundUp(bytes);
+  }
+  return total;
+}
+
+}  // namespace headroom

@@ -1,0 +1,592 @@
+#include "planner/simulate/step_simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "planner/simulate/internal/simulation_tables_impl.h"
+
+namespace headroom {
+namespace {
+
+constexpr int64_t kNoBuffer = -1;
+constexpr int64_t kNotCast = SimulationTables::Impl::kNotCast;
+
+// Buffers held per owner (an op until its backward, a checkpointed block until its
+// backward ends), as lists in one pool released in the order they were added: a
+// simulation adds tens of thousands of holds, and a vector per owner would allocate.
+class HoldLists {
+ public:
+  void Reset(size_t owners) {
+    first_.assign(owners, -1);
+    last_.assign(owners, -1);
+    nodes_.clear();
+  }
+  void Add(int owner, int64_t buffer) {
+    const int node = static_cast<int>(nodes_.size());
+    nodes_.push_back({buffer, -1});
+    if (last_[owner] < 0) {
+      first_[owner] = node;
+    } else {
+      nodes_[last_[owner]].next = node;
+    }
+    last_[owner] = node;
+  }
+  // Calls release(buffer) for each buffer `owner` holds, then empties its list.
+  template <typename Release>
+  void ReleaseAll(int owner, Release release) {
+    for (int n = first_[owner]; n >= 0; n = nodes_[n].next) release(nodes_[n].buffer);
+    first_[owner] = last_[owner] = -1;
+  }
+
+ private:
+  struct Node {
+    int64_t buffer;
+    int next;
+  };
+  std::vector<int> first_, last_;  // per owner; -1 when it holds nothing
+  std::vector<Node> nodes_;
+};
+
+class StepSimulator {
+ public:
+  StepSimulator(const SimulationTables::Impl& tables, const TrainingConfig& config,
+                const std::vector<bool>& checkpointed, const SimulationOptions& options)
+      : tables_(tables),
+        graph_(tables.graph),
+        config_(config),
+        batch_scale_(config.micro_batch),
+        checkpointed_(checkpointed.begin(), checkpointed.end()),
+        options_(options),
+        block_of_op_(tables.block_of_op),
+        bytes_(tables.bytes),
+        per_sample_(tables.per_sample),
+        forward_uses_(tables.forward_uses),
+        external_inputs_(tables.external_inputs),
+        forward_costs_(tables.forward_costs),
+        backward_costs_(tables.backward_costs) {
+    if (static_cast<int>(checkpointed.size()) != static_cast<int>(graph_.blocks().size())) {
+      throw std::logic_error("SimulateSteps: checkpoint flags do not match the number of blocks");
+    }
+  }
+
+  Timeline Run() {
+    // About a dozen events per op and pass (forward, backward, recompute), two passes per
+    // replayed micro-batch: reserve rather than regrow.
+    const size_t passes =
+        static_cast<size_t>(options_.steps) * (config_.grad_accum_steps > 1 ? 2 : 1);
+    timeline_.events.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 12);
+    timeline_.phases.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 3);
+    buffers_.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 6);
+    Setup();
+    for (int step = 1; step <= options_.steps; ++step) {
+      const int last = static_cast<int>(config_.grad_accum_steps);
+      for (int mb = 1; mb <= last; ++mb) {
+        if (mb > 1 && mb < last && !options_.replay_every_micro_batch) continue;
+        Forward(step, mb);
+        Backward(step, mb);
+      }
+      OptimizerStep(step);
+      ZeroGrad(step);
+      CheckOnlyPersistentLive(step);
+    }
+    return std::move(timeline_);
+  }
+
+ private:
+  struct Buffer {  // 16 bytes: one per allocation of a replay
+    int64_t bytes;
+    int32_t refs;
+    Category category;
+    bool per_sample;
+  };
+
+  // ---- buffers -------------------------------------------------------------------
+  // `bytes` at micro-batch 1; per-sample sizes scale to the configured micro-batch.
+  int64_t Acquire(int64_t bytes, Category category, bool per_sample = false, int refs = 1) {
+    if (per_sample) bytes *= batch_scale_;
+    const int64_t id = static_cast<int64_t>(buffers_.size());
+    buffers_.push_back(Buffer{bytes, refs, category, per_sample});
+    live_bytes_ += bytes;
+    timeline_.events.push_back({.buffer = id,
+                                .bytes = bytes,
+                                .phase = phase_,
+                                .kind = MemoryEvent::Kind::kAlloc,
+                                .category = category,
+                                .per_sample = per_sample});
+    return id;
+  }
+  void Retain(int64_t id) { buffers_[id].refs++; }
+  void Release(int64_t id) {
+    Buffer& b = buffers_[id];
+    if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
+    if (--b.refs > 0) return;
+    timeline_.events.push_back({.buffer = id,
+                                .bytes = b.bytes,
+                                .phase = phase_,
+                                .kind = MemoryEvent::Kind::kFree,
+                                .category = b.category,
+                                .per_sample = b.per_sample});
+    live_bytes_ -= b.bytes;
+  }
+  int refs(int64_t id) const { return buffers_[id].refs; }
+
+  void SetPhase(Phase::Kind kind, int step, int mb, OpId op = {}) {
+    timeline_.phases.push_back({kind, step, mb, op, op.valid() ? block_of_op_[op.value] : -1});
+    phase_ = static_cast<int32_t>(timeline_.phases.size() - 1);
+  }
+
+  bool IsParam(TensorId t) const { return tables_.is_param[t.value]; }
+  // The input's bytes (at micro-batch 1) in the dtype the op uses, or kNotCast.
+  int64_t CastBytes(OpId op, size_t i) const {
+    return tables_.cast_bytes[tables_.first_input[op.value] + i];
+  }
+  int64_t Bytes(TensorId t) const { return bytes_[t.value]; }
+  bool PerSample(TensorId t) const { return per_sample_[t.value]; }
+
+  // ---- tensor handles: uses left per tensor, each live tensor holds one buffer ref ---
+  void Bind(TensorId t, int64_t buffer, int uses) {
+    buffer_of_[t.value] = buffer;
+    uses_left_[t.value] = uses;
+    if (uses == 0) Release(buffer);
+  }
+  void UseDone(TensorId t) {
+    if (--uses_left_[t.value] == 0) Release(buffer_of_[t.value]);
+    if (uses_left_[t.value] < 0)
+      throw std::logic_error("simulator: tensor used more often than counted");
+  }
+
+  // ---- setup ---------------------------------------------------------------------
+  void Setup() {
+    SetPhase(Phase::Kind::kSetup, 0, 0);
+    buffer_of_.assign(graph_.num_tensors(), kNoBuffer);
+    uses_left_.assign(graph_.num_tensors(), 0);
+    grad_of_.assign(graph_.num_tensors(), kNoBuffer);
+    param_grad_.assign(graph_.num_tensors(), kNoBuffer);
+    pending_grad_.assign(graph_.num_tensors(), kNoBuffer);
+    grad_arrivals_.assign(graph_.num_tensors(), 0);
+    op_holds_.Reset(graph_.num_ops());
+    block_holds_.Reset(graph_.blocks().size());
+    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
+      const TensorId p = tables_.parameters[i];
+      buffer_of_[p.value] = Acquire(Bytes(p), Category::kWeights);
+      persistent_bytes_ += Bytes(p);
+      if (const int64_t master = tables_.master_bytes[i]; master > 0) {
+        Acquire(master, Category::kOptimizer);
+        persistent_bytes_ += master;
+      }
+    }
+    if (options_.cublas_workspace_bytes > 0) {
+      Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
+      persistent_bytes_ += options_.cublas_workspace_bytes;
+    }
+  }
+
+  // ---- forward -------------------------------------------------------------------
+  void Forward(int step, int mb) {
+    step_ = step;
+    mb_ = mb;
+    SetPhase(Phase::Kind::kForward, step, mb);
+    for (TensorId t : tables_.data_inputs) {
+      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
+           static_cast<int>(graph_.Consumers(t).size()));
+    }
+    for (int o = 0; o < graph_.num_ops(); ++o) {
+      const int block = block_of_op_[o];
+      const bool ckpt = block >= 0 && checkpointed_[block];
+      if (ckpt && graph_.blocks()[block].first_op.value == o) HoldBlockInputs(block);
+      RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
+    }
+    for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
+    ExitAutocast(-1);
+  }
+
+  // The checkpoint function saves the tensors its block reads from outside: the block
+  // input and per-forward tables (rotary cos/sin, the causal mask).
+  void HoldBlockInputs(int block) {
+    for (TensorId t : external_inputs_[block]) {
+      Retain(buffer_of_[t.value]);
+      block_holds_.Add(block, buffer_of_[t.value]);
+    }
+    if (const int64_t rng = tables_.states.target().checkpoint_rng_state_bytes; rng > 0) {
+      // torch.utils.checkpoint drops its stash with the block's saved tensors; LibTorch's
+      // Function keeps saved_data until the graph is freed.
+      const int64_t stash = Acquire(rng, Category::kActivations);
+      if (tables_.states.target().reentrant_checkpoint) {
+        until_backward_end_.push_back(stash);
+      } else {
+        block_holds_.Add(block, stash);
+      }
+    }
+  }
+
+  bool IsInsideBlock(TensorId t, int block) const {
+    return tables_.producer_block[t.value] == block;
+  }
+
+  // Autocast exit (end of forward, or end of a recomputed block's backward) drops the
+  // weight-cast cache; copies that ops saved stay alive through those ops. In a
+  // recomputation (`recompute_block` >= 0) the cache's own references are released
+  // with the block's other holds.
+  void ExitAutocast(int recompute_block) {
+    for (auto& [param, buffer] : cast_cache_) {
+      if (recompute_block >= 0) {
+        block_holds_.Add(recompute_block, buffer);
+      } else {
+        Release(buffer);
+      }
+    }
+    cast_cache_.clear();
+  }
+
+  int UsesOf(TensorId t, int recompute_block) const {
+    // In a full forward every consumer counts (and the loss stays until backward starts);
+    // in a recomputation only the block's own consumers run again.
+    if (recompute_block < 0) return forward_uses_[t.value];
+    const int end = RecomputeEnd(recompute_block);
+    int uses = 0;
+    for (OpId c : graph_.Consumers(t)) {
+      if (block_of_op_[c.value] == recompute_block && c.value <= end) ++uses;
+    }
+    return uses;
+  }
+
+  int RecomputeEnd(int block) const {
+    return tables_.states.target().reentrant_checkpoint ? graph_.blocks()[block].last_op.value
+                                                        : tables_.recompute_end[block];
+  }
+
+  void RunOpForward(OpId op_id, bool grad_mode, int recompute_block) {
+    const OpNode& op = graph_.op(op_id);
+    const bool recompute = recompute_block >= 0;
+    SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
+    const SimulationTables::Impl::OpForward& cost = forward_costs_[grad_mode][op_id.value];
+    std::vector<int64_t>& transients = transients_;
+    transients.clear();
+
+    for (int k = cost.internals_begin; k < cost.internals_end; ++k) {
+      const InternalBuffer& internal = tables_.internals[k];
+      using Lifetime = InternalBuffer::Lifetime;
+      int64_t buffer;
+      if (internal.cast_of_input >= 0) {
+        const TensorId src = op.inputs[internal.cast_of_input];
+        if (tables_.trainable[src.value]) {
+          // Autocast caches casts of leaf fp32 weights that require grad.
+          auto it = cast_cache_.find(src.value);
+          if (it == cast_cache_.end())
+            it = cast_cache_
+                     .emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts, false))
+                     .first;
+          buffer = it->second;
+          Retain(buffer);
+        } else {
+          buffer = Acquire(internal.bytes,
+                           IsParam(src) ? Category::kWeightCasts : Category::kActivations,
+                           internal.per_sample);
+        }
+      } else {
+        const Category category = internal.weight_copy                    ? Category::kWeightCasts
+                                  : internal.lifetime == Lifetime::kSaved ? Category::kActivations
+                                                                          : Category::kTemporaries;
+        buffer = Acquire(internal.bytes, category, internal.per_sample);
+      }
+      switch (internal.lifetime) {
+        case Lifetime::kEphemeral:
+          Release(buffer);
+          break;
+        case Lifetime::kTransient:
+          transients.push_back(buffer);
+          break;
+        case Lifetime::kSaved:
+          op_holds_.Add(op_id.value, buffer);
+          break;
+      }
+    }
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const TensorId in = op.inputs[i];
+      if (!tables_.saves_input[cost.saves_begin + i] || CastBytes(op_id, i) != kNotCast ||
+          IsParam(in))
+        continue;
+      Retain(buffer_of_[in.value]);
+      op_holds_.Add(op_id.value, buffer_of_[in.value]);
+    }
+    for (TensorId out : op.outputs) {
+      int64_t buffer;
+      if (cost.output_aliases_input) {
+        buffer = buffer_of_[op.inputs[0].value];
+        Retain(buffer);
+      } else {
+        buffer = Acquire(Bytes(out), Category::kActivations, PerSample(out));
+      }
+      int uses = UsesOf(out, recompute_block);
+      if (recompute && tables_.states.target().reentrant_checkpoint &&
+          out == graph_.blocks()[recompute_block].output)
+        ++uses;  // held by the checkpoint backward
+      if (cost.saves_output) {
+        Retain(buffer);
+        op_holds_.Add(op_id.value, buffer);
+      }
+      Bind(out, buffer, uses);
+    }
+    if (cost.workspace_bytes > 0)
+      Release(Acquire(cost.workspace_bytes, Category::kTemporaries, true));
+    for (int64_t b : transients) Release(b);
+    for (TensorId in : op.inputs) {
+      if (IsParam(in)) continue;
+      if (recompute && !IsInsideBlock(in, recompute_block))
+        continue;  // consumed in the first forward
+      UseDone(in);
+    }
+  }
+
+  // ---- backward ------------------------------------------------------------------
+  void Backward(int step, int mb) {
+    SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
+    const TensorId loss = graph_.loss();
+    grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
+    UseDone(loss);
+    for (int o = graph_.num_ops() - 1; o >= 0; --o) {
+      const int block = block_of_op_[o];
+      const bool ckpt = block >= 0 && checkpointed_[block];
+      const bool reentrant = tables_.states.target().reentrant_checkpoint;
+      if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
+        // The checkpoint's backward is handed its output's gradient and holds it until
+        // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
+        const int64_t output_grad = grad_of_[graph_.blocks()[block].output.value];
+        if (output_grad != kNoBuffer) {
+          Retain(output_grad);
+          block_holds_.Add(block, output_grad);
+        }
+      }
+      if (ckpt && RecomputeEnd(block) == o) Recompute(block);
+      RunOpBackward(OpId{o});
+      if (ckpt && graph_.blocks()[block].first_op.value == o) {
+        block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
+        if (reentrant) UseDone(graph_.blocks()[block].output);
+      }
+    }
+    for (int64_t b : until_backward_end_) Release(b);
+    until_backward_end_.clear();
+    if (tables_.grad_leaf.valid()) {
+      // The graph is freed: the hooked embedding output and its .grad go with it.
+      if (leaf_grad_ != kNoBuffer) Release(leaf_grad_);
+      leaf_grad_ = kNoBuffer;
+      UseDone(tables_.grad_leaf);
+    }
+    for (int i = 0; i < graph_.num_tensors(); ++i) {
+      if (grad_of_[i] != kNoBuffer) {
+        throw std::logic_error("simulator: gradient of " + graph_.tensor(TensorId{i}).name +
+                               " never consumed");
+      }
+    }
+  }
+
+  void Recompute(int block) {
+    const BlockSegment& seg = graph_.blocks()[block];
+    const int64_t rng_bytes = tables_.states.target().checkpoint_rng_state_bytes;
+    const int64_t forked_rng = rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
+    for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
+      RunOpForward(OpId{o}, /*grad_mode=*/true, block);
+    }
+    ExitAutocast(block);
+    if (forked_rng != kNoBuffer) Release(forked_rng);
+  }
+
+  void RunOpBackward(OpId op_id) {
+    const OpNode& op = graph_.op(op_id);
+    bool has_grad = false;
+    for (TensorId out : op.outputs) has_grad = has_grad || grad_of_[out.value] != kNoBuffer;
+    if (has_grad) {
+      SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
+      const SimulationTables::Impl::OpBackward& cost = backward_costs_[op_id.value];
+      const GradFlow* input_grads = &tables_.input_grads[cost.grads_begin];
+      // Activations' gradients first, then the parameters' (the order of autograd's
+      // formulas for the matrix products, the only ops whose order shows).
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (input_grads[i] != GradFlow::kNone && !IsParam(op.inputs[i]))
+          ActivationGradient(op_id, op, i, input_grads[i]);
+      }
+      if (cost.input_grad_scratch_bytes > 0)
+        Release(Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (input_grads[i] != GradFlow::kNone && IsParam(op.inputs[i]))
+          ParamGradient(op_id, op, i, i == 1 ? cost.weight_grad_scratch_bytes : 0);
+      }
+      if (cost.workspace_bytes > 0) {
+        Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));
+      }
+    }
+    op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
+    for (TensorId out : op.outputs) {
+      if (grad_of_[out.value] == kNoBuffer) continue;
+      if (out == tables_.grad_leaf) {
+        leaf_grad_ = grad_of_[out.value];  // AccumulateGrad keeps it as the leaf's .grad
+      } else {
+        Release(grad_of_[out.value]);
+      }
+      grad_of_[out.value] = kNoBuffer;
+    }
+  }
+
+  void ActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {
+    const TensorId t = op.inputs[i];
+    int64_t buffer;
+    if (flow == GradFlow::kPassThrough) {
+      buffer = grad_of_[op.outputs[0].value];
+      Retain(buffer);
+    } else if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast) {
+      // Gradient in the dtype the op used, then autocast's cast backward converts it.
+      const int64_t used = Acquire(cast, Category::kTemporaries, PerSample(t));
+      buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
+      Release(used);
+    } else {
+      buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
+    }
+    int64_t& slot = grad_of_[t.value];
+    if (slot == kNoBuffer) {
+      slot = buffer;
+    } else if (refs(slot) == 1) {
+      Release(buffer);  // accumulated in place
+    } else {
+      const int64_t sum = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
+      Release(slot);
+      Release(buffer);
+      slot = sum;
+    }
+  }
+
+  // `scratch_bytes`: the product's transient scratch, beside the fresh gradient.
+  void ParamGradient(OpId op_id, const OpNode& op, size_t i, int64_t scratch_bytes) {
+    const TensorId p = op.inputs[i];
+    // The product runs in the dtype the op used (then autocast's cast backward converts
+    // it), with its scratch beside it.
+    int64_t used = kNoBuffer;
+    if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast)
+      used = Acquire(cast, Category::kTemporaries);
+    if (used != kNoBuffer && scratch_bytes > 0)
+      Release(Acquire(scratch_bytes, Category::kTemporaries));
+    // The engine sums a parameter's gradients within one backward out of place (a tied
+    // embedding's: both operands and the sum live at once); AccumulateGrad then takes
+    // the sum when all have arrived.
+    int64_t grad = Acquire(Bytes(p), Category::kGradients);
+    if (used == kNoBuffer && scratch_bytes > 0)
+      Release(Acquire(scratch_bytes, Category::kTemporaries));
+    if (const int64_t pending = pending_grad_[p.value]; pending != kNoBuffer) {
+      const int64_t sum = Acquire(Bytes(p), Category::kGradients);
+      Release(pending);
+      Release(grad);
+      grad = sum;
+    }
+    if (used != kNoBuffer) Release(used);
+    if (++grad_arrivals_[p.value] < tables_.param_grad_arrivals[p.value]) {
+      pending_grad_[p.value] = grad;
+      return;
+    }
+    pending_grad_[p.value] = kNoBuffer;
+    grad_arrivals_[p.value] = 0;
+    if (param_grad_[p.value] == kNoBuffer) {
+      param_grad_[p.value] = grad;  // AccumulateGrad steals it as .grad
+    } else {
+      Release(grad);  // added in place into .grad
+    }
+  }
+
+  // ---- optimizer -----------------------------------------------------------------
+  void OptimizerStep(int step) {
+    SetPhase(Phase::Kind::kOptimizerStep, step, 0);
+    const bool states_first = tables_.states.target().torch_optim;
+    int64_t group_temp_bytes = 0;
+    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
+      if (!tables_.trainable[tables_.parameters[i].value]) continue;
+      const OptimizerParamCost& cost = tables_.optimizer_costs[i];
+      if (step == 1 && states_first) AllocateStates(cost);
+      group_temp_bytes += cost.group_temp_bytes;
+    }
+    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
+      if (!tables_.trainable[tables_.parameters[i].value]) continue;
+      const OptimizerParamCost& cost = tables_.optimizer_costs[i];
+      if (step == 1 && !states_first) AllocateStates(cost);
+      if (cost.step_temp_bytes > 0) Release(Acquire(cost.step_temp_bytes, Category::kTemporaries));
+    }
+    if (group_temp_bytes > 0) Release(Acquire(group_temp_bytes, Category::kTemporaries));
+  }
+
+  void AllocateStates(const OptimizerParamCost& cost) {
+    for (int64_t bytes : cost.state_bytes) {
+      Acquire(bytes, Category::kOptimizer);
+      persistent_bytes_ += bytes;
+    }
+    if (cost.step_tensor_bytes > 0) {
+      Acquire(cost.step_tensor_bytes, Category::kOptimizer);
+      persistent_bytes_ += cost.step_tensor_bytes;
+    }
+  }
+
+  void ZeroGrad(int step) {
+    SetPhase(Phase::Kind::kZeroGrad, step, 0);
+    for (int64_t& g : param_grad_) {
+      if (g == kNoBuffer) continue;
+      Release(g);
+      g = kNoBuffer;
+    }
+  }
+
+  void CheckOnlyPersistentLive(int step) const {
+    const int64_t live = live_bytes_;
+    if (live != persistent_bytes_) {
+      throw std::logic_error(
+          fmt::format("simulator: {} bytes live after step {}, expected the {} persistent bytes",
+                      live, step, persistent_bytes_));
+    }
+  }
+
+  const SimulationTables::Impl& tables_;
+  const OpGraph& graph_;
+  const TrainingConfig& config_;
+  const int64_t batch_scale_;                // the micro-batch
+  const std::vector<uint8_t> checkpointed_;  // per block
+  SimulationOptions options_;
+  const std::vector<int>& block_of_op_;
+  const std::vector<int64_t>& bytes_;
+  const std::vector<uint8_t>& per_sample_;
+  const std::vector<int>& forward_uses_;
+  const std::vector<std::vector<TensorId>>& external_inputs_;
+  const std::vector<SimulationTables::Impl::OpForward> (&forward_costs_)[2];  // [grad_mode]
+  const std::vector<SimulationTables::Impl::OpBackward>& backward_costs_;
+  std::vector<int64_t> transients_;  // scratch for RunOpForward
+
+  Timeline timeline_;
+  int32_t phase_ = 0;
+  int step_ = 0, mb_ = 0;
+  int64_t persistent_bytes_ = 0;
+  int64_t live_bytes_ = 0;
+  std::vector<Buffer> buffers_;  // indexed by buffer id; refs == 0 once freed
+  std::vector<int64_t> buffer_of_;
+  std::vector<int> uses_left_;
+  std::vector<int64_t> grad_of_;
+  std::vector<int64_t> param_grad_;
+  std::vector<int64_t> pending_grad_;  // a gradient waiting for the parameter's others
+  int64_t leaf_grad_ = kNoBuffer;     // the hooked embedding output's .grad
+  std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
+  std::vector<int> grad_arrivals_;
+  HoldLists op_holds_;                     // per op: what its forward saved for its backward
+  HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
+  std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
+};
+
+}  // namespace
+
+Timeline SimulateSteps(const OpGraph& graph, const TrainingConfig& config,
+                       const std::vector<bool>& checkpointed, const SimulationOptions& options) {
+  return SimulateSteps(SimulationTables(graph, config), checkpointed, options);
+}
+
+Timeline SimulateSteps(const SimulationTables& tables, const std::vector<bool>& checkpointed,
+                       const SimulationOptions& options) {
+  return StepSimulator(tables.impl(), tables.config(), checkpointed, options).Run();
+}
+
+}  // namespace headroom

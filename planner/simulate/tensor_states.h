@@ -1,0 +1,87 @@
+// Resolves, for one precision regime, each tensor's dtype and whether it requires grad
+// — the facts every per-op cost rule reads.
+#pragma once
+
+#include "planner/simulate/layer.h"
+
+#include <optional>
+#include <vector>
+
+#include "planner/core/dtype.h"
+#include "planner/graph/op_graph.h"
+#include "planner/core/training_config.h"
+
+namespace headroom {
+
+struct TensorState {
+  DType dtype = DType::kF32;
+  bool requires_grad = false;
+};
+
+// What the device's kernels and the stack's recipe change in the cost rules.
+struct CostTarget {
+  std::optional<DType> frozen_dtype;  // unset: the regime's
+  // CUDA's native_dropout and headroom's own dropout save a bool mask; ATen's CPU
+  // dropout (_dropout_impl) saves its noise tensor in the input's dtype.
+  bool dropout_bool_mask = true;
+  // A bf16 matrix multiply on the CPU: the scratch of oneDNN's kernel (none on CUDA).
+  std::optional<CpuBf16> cpu_bf16_matmul;
+  // CUDA's autocast runs layer_norm and softmax in fp32; the CPU's runs them in the
+  // input's dtype (its fp32 list has the losses, not these).
+  bool cuda_autocast = true;
+  // PEFT (autocast_adapter_dtype=True) keeps LoRA adapters in fp32 whatever the base's
+  // dtype; headroom's runtime stores them in the regime's.
+  bool fp32_adapters = false;
+  // LibTorch-style checkpointing (headroom's runtime) re-runs a whole block and holds its
+  // output and output gradient through the block's backward; torch.utils.checkpoint with
+  // use_reentrant=False (transformers) stops early and holds neither.
+  bool reentrant_checkpoint = true;
+  // torch.optim creates every parameter's states (and a 0-d step tensor each) before
+  // updating any; LibTorch's optimizers create each parameter's just before updating it.
+  bool torch_optim = false;
+  // transformers' gradient_checkpointing_enable() calls enable_input_require_grads(): a
+  // forward hook makes the input embedding's output require grad. With a frozen
+  // embedding (LoRA) that output is a leaf, which autograd holds, with its .grad, until
+  // the graph is freed.
+  bool input_embeddings_require_grad = false;
+  // Checkpointing stashes the RNG state per checkpointed block (torch.utils.checkpoint's
+  // preserve_rng_state, headroom's replayed dropout) and takes another copy for each
+  // recomputation: a host tensor, device memory only when the device is the CPU.
+  int64_t checkpoint_rng_state_bytes = 0;
+};
+CostTarget CostTargetOf(const TrainingConfig& config);
+
+class TensorStates {
+ public:
+  TensorStates(const OpGraph& graph, const PrecisionRegime& regime, const CostTarget& target = {});
+
+  const TensorState& operator[](TensorId id) const { return states_.at(id.value); }
+  const PrecisionRegime& regime() const { return regime_; }
+  const CostTarget& target() const { return target_; }
+  // Storage bytes of a tensor at (b, s); parameters stored as NF4 include their
+  // quantization statistics.
+  int64_t Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const;
+  // The dtype of a trainable parameter's optimizer states. torch.optim makes them with
+  // zeros_like(param): the parameter's own dtype (fp32 for PEFT's adapters in a bf16
+  // model); otherwise the regime's.
+  DType OptimizerStateDType(TensorId param) const;
+  // The dtype input `index` of `op` is used in after autocast's casts.
+  DType UsedDType(const OpNode& op, size_t index) const;
+  // True when input `index` of `op` is cast to another dtype before use.
+  bool IsCast(const OpNode& op, size_t index) const {
+    return UsedDType(op, index) != states_.at(op.inputs[index].value).dtype;
+  }
+
+ private:
+  DType OutputDType(const OpGraph& graph, const OpNode& op) const;
+
+  PrecisionRegime regime_;
+  CostTarget target_;
+  std::vector<TensorState> states_;
+};
+
+// NF4 with double quantization (QLoRA): 4 bits per weight, one 8-bit absmax per 64
+// weights, one fp32 absmax per 256 of those blocks.
+int64_t Nf4StorageBytes(int64_t numel);
+
+}  // namespace headroom

@@ -1,0 +1,93 @@
+#include "planner/solve/step_time_model.h"
+
+#include <algorithm>
+
+#include "planner/simulate/op_cost.h"
+#include "planner/simulate/optimizer_model.h"
+#include "planner/simulate/tensor_states.h"
+
+namespace headroom {
+namespace {
+
+bool IsMatmul(OpKind k) {
+  return k == OpKind::kLinear || k == OpKind::kAttnScores || k == OpKind::kAttnContext ||
+         k == OpKind::kSdpa;
+}
+
+double PeakFlops(const DeviceSpec& device, DType compute) {
+  const char* name = compute == DType::kBF16 ? "bf16" : compute == DType::kF16 ? "fp16" : "fp32";
+  auto it = device.peak_tflops.find(name);
+  if (it == device.peak_tflops.end()) it = device.peak_tflops.find("fp32");
+  return it->second * 1e12 * device.matmul_efficiency;
+}
+
+}  // namespace
+
+StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
+                             const DeviceSpec& device)
+    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision), CostTargetOf(config)),
+                    config, device) {}
+
+StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
+                             const TrainingConfig& config, const DeviceSpec& device)
+    : block_forward_(graph.blocks().size(), 0.0),
+      tokens_per_step_(
+          static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len)),
+      grad_accum_(config.grad_accum_steps) {
+  const ShapeEnv env{config.micro_batch, config.seq_len};
+  std::vector<double> tensor_bytes(graph.num_tensors());
+  for (int t = 0; t < graph.num_tensors(); ++t)
+    tensor_bytes[t] = static_cast<double>(states.Bytes(graph, TensorId{t}, env));
+  const double flops_per_s = PeakFlops(device, states.regime().compute_dtype);
+  const double bytes_per_s = device.bandwidth_gbps * 1e9 * device.bandwidth_efficiency;
+  for (int o = 0; o < graph.num_ops(); ++o) {
+    const OpNode& op = graph.op(OpId{o});
+    if (op.kind == OpKind::kView) continue;
+    const OpFlops flops = CostFlops(graph, op, states, env);
+    double bytes = 0;
+    for (TensorId t : op.inputs) bytes += tensor_bytes[t.value];
+    for (TensorId t : op.outputs) bytes += tensor_bytes[t.value];
+    const double compute_rate =
+        IsMatmul(op.kind) ? flops_per_s : bytes_per_s * 4;  // elementwise: memory-bound
+    const double fwd =
+        std::max(flops.forward / compute_rate, bytes / bytes_per_s) + kKernelOverheadSeconds;
+    // Backward reads the saved tensors and output gradients and writes input gradients:
+    // about twice the forward traffic.
+    const double bwd = flops.backward > 0
+                           ? std::max(flops.backward / compute_rate, 2 * bytes / bytes_per_s) +
+                                 2 * kKernelOverheadSeconds
+                           : 0.0;
+    forward_ += fwd;
+    backward_ += bwd;
+    if (op.block >= 0) block_forward_[op.block] += fwd;
+  }
+  const PrecisionRegime& regime = states.regime();
+  for (TensorId p : graph.Parameters()) {
+    const TensorInfo& t = graph.tensor(p);
+    if (!t.param.trainable) continue;
+    const OptimizerParamCost cost =
+        CostOptimizer(config.optimizer, EffectiveOptimizerImpl(config), t.shape,
+                      states.OptimizerStateDType(p), regime.master_weights, false);
+    double bytes = 2.0 * 2.0 * tensor_bytes[p.value];  // weight and gradient, read + write
+    for (int64_t s : cost.state_bytes) bytes += 2.0 * static_cast<double>(s);
+    if (regime.master_weights) bytes += 2.0 * 4.0 * static_cast<double>(t.shape.Numel({}));
+    optimizer_ += bytes / bytes_per_s + kKernelOverheadSeconds;
+  }
+}
+
+StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
+  StepTime t;
+  t.forward_seconds = forward_;
+  t.backward_seconds = backward_;
+  for (size_t i = 0; i < checkpointed.size() && i < block_forward_.size(); ++i) {
+    if (checkpointed[i]) t.recompute_seconds += block_forward_[i];
+  }
+  t.optimizer_seconds = optimizer_;
+  t.step_seconds = static_cast<double>(grad_accum_) *
+                       (t.forward_seconds + t.backward_seconds + t.recompute_seconds) +
+                   optimizer_;
+  t.tokens_per_second = t.step_seconds > 0 ? tokens_per_step_ / t.step_seconds : 0.0;
+  return t;
+}
+
+}  // namespace headroom

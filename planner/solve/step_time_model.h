@@ -1,0 +1,51 @@
+// Step-time model: each op is priced by a roofline — its FLOPs against the device's
+// peak throughput for the compute dtype, its bytes moved against memory bandwidth, the
+// slower of the two, each scaled by the catalog's efficiency factor — plus a fixed
+// kernel-launch overhead. Recomputation of checkpointed blocks is priced by the same
+// forward rule; the optimizer step is memory-bound over weights, gradients and states.
+#pragma once
+
+#include "planner/solve/layer.h"
+
+#include <vector>
+
+#include "planner/core/gpu_catalog.h"
+#include "planner/graph/op_graph.h"
+#include "planner/simulate/tensor_states.h"
+#include "planner/core/training_config.h"
+
+namespace headroom {
+
+// Per-op launch and framework overhead; it is what makes larger micro-batches faster
+// per token when the roofline alone would not.
+inline constexpr double kKernelOverheadSeconds = 5e-6;
+
+struct StepTime {
+  double forward_seconds = 0;    // one micro-batch
+  double backward_seconds = 0;   // one micro-batch
+  double recompute_seconds = 0;  // one micro-batch, checkpointed blocks only
+  double optimizer_seconds = 0;  // once per step
+  double step_seconds = 0;       // grad_accum x (forward + backward + recompute) + optimizer
+  double tokens_per_second = 0;  // micro_batch x grad_accum x seq_len / step_seconds
+};
+
+class StepTimeModel {
+ public:
+  StepTimeModel(const OpGraph& graph, const TrainingConfig& config, const DeviceSpec& device);
+  // The same with the graph's tensor states under config.precision, built once by the
+  // caller for several micro-batches.
+  StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
+                const DeviceSpec& device);
+
+  // Forward seconds of each block at the config's micro-batch: what recomputing it costs.
+  const std::vector<double>& block_forward_seconds() const { return block_forward_; }
+  StepTime Estimate(const std::vector<bool>& checkpointed) const;
+
+ private:
+  double forward_ = 0, backward_ = 0, optimizer_ = 0;
+  std::vector<double> block_forward_;
+  double tokens_per_step_ = 0;
+  int64_t grad_accum_ = 1;
+};
+
+}  // namespace headroom
