@@ -11,7 +11,6 @@
 
 #include <ATen/Tensor.h>
 
-#include "models/model_spec.h"
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/tensor_states.h"
 #include "planner/core/training_config.h"
@@ -21,8 +20,7 @@ namespace headroom {
 
 class GraphExecutor {
  public:
-  GraphExecutor(const OpGraph& graph, const ModelSpec& spec, const TrainingConfig& config,
-                const ParameterStore& params);
+  GraphExecutor(const OpGraph& graph, const TrainingConfig& config, const ParameterStore& params);
 
   // `inputs` holds a tensor for every input of the graph (by tensor id; others
   // undefined); they are moved in and released at their last use. Returns the loss.
@@ -44,10 +42,8 @@ class GraphExecutor {
   void RunOp(const OpNode& op, Frame& frame);
   at::Tensor Input(const OpNode& op, size_t i, Frame& frame);
   void UseDone(TensorId t, Frame& frame);
-  std::vector<int64_t> Sizes(TensorId t) const;
 
   const OpGraph& graph_;
-  const ModelSpec& spec_;
   TrainingConfig config_;
   const ParameterStore& params_;
   TensorStates states_;

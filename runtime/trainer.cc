@@ -107,7 +107,7 @@ Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
     throw std::invalid_argument("checkpoint flags do not match the model's blocks");
   const TensorStates states(s_->graph, RegimeOf(config.precision), CostTargetOf(s_->config));
   s_->params = std::make_unique<ParameterStore>(s_->graph, states, options.seed, options.device);
-  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->spec, s_->config, *s_->params);
+  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->config, *s_->params);
   const TokenSource* data = options.data;
   if (!data) {
     s_->synthetic = MakeSyntheticTokens(spec.vocab_size, options.seed + 1);
@@ -198,7 +198,7 @@ void Trainer::Replan(int64_t available_bytes) {
       std::to_string(s_->steps + 1);
   s_->config = plan.config;
   s_->checkpointed = plan.checkpointed;
-  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->spec, s_->config, *s_->params);
+  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->config, *s_->params);
   Predict();
   if (s_->replan_listener) s_->replan_listener(what);
 }

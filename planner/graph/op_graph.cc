@@ -1,5 +1,6 @@
 #include "planner/graph/op_graph.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -7,70 +8,26 @@
 
 namespace headroom {
 
-const char* OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kEmbedding:
-      return "embedding";
-    case OpKind::kLinear:
-      return "linear";
-    case OpKind::kLayerNorm:
-      return "layer_norm";
-    case OpKind::kRmsNorm:
-      return "rms_norm";
-    case OpKind::kAdd:
-      return "add";
-    case OpKind::kMul:
-      return "mul";
-    case OpKind::kScale:
-      return "scale";
-    case OpKind::kGelu:
-      return "gelu";
-    case OpKind::kGeluTanh:
-      return "gelu_tanh";
-    case OpKind::kSilu:
-      return "silu";
-    case OpKind::kTanh:
-      return "tanh";
-    case OpKind::kContiguous:
-      return "contiguous";
-    case OpKind::kCastLike:
-      return "cast_like";
-    case OpKind::kCube:
-      return "cube";
-    case OpKind::kAddScalar:
-      return "add_scalar";
-    case OpKind::kKvCacheCopy:
-      return "kv_cache_copy";
-    case OpKind::kDropout:
-      return "dropout";
-    case OpKind::kRopeTables:
-      return "rope_tables";
-    case OpKind::kRope:
-      return "rope";
-    case OpKind::kCausalMask:
-      return "causal_mask";
-    case OpKind::kView:
-      return "view";
-    case OpKind::kRepeatKv:
-      return "repeat_kv";
-    case OpKind::kMergeHeads:
-      return "merge_heads";
-    case OpKind::kAttnScores:
-      return "attn_scores";
-    case OpKind::kSoftmax:
-      return "softmax";
-    case OpKind::kAttnContext:
-      return "attn_context";
-    case OpKind::kSdpa:
-      return "sdpa";
-    case OpKind::kCastF32:
-      return "cast_f32";
-    case OpKind::kLogSoftmax:
-      return "log_softmax";
-    case OpKind::kNllLoss:
-      return "nll_loss";
+OpGraph::BlockReads OpGraph::ExternalReads(int block) const {
+  const BlockSegment& seg = blocks_.at(block);
+  BlockReads reads{.distinct = {seg.input}, .all = {}};
+  for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
+    for (TensorId in : op(OpId{o}).inputs) {
+      const TensorInfo& info = tensor(in);
+      const bool inside = info.producer.valid() && op(info.producer).block == block;
+      if (info.role == TensorRole::kParameter || inside) continue;
+      reads.all.push_back(in);
+      if (std::find(reads.distinct.begin(), reads.distinct.end(), in) == reads.distinct.end())
+        reads.distinct.push_back(in);
+    }
   }
-  return "?";
+  return reads;
+}
+
+int OpGraph::UsesWithinBlock(TensorId t, int block, OpId last_op) const {
+  int uses = 0;
+  for (OpId c : Consumers(t)) uses += op(c).block == block && c.value <= last_op.value ? 1 : 0;
+  return uses;
 }
 
 TensorId OpGraph::AddTensor(TensorInfo info) {

@@ -21,6 +21,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include "planner/core/dtype.h"
+#include "planner/graph/op_kinds.h"
 #include "planner/graph/sym_shape.h"
 
 namespace headroom {
@@ -39,41 +40,6 @@ enum class TensorRole {
   kParameter,   // model weights; persistent
   kActivation,  // produced by an op
 };
-
-enum class OpKind {
-  kEmbedding,  // (ids, weight) -> rows of weight
-  kLinear,     // (x, weight[, bias]) -> x @ weight^T + bias
-  kLayerNorm,  // (x, weight, bias)
-  kRmsNorm,    // (x, weight), HF decomposition: fp32 upcast, pow, mean, rsqrt, mul
-  kAdd,        // (a, b) -> a + b
-  kMul,        // (a, b) -> a * b, both activations
-  kScale,      // (x) -> x * constant (LoRA scaling)
-  kGelu,       // erf GELU
-  kGeluTanh,   // tanh-approximated GELU (GPT-2's gelu_new, one fused op)
-  kSilu,
-  kTanh,
-  kCube,         // (x) -> torch.pow(x, 3.0); saves x (gelu_new's Python arithmetic)
-  kAddScalar,    // (x) -> x + constant; the gradient passes through
-  kDropout,      // (x) -> x * mask / (1 - p); saves a bool mask
-  kRopeTables,   // () -> cos, sin [s, head_dim], once per forward
-  kRope,         // (x, cos, sin) -> rotated x
-  kCausalMask,   // () -> bool [s, s], once per forward (eager attention)
-  kView,         // (x) -> a view of x (reshape, transpose, split, select); no bytes
-  kRepeatKv,     // (kv) -> kv repeated to all query heads (a copy)
-  kKvCacheCopy,  // (kv) -> DynamicCache's torch.cat([empty, kv]): a copy attention then reads
-  kContiguous,   // (x) -> a contiguous copy of a strided view (matmul's reshape of heads)
-  kMergeHeads,   // (x [b, a, s, d]) -> [b, s, a*d] (transpose + contiguous copy)
-  kAttnScores,   // (q, k[, mask]) -> q @ k^T * scale, masked in place
-  kSoftmax,      // (scores) -> probabilities
-  kAttnContext,  // (probs, v) -> probs @ v
-  kSdpa,         // (q, k, v) -> flash / memory-efficient attention; saves out + logsumexp
-  kCastF32,      // (x) -> x.float(); an alias when x is already fp32
-  kCastLike,     // (x, like) -> x.to(like.dtype); an alias when the dtypes agree
-  kLogSoftmax,   // (logits fp32) -> log-probabilities
-  kNllLoss,      // (log_probs, labels) -> scalar loss
-};
-
-const char* OpKindName(OpKind kind);
 
 // Rotary position embedding: the base, and Llama 3.1's frequency scaling ("llama3" in
 // transformers' rope_scaling) when `llama3_factor` > 0.
@@ -154,6 +120,15 @@ class OpGraph {
   TensorId loss() const { return loss_; }
 
   std::vector<TensorId> Parameters() const;
+  // What block `block` reads from outside itself, parameters excluded: what its
+  // checkpoint function saves and hands back when it recomputes.
+  struct BlockReads {
+    std::vector<TensorId> distinct;  // the block's input first, then the tables it reads
+    std::vector<TensorId> all;       // one entry per op input, for use counts
+  };
+  BlockReads ExternalReads(int block) const;
+  // How many ops of `block` up to `last_op` read `t`: its uses in a recomputation.
+  int UsesWithinBlock(TensorId t, int block, OpId last_op) const;
   // Ops that read tensor `id` (directly; views are separate tensors), in execution order.
   const std::vector<OpId>& Consumers(TensorId id) const { return consumers_.at(id.value); }
   // The tensor whose storage `id` uses (itself unless it is a view).

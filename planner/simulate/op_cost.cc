@@ -35,9 +35,7 @@ struct OpView {
   }
   // The CPU kernel a bf16 matrix multiply runs, if this op is one.
   std::optional<CpuBf16> cpu_bf16_matmul() const {
-    const bool matmul = op.kind == OpKind::kLinear || op.kind == OpKind::kAttnScores ||
-                        op.kind == OpKind::kAttnContext;
-    if (!matmul || states[op.outputs.at(0)].dtype != DType::kBF16) return std::nullopt;
+    if (OpClassOf(op.kind) != OpClass::kMatmul || states[op.outputs.at(0)].dtype != DType::kBF16) return std::nullopt;
     return states.target().cpu_bf16_matmul;
   }
 };
@@ -57,156 +55,9 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
   }
 }
 
-}  // namespace
-
-ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
-                        const ShapeEnv& env, bool grad_mode) {
-  const OpView v{graph, op, states, env};
-  ForwardCost cost;
-  cost.saves_input.assign(op.inputs.size(), false);
-  // Autograd saves only what the gradients of inputs that require grad need.
-  const bool record = grad_mode && v.out_grad();
-  auto save_if = [&](size_t i, bool cond) { cost.saves_input[i] = record && cond; };
-  auto saved_or = [&](bool cond) {
-    return record && cond ? Lifetime::kSaved : Lifetime::kTransient;
-  };
-
-  switch (op.kind) {
-    case OpKind::kEmbedding:
-      save_if(0, v.grad(1));  // indices, for the weight gradient
-      break;
-    case OpKind::kLinear:
-      if (v.quantized_weight()) {
-        // bitsandbytes dequantizes the NF4 weight into a compute-dtype buffer per call
-        // and saves only the quantized state.
-        cost.internals.push_back(
-            {.label = "NF4 dequantized weight",
-             .bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1)),
-             .lifetime = Lifetime::kTransient,
-             .weight_copy = true,
-             .per_sample = false});
-        break;
-      }
-      save_if(0, v.grad(1));  // x for the weight gradient
-      save_if(1, v.grad(0));  // weight for the input gradient
-      break;
-    case OpKind::kLayerNorm: {
-      save_if(0, true);
-      const int64_t rows = v.in_numel(0) / v.last_dim(0);
-      cost.internals.push_back(
-          {"layer_norm mean", StorageBytes(DType::kF32, rows), saved_or(true)});
-      cost.internals.push_back(
-          {"layer_norm rstd", StorageBytes(DType::kF32, rows), saved_or(true)});
-      break;
-    }
-    case OpKind::kRmsNorm: {
-      // HF LlamaRMSNorm: x32 = x.float(); var = x32.pow(2).mean(-1); n32 = x32 * rsqrt(var + eps);
-      // out = weight * n32.to(x.dtype). pow and mul save x32; mul by weight saves n.
-      const int64_t n = v.in_numel(0), rows = n / v.last_dim(0);
-      const DType x_dtype = states[v.in(0)].dtype;
-      const bool upcast = x_dtype != DType::kF32;
-      if (upcast) {
-        cost.internals.push_back(
-            {"rms_norm fp32 upcast", StorageBytes(DType::kF32, n), saved_or(v.grad(0))});
-      } else {
-        save_if(0, v.grad(0));
-      }
-      cost.internals.push_back(
-          {"rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral});
-      cost.internals.push_back(
-          {"rms_norm rstd", StorageBytes(DType::kF32, rows), saved_or(v.grad(0))});
-      if (upcast) {
-        cost.internals.push_back(
-            {"rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient});
-      }
-      cost.internals.push_back(
-          {"rms_norm normalized", StorageBytes(x_dtype, n), saved_or(v.grad(1))});
-      break;
-    }
-    case OpKind::kMul:
-      save_if(0, v.grad(1));
-      save_if(1, v.grad(0));
-      break;
-    case OpKind::kGelu:
-    case OpKind::kGeluTanh:
-    case OpKind::kSilu:
-    case OpKind::kCube:
-      save_if(0, true);
-      break;
-    case OpKind::kTanh:
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-      cost.saves_output = record;
-      if (op.kind == OpKind::kSoftmax && op.upcast && states[v.in(0)].dtype != DType::kF32 &&
-          !states.target().cuda_autocast) {
-        cost.internals.push_back(
-            {"softmax fp32 input", StorageBytes(DType::kF32, v.in_numel(0)), Lifetime::kTransient});
-      }
-      break;
-    case OpKind::kDropout: {
-      // The mask is saved by the multiply that applies it.
-      const DType mask = states.target().dropout_bool_mask ? DType::kBool : states[v.in(0)].dtype;
-      cost.internals.push_back({"dropout mask", StorageBytes(mask, v.in_numel(0)), saved_or(true)});
-      break;
-    }
-    case OpKind::kRope:
-      // q * cos + rotate_half(q) * sin: two full-size products live with the output.
-      save_if(1, v.grad(0));
-      save_if(2, v.grad(0));
-      cost.workspace_bytes = 2 * v.out_bytes();
-      break;
-    case OpKind::kView:
-      cost.output_aliases_input = true;
-      break;
-    case OpKind::kCastF32:
-      cost.output_aliases_input = states[v.in(0)].dtype == DType::kF32;
-      break;
-    case OpKind::kCastLike:
-      cost.output_aliases_input = states[v.in(0)].dtype == states[v.in(1)].dtype;
-      break;
-    case OpKind::kAttnScores:
-      // matmul(q, k^T) * scaling [+ mask]: out of place, so the unscaled product is live
-      // beside the result; adding the mask saves nothing.
-      save_if(0, v.grad(1));
-      save_if(1, v.grad(0));
-      cost.workspace_bytes = v.out_bytes();
-      break;
-    case OpKind::kAttnContext:
-      save_if(0, v.grad(1));
-      save_if(1, v.grad(0));
-      break;
-    case OpKind::kSdpa: {
-      for (size_t i = 0; i < 3; ++i) save_if(i, true);
-      cost.saves_output = record;
-      const int64_t rows = v.in_numel(0) / v.last_dim(0);  // b * heads * s
-      cost.internals.push_back({"sdpa logsumexp", StorageBytes(DType::kF32, rows), saved_or(true)});
-      break;
-    }
-    case OpKind::kNllLoss:
-      save_if(1, true);  // the targets
-      break;
-    case OpKind::kCausalMask:
-      // transformers' mask functions: a bool [s, s] pattern, then where() into the mask.
-      cost.internals.push_back({.label = "causal pattern",
-                                .bytes = StorageBytes(DType::kBool, env.seq_len * env.seq_len),
-                                .lifetime = Lifetime::kTransient,
-                                .per_sample = false});
-      break;
-    case OpKind::kAdd:
-    case OpKind::kAddScalar:
-    case OpKind::kScale:
-    case OpKind::kKvCacheCopy:
-    case OpKind::kContiguous:
-    case OpKind::kRepeatKv:
-    case OpKind::kRopeTables:
-      break;
-    case OpKind::kMergeHeads:
-      // SDPA's flash kernels return [b, heads, s, d] as a transpose of a [b, s, heads, d]
-      // buffer, so transpose(1, 2).contiguous() is a view; eager's bmm output is copied.
-      cost.output_aliases_input = v.produced_by(0, OpKind::kSdpa);
-      break;
-  }
-  AddAutocastCasts(v, cost);
+// The scratch of a bf16 matrix product on the CPU, by kernel (CostTarget::cpu_bf16_matmul).
+void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
+  const OpNode& op = v.op;
   if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
     // oneDNN's AVX512-BF16 brgemm scratchpad, measured: an fp32 block of up to 256 rows
     // x 64 columns (scaled with the micro-batch here) and a bf16 panel of 64 rows x up
@@ -230,96 +81,10 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
                                 .per_sample = false});
     }
   }
-  return cost;
 }
 
-BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
-                          const ShapeEnv& env) {
-  const OpView v{graph, op, states, env};
-  BackwardCost cost;
-  cost.input_grads.assign(op.inputs.size(), GradFlow::kNone);
-  for (size_t i = 0; i < op.inputs.size(); ++i) {
-    if (v.grad(i)) cost.input_grads[i] = GradFlow::kNew;
-  }
-  const int64_t f32_in = StorageBytes(DType::kF32, op.inputs.empty() ? 0 : v.in_numel(0));
-  switch (op.kind) {
-    case OpKind::kAdd:
-      // The output gradient flows unchanged unless the input was broadcast or promoted.
-      for (size_t i = 0; i < 2; ++i) {
-        if (v.grad(i) && v.in_matches_out(i) &&
-            states[v.in(i)].dtype == states[op.outputs[0]].dtype) {
-          cost.input_grads[i] = GradFlow::kPassThrough;
-        }
-      }
-      break;
-    case OpKind::kAddScalar:
-    case OpKind::kKvCacheCopy:
-    case OpKind::kContiguous:
-      // x + c, a copy, and cat([empty, x]) whose backward narrows the gradient: the
-      // output's gradient is handed through.
-      if (v.grad(0) && states[v.in(0)].dtype == states[op.outputs[0]].dtype)
-        cost.input_grads[0] = GradFlow::kPassThrough;
-      break;
-    case OpKind::kCube:
-      // PowBackward0: grad * 3 * x^2 as pow, mul, mul.
-      cost.workspace_bytes = 2 * states.Bytes(graph, v.in(0), env);
-      break;
-    case OpKind::kView:
-      // Reshapes hand the gradient through; splits and selects build a full-size one.
-      if (v.grad(0) && op.outputs.size() == 1 && v.in_matches_out(0)) {
-        cost.input_grads[0] = GradFlow::kPassThrough;
-      }
-      break;
-    case OpKind::kCastF32:
-      if (v.grad(0) && states[v.in(0)].dtype == DType::kF32)
-        cost.input_grads[0] = GradFlow::kPassThrough;
-      break;
-    case OpKind::kCastLike:
-      cost.input_grads[1] = GradFlow::kNone;
-      if (v.grad(0) && states[v.in(0)].dtype == states[v.in(1)].dtype)
-        cost.input_grads[0] = GradFlow::kPassThrough;
-      break;
-    case OpKind::kSoftmax:
-      // softmax(x, dtype=float32) of a 16-bit x on the CPU converts x first; backward
-      // computes the fp32 gradient, then converts it back.
-      if (op.upcast && states[v.in(0)].dtype != DType::kF32 && !states.target().cuda_autocast)
-        cost.workspace_bytes = f32_in;
-      break;
-    case OpKind::kEmbedding:
-      cost.input_grads[0] = GradFlow::kNone;
-      break;
-    case OpKind::kNllLoss:
-      cost.input_grads[1] = GradFlow::kNone;
-      break;
-    case OpKind::kLinear:
-      if (v.quantized_weight()) {
-        cost.input_grads[1] = GradFlow::kNone;
-        if (v.grad(0))
-          cost.workspace_bytes = StorageBytes(states.regime().compute_dtype, v.in_numel(1));
-        cost.workspace_per_sample = false;
-      }
-      break;
-    case OpKind::kRmsNorm:
-      // The decomposed backward (mul, to, mul, rsqrt, mean, pow) runs in fp32.
-      cost.workspace_bytes = 3 * f32_in;
-      break;
-    case OpKind::kRope:
-      cost.input_grads[1] = cost.input_grads[2] = GradFlow::kNone;
-      cost.workspace_bytes = 2 * states.Bytes(graph, v.in(0), env);
-      break;
-    case OpKind::kSdpa:
-      // The flash backward's fp32 scratch: the size of q on CUDA; of k on the CPU
-      // (measured; the same unless K/V are grouped).
-      cost.workspace_bytes =
-          states.target().cuda_autocast ? f32_in : StorageBytes(DType::kF32, v.in_numel(1));
-      break;
-    case OpKind::kMergeHeads:
-      if (v.grad(0) && v.produced_by(0, OpKind::kSdpa))
-        cost.input_grads[0] = GradFlow::kPassThrough;
-      break;
-    default:
-      break;
-  }
+void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
+  const OpNode& op = v.op;
   if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16 && cost.input_grads[0] == GradFlow::kNew) {
     // The input gradient's product dY @ W has the forward's scratchpad shape with the
     // output width as its inner dimension.
@@ -336,43 +101,358 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
     if (cost.input_grads[1] == GradFlow::kNew)
       cost.weight_grad_scratch_bytes = StorageBytes(DType::kF32, v.in_numel(1));
   }
+}
+
+// What a forward rule reads (the op and its tensors' states) and writes (its cost).
+struct ForwardRule {
+  const OpView& v;
+  ForwardCost& cost;
+  bool record;  // autograd records this op: grad mode, and its output requires grad
+
+  // Autograd saves only what the gradients of inputs that require grad need.
+  void SaveIf(size_t i, bool cond) { cost.saves_input[i] = record && cond; }
+  Lifetime SavedOr(bool cond) const { return record && cond ? Lifetime::kSaved : Lifetime::kTransient; }
+  void Internal(const char* label, int64_t bytes, Lifetime lifetime) {
+    cost.internals.push_back({.label = label, .bytes = bytes, .lifetime = lifetime});
+  }
+};
+
+struct BackwardRule {
+  const OpView& v;
+  BackwardCost& cost;
+
+  int64_t f32_in() const { return StorageBytes(DType::kF32, v.op.inputs.empty() ? 0 : v.in_numel(0)); }
+  // The output's gradient is handed to input i unchanged when it requires grad.
+  void PassThroughIf(size_t i, bool cond) {
+    if (v.grad(i) && cond) cost.input_grads[i] = GradFlow::kPassThrough;
+  }
+  bool same_dtype_as_out(size_t i) const {
+    return v.states[v.in(i)].dtype == v.states[v.op.outputs[0]].dtype;
+  }
+};
+
+// One specialization per op kind (planner/graph/op_kinds.h) with three static rules:
+// Forward(ForwardRule&), Backward(BackwardRule&) and Flops(const OpView&). A kind
+// without one is an incomplete type in the dispatch below: it fails to compile.
+template <OpKind K>
+struct CostRule;
+
+// Building blocks a rule states explicitly.
+struct SavesNothing {
+  static void Forward(ForwardRule&) {}
+};
+struct SavesInput0 {
+  static void Forward(ForwardRule& r) { r.SaveIf(0, true); }
+};
+struct SavesOutput {
+  static void Forward(ForwardRule& r) { r.cost.saves_output = r.record; }
+};
+struct NewGradients {  // each input that requires grad gets a new gradient
+  static void Backward(BackwardRule&) {}
+};
+struct SavesOperandsForEachOther {  // a product: each input's gradient needs the other
+  static void Forward(ForwardRule& r) {
+    r.SaveIf(0, r.v.grad(1));
+    r.SaveIf(1, r.v.grad(0));
+  }
+};
+struct GradientPassesThrough {  // x + c, a copy, cat([empty, x]): backward narrows dY
+  static void Backward(BackwardRule& r) { r.PassThroughIf(0, r.same_dtype_as_out(0)); }
+};
+struct FlopsOfClass {  // by the op's class in the op table
+  static OpFlops Flops(const OpView& v) {
+    switch (OpClassOf(v.op.kind)) {
+      case OpClass::kLayout:
+      case OpClass::kConstant:
+        return {};
+      case OpClass::kMatmul:
+      case OpClass::kAttention:
+      case OpClass::kElementwise:
+        break;
+    }
+    // Elementwise and normalization ops: a few FLOPs per element; memory-bound.
+    const double forward = 5.0 * static_cast<double>(v.op.outputs.empty() ? 0 : v.out_numel());
+    return {forward, v.out_grad() ? 2 * forward : 0.0};
+  }
+};
+struct AttentionProductFlops {  // q @ k^T and p @ v each cost 2 * (b * heads * s * d) * s
+  static OpFlops Flops(const OpView& v) {
+    const TensorId bhsd = v.op.kind == OpKind::kAttnContext ? v.op.outputs[0] : v.in(0);
+    const double one = 2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(v.env.seq_len);
+    const double forward = v.op.kind == OpKind::kSdpa ? 2 * one : one;
+    return {forward, 2 * forward};
+  }
+};
+
+template <>
+struct CostRule<OpKind::kEmbedding> : FlopsOfClass {
+  static void Forward(ForwardRule& r) { r.SaveIf(0, r.v.grad(1)); }  // indices, for dW
+  static void Backward(BackwardRule& r) { r.cost.input_grads[0] = GradFlow::kNone; }
+};
+
+template <>
+struct CostRule<OpKind::kLinear> {
+  static void Forward(ForwardRule& r) {
+    if (r.v.quantized_weight()) {
+      // bitsandbytes dequantizes the NF4 weight into a compute-dtype buffer per call
+      // and saves only the quantized state.
+      r.cost.internals.push_back(
+          {.label = "NF4 dequantized weight",
+           .bytes = StorageBytes(r.v.states.regime().compute_dtype, r.v.in_numel(1)),
+           .lifetime = Lifetime::kTransient,
+           .weight_copy = true,
+           .per_sample = false});
+      return;
+    }
+    SavesOperandsForEachOther::Forward(r);  // x for dW, W for dx
+  }
+  static void Backward(BackwardRule& r) {
+    if (!r.v.quantized_weight()) return;
+    r.cost.input_grads[1] = GradFlow::kNone;
+    if (r.v.grad(0))
+      r.cost.workspace_bytes = StorageBytes(r.v.states.regime().compute_dtype, r.v.in_numel(1));
+    r.cost.workspace_per_sample = false;
+  }
+  static OpFlops Flops(const OpView& v) {
+    const double mm = 2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
+    return {mm, (v.grad(0) ? mm : 0.0) + (v.grad(1) ? mm : 0.0)};
+  }
+};
+
+template <>
+struct CostRule<OpKind::kLayerNorm> : NewGradients, FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    r.SaveIf(0, true);
+    const int64_t rows = r.v.in_numel(0) / r.v.last_dim(0);
+    r.Internal("layer_norm mean", StorageBytes(DType::kF32, rows), r.SavedOr(true));
+    r.Internal("layer_norm rstd", StorageBytes(DType::kF32, rows), r.SavedOr(true));
+  }
+};
+
+template <>
+struct CostRule<OpKind::kRmsNorm> : FlopsOfClass {
+  // HF LlamaRMSNorm: x32 = x.float(); var = x32.pow(2).mean(-1); n32 = x32 * rsqrt(var + eps);
+  // out = weight * n32.to(x.dtype). pow and mul save x32; mul by weight saves n.
+  static void Forward(ForwardRule& r) {
+    const int64_t n = r.v.in_numel(0), rows = n / r.v.last_dim(0);
+    const DType x_dtype = r.v.states[r.v.in(0)].dtype;
+    const bool upcast = x_dtype != DType::kF32;
+    if (upcast) {
+      r.Internal("rms_norm fp32 upcast", StorageBytes(DType::kF32, n), r.SavedOr(r.v.grad(0)));
+    } else {
+      r.SaveIf(0, r.v.grad(0));
+    }
+    r.Internal("rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral);
+    r.Internal("rms_norm rstd", StorageBytes(DType::kF32, rows), r.SavedOr(r.v.grad(0)));
+    if (upcast) r.Internal("rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient);
+    r.Internal("rms_norm normalized", StorageBytes(x_dtype, n), r.SavedOr(r.v.grad(1)));
+  }
+  // The decomposed backward (mul, to, mul, rsqrt, mean, pow) runs in fp32.
+  static void Backward(BackwardRule& r) { r.cost.workspace_bytes = 3 * r.f32_in(); }
+};
+
+template <>
+struct CostRule<OpKind::kAdd> : SavesNothing, FlopsOfClass {
+  // The output gradient flows unchanged unless the input was broadcast or promoted.
+  static void Backward(BackwardRule& r) {
+    for (size_t i = 0; i < 2; ++i) r.PassThroughIf(i, r.v.in_matches_out(i) && r.same_dtype_as_out(i));
+  }
+};
+
+template <>
+struct CostRule<OpKind::kMul> : SavesOperandsForEachOther, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kScale> : SavesNothing, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kGelu> : SavesInput0, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kGeluTanh> : SavesInput0, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kSilu> : SavesInput0, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kTanh> : SavesOutput, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kContiguous> : SavesNothing, GradientPassesThrough, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kAddScalar> : SavesNothing, GradientPassesThrough, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kKvCacheCopy> : SavesNothing, GradientPassesThrough, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kRepeatKv> : SavesNothing, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kLogSoftmax> : SavesOutput, NewGradients, FlopsOfClass {};
+template <>
+struct CostRule<OpKind::kRopeTables> : SavesNothing, NewGradients, FlopsOfClass {};
+
+template <>
+struct CostRule<OpKind::kCastLike> : FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    r.cost.output_aliases_input = r.v.states[r.v.in(0)].dtype == r.v.states[r.v.in(1)].dtype;
+  }
+  static void Backward(BackwardRule& r) {
+    r.cost.input_grads[1] = GradFlow::kNone;
+    r.PassThroughIf(0, r.v.states[r.v.in(0)].dtype == r.v.states[r.v.in(1)].dtype);
+  }
+};
+
+template <>
+struct CostRule<OpKind::kCube> : SavesInput0, FlopsOfClass {
+  // PowBackward0: grad * 3 * x^2 as pow, mul, mul.
+  static void Backward(BackwardRule& r) {
+    r.cost.workspace_bytes = 2 * r.v.states.Bytes(r.v.graph, r.v.in(0), r.v.env);
+  }
+};
+
+template <>
+struct CostRule<OpKind::kDropout> : NewGradients, FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    // The mask is saved by the multiply that applies it.
+    const DType mask =
+        r.v.states.target().dropout_bool_mask ? DType::kBool : r.v.states[r.v.in(0)].dtype;
+    r.Internal("dropout mask", StorageBytes(mask, r.v.in_numel(0)), r.SavedOr(true));
+  }
+};
+
+template <>
+struct CostRule<OpKind::kRope> : FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    // q * cos + rotate_half(q) * sin: two full-size products live with the output.
+    r.SaveIf(1, r.v.grad(0));
+    r.SaveIf(2, r.v.grad(0));
+    r.cost.workspace_bytes = 2 * r.v.out_bytes();
+  }
+  static void Backward(BackwardRule& r) {
+    r.cost.input_grads[1] = r.cost.input_grads[2] = GradFlow::kNone;
+    r.cost.workspace_bytes = 2 * r.v.states.Bytes(r.v.graph, r.v.in(0), r.v.env);
+  }
+};
+
+template <>
+struct CostRule<OpKind::kCausalMask> : NewGradients, FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    // transformers' mask functions: a bool [s, s] pattern, then where() into the mask.
+    r.cost.internals.push_back({.label = "causal pattern",
+                                .bytes = StorageBytes(DType::kBool, r.v.env.seq_len * r.v.env.seq_len),
+                                .lifetime = Lifetime::kTransient,
+                                .per_sample = false});
+  }
+};
+
+template <>
+struct CostRule<OpKind::kView> : FlopsOfClass {
+  static void Forward(ForwardRule& r) { r.cost.output_aliases_input = true; }
+  // Reshapes hand the gradient through; splits and selects build a full-size one.
+  static void Backward(BackwardRule& r) {
+    r.PassThroughIf(0, r.v.op.outputs.size() == 1 && r.v.in_matches_out(0));
+  }
+};
+
+template <>
+struct CostRule<OpKind::kMergeHeads> : FlopsOfClass {
+  // SDPA's flash kernels return [b, heads, s, d] as a transpose of a [b, s, heads, d]
+  // buffer, so transpose(1, 2).contiguous() is a view; eager's bmm output is copied.
+  static void Forward(ForwardRule& r) {
+    r.cost.output_aliases_input = r.v.produced_by(0, OpKind::kSdpa);
+  }
+  static void Backward(BackwardRule& r) { r.PassThroughIf(0, r.v.produced_by(0, OpKind::kSdpa)); }
+};
+
+template <>
+struct CostRule<OpKind::kAttnScores> : NewGradients, AttentionProductFlops {
+  // matmul(q, k^T) * scaling [+ mask]: out of place, so the unscaled product is live
+  // beside the result; adding the mask saves nothing.
+  static void Forward(ForwardRule& r) {
+    SavesOperandsForEachOther::Forward(r);
+    r.cost.workspace_bytes = r.v.out_bytes();
+  }
+};
+
+template <>
+struct CostRule<OpKind::kAttnContext> : SavesOperandsForEachOther, NewGradients,
+                                        AttentionProductFlops {};
+
+template <>
+struct CostRule<OpKind::kSoftmax> : SavesOutput, FlopsOfClass {
+  // softmax(x, dtype=float32) of a 16-bit x on the CPU converts x first; backward
+  // computes the fp32 gradient, then converts it back.
+  static bool converts_input(const OpView& v) {
+    return v.op.upcast && v.states[v.in(0)].dtype != DType::kF32 && !v.states.target().cuda_autocast;
+  }
+  static void Forward(ForwardRule& r) {
+    SavesOutput::Forward(r);
+    if (converts_input(r.v))
+      r.Internal("softmax fp32 input", StorageBytes(DType::kF32, r.v.in_numel(0)), Lifetime::kTransient);
+  }
+  static void Backward(BackwardRule& r) {
+    if (converts_input(r.v)) r.cost.workspace_bytes = r.f32_in();
+  }
+};
+
+template <>
+struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
+  static void Forward(ForwardRule& r) {
+    for (size_t i = 0; i < 3; ++i) r.SaveIf(i, true);
+    r.cost.saves_output = r.record;
+    const int64_t rows = r.v.in_numel(0) / r.v.last_dim(0);  // b * heads * s
+    r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, rows), r.SavedOr(true));
+  }
+  // The flash backward's fp32 scratch: the size of q on CUDA; of k on the CPU
+  // (measured; the same unless K/V are grouped).
+  static void Backward(BackwardRule& r) {
+    r.cost.workspace_bytes = r.v.states.target().cuda_autocast
+                                 ? r.f32_in()
+                                 : StorageBytes(DType::kF32, r.v.in_numel(1));
+  }
+};
+
+template <>
+struct CostRule<OpKind::kCastF32> : FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    r.cost.output_aliases_input = r.v.states[r.v.in(0)].dtype == DType::kF32;
+  }
+  static void Backward(BackwardRule& r) {
+    r.PassThroughIf(0, r.v.states[r.v.in(0)].dtype == DType::kF32);
+  }
+};
+
+template <>
+struct CostRule<OpKind::kNllLoss> : FlopsOfClass {
+  static void Forward(ForwardRule& r) { r.SaveIf(1, true); }  // the targets
+  static void Backward(BackwardRule& r) { r.cost.input_grads[1] = GradFlow::kNone; }
+};
+
+}  // namespace
+
+ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                        const ShapeEnv& env, bool grad_mode) {
+  const OpView v{graph, op, states, env};
+  ForwardCost cost;
+  cost.saves_input.assign(op.inputs.size(), false);
+  ForwardRule rule{v, cost, grad_mode && v.out_grad()};
+  VisitOpKind(op.kind, [&]<OpKind K>() { CostRule<K>::Forward(rule); });
+  AddAutocastCasts(v, cost);
+  AddCpuBf16ForwardScratch(v, cost);
+  return cost;
+}
+
+BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
+                          const ShapeEnv& env) {
+  const OpView v{graph, op, states, env};
+  BackwardCost cost;
+  cost.input_grads.assign(op.inputs.size(), GradFlow::kNone);
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    if (v.grad(i)) cost.input_grads[i] = GradFlow::kNew;
+  }
+  BackwardRule rule{v, cost};
+  VisitOpKind(op.kind, [&]<OpKind K>() { CostRule<K>::Backward(rule); });
+  AddCpuBf16BackwardScratch(v, cost);
   return cost;
 }
 
 OpFlops CostFlops(const OpGraph& graph, const OpNode& op, const TensorStates& states,
                   const ShapeEnv& env) {
   const OpView v{graph, op, states, env};
-  OpFlops f;
-  switch (op.kind) {
-    case OpKind::kLinear: {
-      const double mm =
-          2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
-      f.forward = mm;
-      f.backward = (v.grad(0) ? mm : 0.0) + (v.grad(1) ? mm : 0.0);
-      break;
-    }
-    case OpKind::kAttnScores:
-    case OpKind::kSdpa:
-    case OpKind::kAttnContext: {
-      // q @ k^T and p @ v each cost 2 * (b * heads * s * d) * s.
-      const TensorId bhsd = op.kind == OpKind::kAttnContext ? op.outputs[0] : v.in(0);
-      const double one =
-          2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(env.seq_len);
-      f.forward = op.kind == OpKind::kSdpa ? 2 * one : one;
-      f.backward = 2 * f.forward;
-      break;
-    }
-    case OpKind::kView:
-    case OpKind::kRopeTables:
-    case OpKind::kCausalMask:
-      break;
-    default:
-      // Elementwise and normalization ops: a few FLOPs per element; memory-bound.
-      f.forward = 5.0 * static_cast<double>(op.outputs.empty() ? 0 : v.out_numel());
-      f.backward = v.out_grad() ? 2 * f.forward : 0.0;
-      break;
-  }
-  return f;
+  return VisitOpKind(op.kind, [&]<OpKind K>() { return CostRule<K>::Flops(v); });
 }
 
 }  // namespace headroom

@@ -72,14 +72,7 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
   for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
     // What the block reads from outside: what its checkpoint function saves.
     const BlockSegment& seg = g.blocks()[b];
-    std::vector<TensorId> outside;
-    for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
-      for (TensorId in : g.op(OpId{o}).inputs) {
-        if (is_param[in.value] || producer_block[in.value] == b) continue;
-        if (std::find(outside.begin(), outside.end(), in) == outside.end()) outside.push_back(in);
-      }
-    }
-    external_inputs.push_back(std::move(outside));
+    external_inputs.push_back(g.ExternalReads(b).distinct);
     // The last op whose forward saves anything: where a non-reentrant recomputation
     // stops (and what triggers it).
     int end = seg.first_op.value - 1;

@@ -246,12 +246,7 @@ class StepSimulator {
     // In a full forward every consumer counts (and the loss stays until backward starts);
     // in a recomputation only the block's own consumers run again.
     if (recompute_block < 0) return forward_uses_[t.value];
-    const int end = RecomputeEnd(recompute_block);
-    int uses = 0;
-    for (OpId c : graph_.Consumers(t)) {
-      if (block_of_op_[c.value] == recompute_block && c.value <= end) ++uses;
-    }
-    return uses;
+    return graph_.UsesWithinBlock(t, recompute_block, OpId{RecomputeEnd(recompute_block)});
   }
 
   int RecomputeEnd(int block) const {

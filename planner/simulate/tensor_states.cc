@@ -3,14 +3,118 @@
 namespace headroom {
 namespace {
 
-bool LowersUnderAutocast(OpKind k) {
-  return k == OpKind::kLinear || k == OpKind::kAttnScores || k == OpKind::kAttnContext ||
-         k == OpKind::kSdpa;
-}
+// How autocast treats an op's floating-point inputs.
+enum class Autocast {
+  kKeeps,         // runs in the inputs' dtypes
+  kLowers,        // casts them to the 16-bit compute dtype (autocast's lower-precision list)
+  kFp32,          // casts them to fp32 (the losses)
+  kFp32OnCuda,    // fp32 under CUDA's autocast; the CPU's keeps the input dtype
+};
 
-bool Fp32UnderAutocast(OpKind k, bool cuda) {
-  if (k == OpKind::kLogSoftmax || k == OpKind::kNllLoss) return true;
-  return cuda && (k == OpKind::kLayerNorm || k == OpKind::kSoftmax || k == OpKind::kCube);
+// What a dtype rule reads: the op, its inputs' dtypes, the regime and the target.
+struct DTypeRuleInputs {
+  const OpNode& op;
+  const std::vector<TensorState>& states;
+  const PrecisionRegime& regime;
+  const CostTarget& target;
+
+  DType in(size_t i) const { return states[op.inputs[i].value].dtype; }
+  DType promoted() const { return PromoteTypes(in(0), in(1)); }
+  // A product's result: the compute dtype under autocast, else the promoted inputs.
+  DType product() const { return regime.autocast ? regime.compute_dtype : promoted(); }
+};
+
+// One specialization per op kind (planner/graph/op_kinds.h): kAutocast, and Output(),
+// the dtype of the op's outputs. A kind without one fails to compile in VisitOpKind.
+template <OpKind K>
+struct DTypeRule;
+
+// The output keeps input 0's dtype, and autocast leaves the op alone.
+struct KeepsInputDType {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+  static DType Output(const DTypeRuleInputs& r) { return r.in(0); }
+};
+struct PromotesInputs {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+  static DType Output(const DTypeRuleInputs& r) { return r.promoted(); }
+};
+struct LowersUnderAutocast {
+  static constexpr Autocast kAutocast = Autocast::kLowers;
+  static DType Output(const DTypeRuleInputs& r) { return r.product(); }
+};
+struct Fp32Result {
+  static DType Output(const DTypeRuleInputs&) { return DType::kF32; }
+};
+// fp32 under CUDA's autocast, else the input's dtype.
+struct Fp32OnCudaAutocast {
+  static constexpr Autocast kAutocast = Autocast::kFp32OnCuda;
+  static DType Output(const DTypeRuleInputs& r) {
+    return r.regime.autocast && r.target.cuda_autocast ? DType::kF32 : r.in(0);
+  }
+};
+
+template <> struct DTypeRule<OpKind::kEmbedding> {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+  static DType Output(const DTypeRuleInputs& r) { return r.in(1); }  // the table's
+};
+template <> struct DTypeRule<OpKind::kLinear> {
+  static constexpr Autocast kAutocast = Autocast::kLowers;
+  static DType Output(const DTypeRuleInputs& r) {
+    return r.in(1) == DType::kNF4 ? r.regime.compute_dtype : r.product();
+  }
+};
+template <> struct DTypeRule<OpKind::kLayerNorm> : Fp32OnCudaAutocast {};
+template <> struct DTypeRule<OpKind::kRmsNorm> : PromotesInputs {};
+template <> struct DTypeRule<OpKind::kAdd> : PromotesInputs {};
+template <> struct DTypeRule<OpKind::kMul> : PromotesInputs {};
+template <> struct DTypeRule<OpKind::kScale> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kGelu> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kGeluTanh> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kSilu> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kTanh> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kContiguous> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kCastLike> {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+  static DType Output(const DTypeRuleInputs& r) { return r.in(1); }
+};
+template <> struct DTypeRule<OpKind::kCube> : Fp32OnCudaAutocast {};
+template <> struct DTypeRule<OpKind::kAddScalar> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kKvCacheCopy> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kDropout> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kRopeTables> : KeepsInputDType {};  // the hidden states'
+template <> struct DTypeRule<OpKind::kRope> : PromotesInputs {};
+template <> struct DTypeRule<OpKind::kCausalMask> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kView> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kRepeatKv> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kMergeHeads> : KeepsInputDType {};
+template <> struct DTypeRule<OpKind::kAttnScores> {
+  static constexpr Autocast kAutocast = Autocast::kLowers;  // not the mask (see UsedDType)
+  // The mask is added after the (autocast) matmul, with type promotion.
+  static DType Output(const DTypeRuleInputs& r) {
+    return r.op.inputs.size() > 2 ? PromoteTypes(r.product(), r.in(2)) : r.product();
+  }
+};
+template <> struct DTypeRule<OpKind::kSoftmax> {
+  static constexpr Autocast kAutocast = Autocast::kFp32OnCuda;
+  static DType Output(const DTypeRuleInputs& r) {
+    return r.op.upcast ? DType::kF32 : Fp32OnCudaAutocast::Output(r);
+  }
+};
+template <> struct DTypeRule<OpKind::kAttnContext> : LowersUnderAutocast {};
+template <> struct DTypeRule<OpKind::kSdpa> : LowersUnderAutocast {};
+template <> struct DTypeRule<OpKind::kCastF32> : Fp32Result {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+};
+template <> struct DTypeRule<OpKind::kLogSoftmax> {
+  static constexpr Autocast kAutocast = Autocast::kFp32;
+  static DType Output(const DTypeRuleInputs& r) { return r.in(0); }  // fp32 logits already
+};
+template <> struct DTypeRule<OpKind::kNllLoss> : Fp32Result {
+  static constexpr Autocast kAutocast = Autocast::kFp32;
+};
+
+Autocast AutocastOf(OpKind kind) {
+  return VisitOpKind(kind, []<OpKind K>() { return DTypeRule<K>::kAutocast; });
 }
 
 }  // namespace
@@ -61,8 +165,8 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     const OpNode& op = graph.op(OpId{o});
     bool any_grad = false;
     for (TensorId in : op.inputs) any_grad = any_grad || states_[in.value].requires_grad;
-    if (op.kind == OpKind::kRopeTables || op.kind == OpKind::kCausalMask) any_grad = false;
-    const DType dtype = OutputDType(graph, op);
+    if (OpClassOf(op.kind) == OpClass::kConstant) any_grad = false;
+    const DType dtype = OutputDType(op);
     for (TensorId out : op.outputs) {
       const TensorInfo& t = graph.tensor(out);
       const bool hooked = target.input_embeddings_require_grad && out == graph.input_embeddings();
@@ -71,44 +175,9 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
   }
 }
 
-DType TensorStates::OutputDType(const OpGraph& graph, const OpNode& op) const {
-  auto in = [&](size_t i) { return states_[op.inputs[i].value].dtype; };
-  (void)graph;
-  switch (op.kind) {
-    case OpKind::kEmbedding:
-      return in(1);
-    case OpKind::kLinear:
-      if (regime_.autocast || in(1) == DType::kNF4) return regime_.compute_dtype;
-      return PromoteTypes(in(0), in(1));
-    case OpKind::kAttnScores: {
-      // The mask is added after the (autocast) matmul, with type promotion.
-      const DType product = regime_.autocast ? regime_.compute_dtype : PromoteTypes(in(0), in(1));
-      return op.inputs.size() > 2 ? PromoteTypes(product, in(2)) : product;
-    }
-    case OpKind::kAttnContext:
-    case OpKind::kSdpa:
-      return regime_.autocast ? regime_.compute_dtype : PromoteTypes(in(0), in(1));
-    case OpKind::kSoftmax:
-      if (op.upcast) return DType::kF32;
-      [[fallthrough]];
-    case OpKind::kLayerNorm:
-    case OpKind::kCube:
-      return regime_.autocast && Fp32UnderAutocast(op.kind, target_.cuda_autocast) ? DType::kF32
-                                                                                   : in(0);
-    case OpKind::kCastLike:
-      return in(1);
-    case OpKind::kRmsNorm:
-      return PromoteTypes(in(0), in(1));
-    case OpKind::kAdd:
-    case OpKind::kMul:
-    case OpKind::kRope:
-      return PromoteTypes(in(0), in(1));
-    case OpKind::kCastF32:
-    case OpKind::kNllLoss:
-      return DType::kF32;
-    default:
-      return in(0);
-  }
+DType TensorStates::OutputDType(const OpNode& op) const {
+  const DTypeRuleInputs rule{op, states_, regime_, target_};
+  return VisitOpKind(op.kind, [&]<OpKind K>() { return DTypeRule<K>::Output(rule); });
 }
 
 DType TensorStates::OptimizerStateDType(TensorId param) const {
@@ -120,8 +189,16 @@ DType TensorStates::UsedDType(const OpNode& op, size_t index) const {
   const DType d = states_.at(op.inputs[index].value).dtype;
   if (!regime_.autocast || !IsFloatingPoint(d)) return d;
   if (op.kind == OpKind::kAttnScores && index == 2) return d;  // the mask: added, not multiplied
-  if (LowersUnderAutocast(op.kind)) return regime_.compute_dtype;
-  if (Fp32UnderAutocast(op.kind, target_.cuda_autocast)) return DType::kF32;
+  switch (AutocastOf(op.kind)) {
+    case Autocast::kKeeps:
+      return d;
+    case Autocast::kLowers:
+      return regime_.compute_dtype;
+    case Autocast::kFp32:
+      return DType::kF32;
+    case Autocast::kFp32OnCuda:
+      return target_.cuda_autocast ? DType::kF32 : d;
+  }
   return d;
 }
 

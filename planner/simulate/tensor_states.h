@@ -73,7 +73,7 @@ class TensorStates {
   }
 
  private:
-  DType OutputDType(const OpGraph& graph, const OpNode& op) const;
+  DType OutputDType(const OpNode& op) const;
 
   PrecisionRegime regime_;
   CostTarget target_;

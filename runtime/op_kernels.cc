@@ -1,0 +1,222 @@
+#include "runtime/op_kernels.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include "runtime/fused_dropout.h"
+
+namespace headroom {
+namespace {
+
+using Outputs = std::vector<at::Tensor>;
+
+// transformers' rotary frequencies: 1 / theta^(2i/d), with Llama 3.1's scaling
+// (_compute_llama3_parameters): long wavelengths divided by the factor, short ones kept,
+// and a smooth blend between them.
+at::Tensor RopeInverseFrequencies(const RopeParams& rope, int64_t d, at::TensorOptions f32) {
+  at::Tensor inv_freq = 1.0 / at::pow(rope.theta, at::arange(0, d, 2, f32) / d);
+  if (rope.llama3_factor <= 0) return inv_freq;
+  const double old_len = static_cast<double>(rope.original_max_positions);
+  const double low_wavelen = old_len / rope.low_freq_factor;
+  const double high_wavelen = old_len / rope.high_freq_factor;
+  const at::Tensor wavelen = 2.0 * M_PI / inv_freq;
+  at::Tensor scaled = at::where(wavelen > low_wavelen, inv_freq / rope.llama3_factor, inv_freq);
+  const at::Tensor smooth =
+      (old_len / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * scaled / rope.llama3_factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+// One specialization per op kind with `static Outputs Run(const KernelCall&)`; a kind
+// without one fails to compile in RunKernel.
+template <OpKind K>
+struct Kernel;
+
+template <> struct Kernel<OpKind::kEmbedding> {
+  static Outputs Run(const KernelCall& c) { return {at::embedding(c.in[1], c.in[0])}; }
+};
+template <> struct Kernel<OpKind::kLinear> {
+  static Outputs Run(const KernelCall& c) {
+    return {at::linear(c.in[0], c.in[1],
+                       c.in.size() > 2 ? std::optional<at::Tensor>(c.in[2]) : std::nullopt)};
+  }
+};
+template <> struct Kernel<OpKind::kLayerNorm> {
+  static Outputs Run(const KernelCall& c) {
+    return {at::layer_norm(c.in[0], {c.in[0].size(-1)}, c.in[1], c.in[2], c.op.eps)};
+  }
+};
+template <> struct Kernel<OpKind::kRmsNorm> {
+  // Hugging Face's LlamaRMSNorm, op for op.
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& x = c.in[0];
+    const at::Tensor x32 = x.to(at::kFloat);
+    const at::Tensor rstd = at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + c.op.eps);
+    return {c.in[1] * (x32 * rstd).to(x.scalar_type())};
+  }
+};
+template <> struct Kernel<OpKind::kAdd> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0] + c.in[1]}; }
+};
+template <> struct Kernel<OpKind::kMul> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0] * c.in[1]}; }
+};
+template <> struct Kernel<OpKind::kScale> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0] * c.op.scalar}; }
+};
+template <> struct Kernel<OpKind::kAddScalar> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0] + c.op.scalar}; }
+};
+template <> struct Kernel<OpKind::kCube> {
+  static Outputs Run(const KernelCall& c) { return {at::pow(c.in[0], 3.0)}; }
+};
+template <> struct Kernel<OpKind::kKvCacheCopy> {
+  static Outputs Run(const KernelCall& c) {
+    return {at::cat({at::empty({0}, c.in[0].options()), c.in[0]}, -2)};
+  }
+};
+template <> struct Kernel<OpKind::kGelu> {
+  static Outputs Run(const KernelCall& c) { return {at::gelu(c.in[0])}; }
+};
+template <> struct Kernel<OpKind::kGeluTanh> {
+  static Outputs Run(const KernelCall& c) { return {at::gelu(c.in[0], "tanh")}; }
+};
+template <> struct Kernel<OpKind::kSilu> {
+  static Outputs Run(const KernelCall& c) { return {at::silu(c.in[0])}; }
+};
+template <> struct Kernel<OpKind::kTanh> {
+  static Outputs Run(const KernelCall& c) { return {at::tanh(c.in[0])}; }
+};
+template <> struct Kernel<OpKind::kDropout> {
+  static Outputs Run(const KernelCall& c) { return {FusedDropout(c.in[0], c.op.dropout_p)}; }
+};
+template <> struct Kernel<OpKind::kRopeTables> {
+  // cos and sin [1, s, head_dim] in the hidden states' dtype, broadcast over the batch.
+  static Outputs Run(const KernelCall& c) {
+    at::NoGradGuard no_grad;
+    const std::vector<int64_t> sizes = c.out_sizes();
+    const int64_t s = sizes[1], d = sizes[2];
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(c.in[0].device());
+    const at::Tensor freqs = at::outer(at::arange(s, f32), RopeInverseFrequencies(c.op.rope, d, f32));
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);
+    const auto dtype = c.in[0].scalar_type();
+    return {emb.cos().to(dtype).unsqueeze(0), emb.sin().to(dtype).unsqueeze(0)};
+  }
+};
+template <> struct Kernel<OpKind::kRope> {
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& x = c.in[0];
+    const int64_t half = x.size(-1) / 2;
+    const at::Tensor rotated = at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+    return {x * c.in[1].unsqueeze(1) + rotated * c.in[2].unsqueeze(1)};
+  }
+};
+template <> struct Kernel<OpKind::kCausalMask> {
+  // transformers' eager mask: 0 where a position may attend, the dtype's lowest value
+  // where it may not, [b, 1, s, s] in the hidden states' dtype.
+  static Outputs Run(const KernelCall& c) {
+    at::NoGradGuard no_grad;
+    const std::vector<int64_t> sizes = c.out_sizes();
+    const int64_t s = sizes[3];
+    const auto type = c.in[0].scalar_type();
+    const auto device = at::TensorOptions().device(c.in[0].device());
+    const at::Tensor future = at::ones({s, s}, device.dtype(at::kBool)).triu(1);
+    const double lowest = type == at::kFloat ? std::numeric_limits<float>::lowest()
+                                             : -3.3895313892515355e38;  // bf16
+    return {at::where(future, at::scalar_tensor(lowest, device.dtype(type)),
+                      at::scalar_tensor(0.0, device.dtype(type)))
+                .expand(sizes)
+                .contiguous()};
+  }
+};
+template <> struct Kernel<OpKind::kView> {
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& x = c.in[0];
+    const std::vector<int64_t> part = c.out_sizes();
+    if (part.size() == 4) {  // [b, s, parts * heads * d] -> parts x [b, heads, s, d]
+      Outputs out;
+      for (const at::Tensor& piece : x.split(part[1] * part[3], -1))
+        out.push_back(piece.view({part[0], part[2], part[1], part[3]}).transpose(1, 2));
+      return out;
+    }
+    if (part.size() == 2) return {x.select(1, 0)};  // [b, s, h] -> the first token
+    return {x.view(part)};
+  }
+};
+template <> struct Kernel<OpKind::kRepeatKv> {
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& x = c.in[0];
+    const int64_t b = x.size(0), kv = x.size(1), s = x.size(2), d = x.size(3);
+    const int64_t rep = c.out_sizes()[1] / kv;  // query heads per key/value head
+    return {x.unsqueeze(2).expand({b, kv, rep, s, d}).reshape({b, kv * rep, s, d})};
+  }
+};
+template <> struct Kernel<OpKind::kMergeHeads> {
+  static Outputs Run(const KernelCall& c) {
+    return {c.in[0].transpose(1, 2).contiguous().view(c.out_sizes())};
+  }
+};
+template <> struct Kernel<OpKind::kAttnScores> {
+  // As transformers writes it, out of place: matmul * scaling, then + mask.
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& q = c.in[0];
+    at::Tensor scores = at::matmul(q, c.in[1].transpose(-2, -1)) *
+                        (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    if (c.in.size() > 2) scores = scores + c.in[2];
+    return {scores};
+  }
+};
+template <> struct Kernel<OpKind::kContiguous> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0].clone(at::MemoryFormat::Contiguous)}; }
+};
+template <> struct Kernel<OpKind::kCastLike> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0].to(c.in[1].scalar_type())}; }
+};
+template <> struct Kernel<OpKind::kSoftmax> {
+  static Outputs Run(const KernelCall& c) {
+    return {c.op.upcast ? at::softmax(c.in[0], -1, at::kFloat) : at::softmax(c.in[0], -1)};
+  }
+};
+template <> struct Kernel<OpKind::kAttnContext> {
+  static Outputs Run(const KernelCall& c) { return {at::matmul(c.in[0], c.in[1])}; }
+};
+template <> struct Kernel<OpKind::kSdpa> {
+  static Outputs Run(const KernelCall& c) {
+    return {at::scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], std::nullopt,
+                                             c.op.dropout_p, c.op.causal)};
+  }
+};
+template <> struct Kernel<OpKind::kCastF32> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0].to(at::kFloat)}; }
+};
+template <> struct Kernel<OpKind::kLogSoftmax> {
+  static Outputs Run(const KernelCall& c) { return {at::log_softmax(c.in[0], -1)}; }
+};
+template <> struct Kernel<OpKind::kNllLoss> {
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& x = c.in[0];
+    return {at::nll_loss(x.reshape({-1, x.size(-1)}), c.in[1].reshape({-1}))};
+  }
+};
+
+}  // namespace
+
+std::vector<int64_t> KernelCall::out_sizes(size_t k) const {
+  std::vector<int64_t> sizes;
+  for (const Dim& d : graph.tensor(op.outputs.at(k)).shape.dims()) {
+    sizes.push_back(d.kind == Dim::Kind::kBatch ? micro_batch
+                    : d.kind == Dim::Kind::kSeq ? seq_len
+                                                : d.value);
+  }
+  return sizes;
+}
+
+std::vector<at::Tensor> RunKernel(const KernelCall& call) {
+  return VisitOpKind(call.op.kind, [&]<OpKind K>() { return Kernel<K>::Run(call); });
+}
+
+}  // namespace headroom
