@@ -8,18 +8,6 @@
 
 namespace headroom {
 
-std::string_view FamilyName(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kGpt2:
-      return "gpt2";
-    case ModelFamily::kLlama:
-      return "llama";
-    case ModelFamily::kBert:
-      return "bert";
-  }
-  return "?";
-}
-
 Result<ModelSpec> Validate(ModelSpec spec) {
   auto positive = [&](int64_t v, const char* field) -> std::optional<Error> {
     if (v <= 0)
@@ -99,17 +87,6 @@ Result<ModelSpec> Validate(ModelSpec spec) {
   return spec;
 }
 
-namespace {
-
-std::optional<ModelFamily> ParseFamily(const std::string& s) {
-  if (s == "gpt2") return ModelFamily::kGpt2;
-  if (s == "llama") return ModelFamily::kLlama;
-  if (s == "bert") return ModelFamily::kBert;
-  return std::nullopt;
-}
-
-}  // namespace
-
 Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_view origin) {
   YAML::Node root;
   try {
@@ -150,9 +127,10 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
   ModelSpec spec;
   try {
     if (!root["family"])
-      return MakeError(fmt::format("{}: missing field 'family' (gpt2, llama or bert)", origin));
-    auto family = ParseFamily(root["family"].as<std::string>());
-    if (!family) return MakeError(fmt::format("{}: family must be gpt2, llama or bert", origin));
+      return MakeError(fmt::format("{}: missing field 'family' ({})", origin,
+                                   ChoiceList(NamesIn(kFamilyNames))));
+    auto family = ParseIn(kFamilyNames, root["family"].as<std::string>(), "family");
+    if (!family) return MakeError(fmt::format("{}: {}", origin, family.error().message));
     spec.family = *family;
     spec.name = root["name"] ? root["name"].as<std::string>() : std::string(origin);
     for (auto [field, target] : {std::pair{"vocab_size", &spec.vocab_size},

@@ -9,13 +9,16 @@
 #include <string_view>
 
 #include "planner/graph/op_graph.h"
+#include "planner/core/enum_table.h"
 #include "planner/core/result.h"
 
 namespace headroom {
 
 enum class ModelFamily { kGpt2, kLlama, kBert };
 
-std::string_view FamilyName(ModelFamily family);
+inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
+    {ModelFamily::kGpt2, "gpt2"}, {ModelFamily::kLlama, "llama"}, {ModelFamily::kBert, "bert"}};
+inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
 
 struct ModelSpec {
   std::string name;

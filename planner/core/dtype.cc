@@ -22,31 +22,10 @@ int64_t StorageBytes(DType dtype, int64_t numel) {
   throw std::logic_error("StorageBytes: unknown dtype");
 }
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "fp32";
-    case DType::kF16:
-      return "fp16";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kI64:
-      return "int64";
-    case DType::kBool:
-      return "bool";
-    case DType::kU8:
-      return "uint8";
-    case DType::kNF4:
-      return "nf4";
-  }
-  return "?";
-}
-
 std::optional<DType> ParseDType(std::string_view name) {
-  if (name == "fp32" || name == "float32") return DType::kF32;
-  if (name == "fp16" || name == "float16") return DType::kF16;
-  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
-  return std::nullopt;
+  const Result<DType> dtype = ParseIn(kDTypeNames, name, "dtype");
+  if (!dtype || !IsFloatingPoint(*dtype)) return std::nullopt;
+  return *dtype;
 }
 
 bool IsFloatingPoint(DType dtype) {

@@ -31,6 +31,21 @@ struct DeviceSpec {
   double bandwidth_efficiency = 0.8;
 
   bool supports_bf16() const { return compute_capability >= 8.0 || !is_cuda; }
+
+  // The device facts every consumer of a timeline needs; the one place that asks is_cuda.
+  // A GPU's caching allocator rounds every block to 512 bytes; the CPU allocates exactly.
+  int64_t AllocationGranularity() const { return is_cuda ? kCudaAllocationGranularity : 1; }
+  // Outside the allocator: the CUDA context (none on the CPU).
+  int64_t ContextBytes() const { return is_cuda ? context_bytes : 0; }
+  // cuBLAS's workspace, allocated through the caching allocator on first use.
+  int64_t CublasWorkspaceBytes() const { return is_cuda ? cublas_workspace_bytes : 0; }
+  // The peak that counts against the budget: what the device reports (nvidia-smi:
+  // allocator segments plus context) on a GPU, the live tensor bytes on the CPU.
+  int64_t PeakAgainstBudget(int64_t allocated_peak, int64_t device_peak) const {
+    return is_cuda ? device_peak : allocated_peak;
+  }
+
+  static constexpr int64_t kCudaAllocationGranularity = 512;
 };
 
 std::vector<DeviceSpec> GpuCatalog();

@@ -5,34 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "planner/core/enum_names.h"
 
 namespace headroom {
-
-std::string_view PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kAmpBf16:
-      return "amp-bf16";
-    case Precision::kAmpFp16:
-      return "amp-fp16";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kMixedBf16:
-      return "mixed-bf16";
-    case Precision::kMixedFp16:
-      return "mixed-fp16";
-  }
-  return "?";
-}
-
-Result<Precision> ParsePrecision(std::string_view name) {
-  return ParseByName(name,
-                     {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16, Precision::kBf16,
-                      Precision::kMixedBf16, Precision::kMixedFp16},
-                     PrecisionName, "precision");
-}
 
 PrecisionRegime RegimeOf(Precision p) {
   using enum DType;
@@ -77,29 +51,6 @@ DType FrozenWeightDType(const TrainingConfig& config) {
 
 bool KeepsKvCache(const TrainingConfig& config) {
   return RunsPythonStack(config.stack) && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
-}
-
-std::string_view OptimizerName(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::kAdamW:
-      return "adamw";
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kSgdMomentum:
-      return "sgd-momentum";
-    case OptimizerKind::kAdafactor:
-      return "adafactor";
-    case OptimizerKind::kAdamW8bit:
-      return "adamw-8bit";
-  }
-  return "?";
-}
-
-Result<OptimizerKind> ParseOptimizer(std::string_view name) {
-  return ParseByName(name,
-                     {OptimizerKind::kAdamW, OptimizerKind::kSgd, OptimizerKind::kSgdMomentum,
-                      OptimizerKind::kAdafactor, OptimizerKind::kAdamW8bit},
-                     OptimizerName, "optimizer");
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "planner/core/dtype.h"
+#include "planner/core/enum_table.h"
 #include "planner/core/result.h"
 #include "planner/core/training_stack.h"
 
@@ -36,18 +37,33 @@ struct PrecisionRegime {
   DType frozen_dtype;
 };
 
-std::string_view PrecisionName(Precision p);
-Result<Precision> ParsePrecision(std::string_view name);
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"},           {Precision::kAmpBf16, "amp-bf16"},
+    {Precision::kAmpFp16, "amp-fp16"},    {Precision::kBf16, "bf16"},
+    {Precision::kMixedBf16, "mixed-bf16"}, {Precision::kMixedFp16, "mixed-fp16"}};
+inline std::string_view PrecisionName(Precision p) { return NameIn(kPrecisionNames, p); }
+inline Result<Precision> ParsePrecision(std::string_view name) {
+  return ParseIn(kPrecisionNames, name, "precision");
+}
 PrecisionRegime RegimeOf(Precision p);
 // The dtype a trainable LoRA adapter is stored in: fp32 under AMP (PEFT's default
 // autocast_adapter_dtype), else the regime's parameter dtype.
 DType AdapterDType(const PrecisionRegime& regime);
 
 enum class OptimizerKind { kAdamW, kSgd, kSgdMomentum, kAdafactor, kAdamW8bit };
-std::string_view OptimizerName(OptimizerKind k);
-Result<OptimizerKind> ParseOptimizer(std::string_view name);
+inline constexpr EnumName<OptimizerKind> kOptimizerNames[] = {
+    {OptimizerKind::kAdamW, "adamw"},         {OptimizerKind::kSgd, "sgd"},
+    {OptimizerKind::kSgdMomentum, "sgd-momentum"}, {OptimizerKind::kAdafactor, "adafactor"},
+    {OptimizerKind::kAdamW8bit, "adamw-8bit"}};
+inline std::string_view OptimizerName(OptimizerKind k) { return NameIn(kOptimizerNames, k); }
+inline Result<OptimizerKind> ParseOptimizer(std::string_view name) {
+  return ParseIn(kOptimizerNames, name, "optimizer");
+}
 
 enum class FineTuneMode { kFull, kLora, kQLora };
+inline constexpr EnumName<FineTuneMode> kFineTuneNames[] = {
+    {FineTuneMode::kFull, "full"}, {FineTuneMode::kLora, "lora"}, {FineTuneMode::kQLora, "qlora"}};
+inline std::string_view FineTuneName(FineTuneMode m) { return NameIn(kFineTuneNames, m); }
 
 struct FineTuneConfig {
   FineTuneMode mode = FineTuneMode::kFull;
@@ -59,6 +75,12 @@ struct FineTuneConfig {
 };
 
 enum class AttentionImpl { kEager, kSdpa };
+inline constexpr EnumName<AttentionImpl> kAttentionNames[] = {{AttentionImpl::kEager, "eager"},
+                                                              {AttentionImpl::kSdpa, "sdpa"}};
+inline std::string_view AttentionName(AttentionImpl a) { return NameIn(kAttentionNames, a); }
+inline Result<AttentionImpl> ParseAttention(std::string_view name) {
+  return ParseIn(kAttentionNames, name, "attention");
+}
 
 // Which blocks are checkpointed, as written on the command line.
 struct CheckpointPolicy {

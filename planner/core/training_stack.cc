@@ -4,62 +4,8 @@
 #include <fstream>
 #include <string>
 
-#include "planner/core/enum_names.h"
 
 namespace headroom {
-
-std::string_view StackName(Stack s) {
-  switch (s) {
-    case Stack::kPytorch:
-      return "pytorch";
-    case Stack::kHfTrainer:
-      return "hf-trainer";
-    case Stack::kHeadroom:
-      return "headroom";
-  }
-  return "?";
-}
-
-Result<Stack> ParseStack(std::string_view name) {
-  return ParseByName(name, {Stack::kPytorch, Stack::kHfTrainer, Stack::kHeadroom}, StackName,
-                     "stack");
-}
-
-std::string_view OptimizerImplName(OptimizerImpl impl) {
-  switch (impl) {
-    case OptimizerImpl::kForLoop:
-      return "for-loop";
-    case OptimizerImpl::kForeach:
-      return "foreach";
-    case OptimizerImpl::kFused:
-      return "fused";
-  }
-  return "?";
-}
-
-Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name) {
-  return ParseByName(name,
-                     {OptimizerImpl::kForLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused},
-                     OptimizerImplName, "optimizer implementation");
-}
-
-std::string_view CpuBf16Name(CpuBf16 kind) {
-  switch (kind) {
-    case CpuBf16::kAmx:
-      return "amx";
-    case CpuBf16::kAvx512Bf16:
-      return "avx512-bf16";
-    case CpuBf16::kEmulated:
-      return "emulated";
-  }
-  return "?";
-}
-
-Result<CpuBf16> ParseCpuBf16(std::string_view name) {
-  if (name == "native") return CpuBf16::kAmx;
-  return ParseByName(name, {CpuBf16::kAmx, CpuBf16::kAvx512Bf16, CpuBf16::kEmulated}, CpuBf16Name,
-                     "CPU bf16 kind");
-}
 
 CpuBf16 HostCpuBf16() {
   CpuBf16 host = CpuBf16::kEmulated;

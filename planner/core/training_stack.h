@@ -5,6 +5,7 @@
 
 #include <string_view>
 
+#include "planner/core/enum_table.h"
 #include "planner/core/result.h"
 
 namespace headroom {
@@ -14,8 +15,10 @@ enum class Stack {
   kHfTrainer,  // transformers' Trainer: adamw_torch_fused
   kHeadroom,   // `headroom train`: LibTorch's per-parameter optimizers, its own dropout
 };
-std::string_view StackName(Stack s);
-Result<Stack> ParseStack(std::string_view name);
+inline constexpr EnumName<Stack> kStackNames[] = {
+    {Stack::kPytorch, "pytorch"}, {Stack::kHfTrainer, "hf-trainer"}, {Stack::kHeadroom, "headroom"}};
+inline std::string_view StackName(Stack s) { return NameIn(kStackNames, s); }
+inline Result<Stack> ParseStack(std::string_view name) { return ParseIn(kStackNames, name, "stack"); }
 // pytorch and hf-trainer run transformers + PEFT with torch.optim; headroom runs LibTorch.
 inline bool RunsPythonStack(Stack s) { return s != Stack::kHeadroom; }
 
@@ -25,8 +28,15 @@ enum class OptimizerImpl {
   kForeach,  // _foreach_* over the whole group: temporaries the size of all of them
   kFused,    // one fused kernel per group: no temporaries
 };
-std::string_view OptimizerImplName(OptimizerImpl impl);
-Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name);
+inline constexpr EnumName<OptimizerImpl> kOptimizerImplNames[] = {
+    {OptimizerImpl::kForLoop, "for-loop"}, {OptimizerImpl::kForeach, "foreach"},
+    {OptimizerImpl::kFused, "fused"}};
+inline std::string_view OptimizerImplName(OptimizerImpl impl) {
+  return NameIn(kOptimizerImplNames, impl);
+}
+inline Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name) {
+  return ParseIn(kOptimizerImplNames, name, "optimizer implementation");
+}
 
 // How a CPU multiplies bf16 matrices (oneDNN's kernel for it), which sets the scratch
 // each product allocates.
@@ -35,9 +45,15 @@ enum class CpuBf16 {
   kAvx512Bf16,  // AVX512-BF16 brgemm: a scratchpad of a row block and an input panel
   kEmulated,    // no bf16 instructions: the product is computed into fp32
 };
-std::string_view CpuBf16Name(CpuBf16 kind);
-// amx | avx512-bf16 | emulated; "native" is amx.
-Result<CpuBf16> ParseCpuBf16(std::string_view name);
+// "native" is amx.
+inline constexpr EnumName<CpuBf16> kCpuBf16Names[] = {{CpuBf16::kAmx, "amx"},
+                                                      {CpuBf16::kAvx512Bf16, "avx512-bf16"},
+                                                      {CpuBf16::kEmulated, "emulated"},
+                                                      {CpuBf16::kAmx, "native"}};
+inline std::string_view CpuBf16Name(CpuBf16 kind) { return NameIn(kCpuBf16Names, kind); }
+inline Result<CpuBf16> ParseCpuBf16(std::string_view name) {
+  return ParseIn(kCpuBf16Names, name, "CPU bf16 kind");
+}
 
 // The device kernel facts the cost rules depend on.
 struct KernelTarget {

@@ -45,10 +45,6 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
   out << YAML::EndMap;
 }
 
-std::string_view FineTuneName(FineTuneMode m) {
-  return m == FineTuneMode::kFull ? "full" : m == FineTuneMode::kLora ? "lora" : "qlora";
-}
-
 }  // namespace
 
 std::string WritePlanYaml(const PlanFile& p) {
@@ -71,7 +67,7 @@ std::string WritePlanYaml(const PlanFile& p) {
   out << YAML::Key << "precision" << YAML::Value << std::string(PrecisionName(c.precision));
   out << YAML::Key << "optimizer" << YAML::Value << std::string(OptimizerName(c.optimizer));
   out << YAML::Key << "attention" << YAML::Value
-      << (c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager");
+      << std::string(AttentionName(c.attention));
   out << YAML::Key << "checkpoint" << YAML::Value << c.checkpoint.ToString();
   out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
   if (c.optimizer_impl)
@@ -148,8 +144,9 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
     auto optimizer = ParseOptimizer(need(t, "optimizer").as<std::string>());
     if (!optimizer) return MakeError(fmt::format("{}: {}", origin, optimizer.error().message));
     c.optimizer = *optimizer;
-    c.attention = need(t, "attention").as<std::string>() == "eager" ? AttentionImpl::kEager
-                                                                    : AttentionImpl::kSdpa;
+    auto attention = ParseAttention(need(t, "attention").as<std::string>());
+    if (!attention) return MakeError(fmt::format("{}: {}", origin, attention.error().message));
+    c.attention = *attention;
     auto checkpoint = CheckpointPolicy::Parse(need(t, "checkpoint").as<std::string>());
     if (!checkpoint) return MakeError(fmt::format("{}: {}", origin, checkpoint.error().message));
     c.checkpoint = *checkpoint;
@@ -172,14 +169,9 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
         return MakeError(fmt::format("{}: base_dtype must be fp32, bf16 or fp16", origin));
       c.base_dtype = *dtype;
     }
-    const std::string mode = need(t, "fine_tune").as<std::string>();
-    if (mode != "full" && mode != "lora" && mode != "qlora") {
-      return MakeError(
-          fmt::format("{}: fine_tune must be full, lora or qlora (got '{}')", origin, mode));
-    }
-    c.fine_tune.mode = mode == "full"   ? FineTuneMode::kFull
-                       : mode == "lora" ? FineTuneMode::kLora
-                                        : FineTuneMode::kQLora;
+    auto mode = ParseIn(kFineTuneNames, need(t, "fine_tune").as<std::string>(), "fine_tune");
+    if (!mode) return MakeError(fmt::format("{}: {}", origin, mode.error().message));
+    c.fine_tune.mode = *mode;
     c.fine_tune.lora_rank = need(t, "lora_rank").as<int64_t>();
     c.fine_tune.lora_alpha = need(t, "lora_alpha").as<double>();
     c.fine_tune.lora_dropout = need(t, "lora_dropout").as<double>();

@@ -70,7 +70,7 @@ std::string FormatPredictionText(const ReportInputs& in) {
                      c.micro_batch, c.grad_accum_steps, c.seq_len, PrecisionName(c.precision),
                      OptimizerName(c.optimizer), DescribeFineTune(c.fine_tune));
   out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n",
-                     c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager",
+                     AttentionName(c.attention),
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
@@ -164,10 +164,8 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
       {"seq_len", c.seq_len},
       {"precision", PrecisionName(c.precision)},
       {"optimizer", OptimizerName(c.optimizer)},
-      {"fine_tune", c.fine_tune.mode == FineTuneMode::kFull   ? "full"
-                    : c.fine_tune.mode == FineTuneMode::kLora ? "lora"
-                                                              : "qlora"},
-      {"attention", c.attention == AttentionImpl::kSdpa ? "sdpa" : "eager"},
+      {"fine_tune", FineTuneName(c.fine_tune.mode)},
+      {"attention", AttentionName(c.attention)},
       {"checkpoint", c.checkpoint.ToString()},
       {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
       {"stack", StackName(c.stack)},
@@ -195,7 +193,7 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
     breakdown[std::string(CategoryName(static_cast<Category>(i))) + "_bytes"] = p.breakdown[i];
   }
   breakdown["allocator_overhead_bytes"] = p.reserved_peak_bytes - p.allocated_peak_bytes;
-  breakdown["cuda_context_bytes"] = in.device.is_cuda ? in.device.context_bytes : 0;
+  breakdown["cuda_context_bytes"] = in.device.ContextBytes();
   j["breakdown"] = breakdown;
   j["plan"] = {{"micro_batch", c.micro_batch},
                {"grad_accum_steps", c.grad_accum_steps},

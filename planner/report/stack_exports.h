@@ -10,11 +10,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/core/enum_table.h"
 #include "planner/core/training_config.h"
 
 namespace headroom {
 
 enum class ExportTarget { kHuggingFace, kDeepSpeed };
+inline constexpr EnumName<ExportTarget> kExportTargetNames[] = {
+    {ExportTarget::kHuggingFace, "hf"}, {ExportTarget::kDeepSpeed, "deepspeed"}};
+inline constexpr EnumName<ExportTarget> kExportTargetTitles[] = {
+    {ExportTarget::kHuggingFace, "Hugging Face"}, {ExportTarget::kDeepSpeed, "DeepSpeed"}};
 
 // Precision regimes the stack runs: HF Trainer's bf16/fp16 flags are autocast (AMP);
 // DeepSpeed's are 16-bit weights with fp32 master weights (mixed).

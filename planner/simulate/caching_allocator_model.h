@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "planner/core/gpu_catalog.h"
 #include "planner/simulate/free_block_index.h"
 #include "planner/simulate/memory_timeline.h"
 
@@ -26,7 +27,7 @@ struct CachingAllocatorOptions {
 
 class CachingAllocatorModel final : public EventConsumer {
  public:
-  static constexpr int64_t kMinBlockSize = 512;
+  static constexpr int64_t kMinBlockSize = DeviceSpec::kCudaAllocationGranularity;
   static constexpr int64_t kSmallSize = 1 << 20;       // 1 MiB
   static constexpr int64_t kSmallBuffer = 2 << 20;     // 2 MiB
   static constexpr int64_t kLargeBuffer = 20 << 20;    // 20 MiB

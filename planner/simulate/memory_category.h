@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "planner/core/enum_table.h"
+
 namespace headroom {
 
 enum class Category : uint8_t {
@@ -21,6 +23,10 @@ enum class Category : uint8_t {
 inline constexpr int kNumCategories = 6;
 using CategoryBytes = std::array<int64_t, kNumCategories>;
 
-std::string_view CategoryName(Category c);  // "weights", "weight_casts", ...
+inline constexpr EnumName<Category> kCategoryNames[] = {
+    {Category::kWeights, "weights"},         {Category::kWeightCasts, "weight_casts"},
+    {Category::kGradients, "gradients"},     {Category::kOptimizer, "optimizer"},
+    {Category::kActivations, "activations"}, {Category::kTemporaries, "temporaries"}};
+inline std::string_view CategoryName(Category c) { return NameIn(kCategoryNames, c); }
 
 }  // namespace headroom

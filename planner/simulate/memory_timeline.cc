@@ -4,24 +4,6 @@
 
 namespace headroom {
 
-std::string_view PhaseKindName(Phase::Kind kind) {
-  switch (kind) {
-    case Phase::Kind::kSetup:
-      return "setup";
-    case Phase::Kind::kForward:
-      return "forward";
-    case Phase::Kind::kRecompute:
-      return "recompute";
-    case Phase::Kind::kBackward:
-      return "backward";
-    case Phase::Kind::kOptimizerStep:
-      return "optimizer step";
-    case Phase::Kind::kZeroGrad:
-      return "zero_grad";
-  }
-  return "?";
-}
-
 std::string DescribePhase(const Phase& phase, const OpGraph& graph, int micro_batches) {
   std::string out = phase.kind == Phase::Kind::kSetup
                         ? "setup"

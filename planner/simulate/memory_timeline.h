@@ -24,7 +24,11 @@ struct Phase {
   int block = -1;
 };
 
-std::string_view PhaseKindName(Phase::Kind kind);
+inline constexpr EnumName<Phase::Kind> kPhaseKindNames[] = {
+    {Phase::Kind::kSetup, "setup"},          {Phase::Kind::kForward, "forward"},
+    {Phase::Kind::kRecompute, "recompute"},  {Phase::Kind::kBackward, "backward"},
+    {Phase::Kind::kOptimizerStep, "optimizer step"}, {Phase::Kind::kZeroGrad, "zero_grad"}};
+inline std::string_view PhaseKindName(Phase::Kind kind) { return NameIn(kPhaseKindNames, kind); }
 // "step 2, backward, micro-batch 1/4, model.layers.31.mlp.down_proj"
 std::string DescribePhase(const Phase& phase, const OpGraph& graph, int micro_batches);
 

@@ -21,10 +21,10 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   p.params_trainable = graph.TrainableParameterCount();
   p.budget_bytes = device.memory_bytes;
   SimulationOptions options;
-  options.cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0;
+  options.cublas_workspace_bytes = device.CublasWorkspaceBytes();
   p.timeline = SimulateSteps(tables, checkpointed, options);
 
-  LiveBytes live(p.timeline, device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1);
+  LiveBytes live(p.timeline, device.AllocationGranularity());
   CachingAllocatorModel allocator({.capacity_bytes = device.memory_bytes - device.context_bytes});
   if (device.is_cuda) {
     ReplayInto(p.timeline.events, 0, p.timeline.events.size(), live, allocator);

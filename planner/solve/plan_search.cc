@@ -29,9 +29,9 @@ ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) 
   const OpGraph& graph = tables.graph();
   const std::vector<bool> none(graph.blocks().size(), false);
   const SimulationOptions sim{
-      .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
+      .steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
   ChainTimeline out;
-  out.granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
+  out.granularity = device.AllocationGranularity();
   out.state_bytes = tables.OptimizerStateBytes(out.granularity);
   out.timeline = SimulateSteps(tables.WithBatch(1, 2), none, sim);
   return out;
@@ -65,7 +65,7 @@ CheckpointSolution Solve(const ChainMemoryModel& model, int64_t budget_units,
 int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& checkpointed,
                       const DeviceSpec& device) {
   const SimulationOptions sim{
-      .steps = 1, .cublas_workspace_bytes = device.is_cuda ? device.cublas_workspace_bytes : 0};
+      .steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
   const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
   const auto optimizer =
       std::find_if(timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
@@ -90,7 +90,7 @@ std::vector<Precision> SupportedPrecisions(const DeviceSpec& device) {
 }
 
 int64_t PeakAgainstBudget(const StepPrediction& p, const DeviceSpec& device) {
-  return device.is_cuda ? p.device_peak_bytes : p.allocated_peak_bytes;
+  return device.PeakAgainstBudget(p.allocated_peak_bytes, p.device_peak_bytes);
 }
 
 int64_t UsableBytes(const DeviceSpec& device, double margin) {
@@ -114,7 +114,7 @@ int64_t PerGpuBatch(const SearchOptions& options, std::string* note) {
 std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingConfig& base,
                                           const DeviceSpec& device, const SearchOptions& options) {
   const int64_t allocator_budget =
-      UsableBytes(device, options.margin) - (device.is_cuda ? device.context_bytes : 0);
+      UsableBytes(device, options.margin) - device.ContextBytes();
   const int64_t per_gpu = PerGpuBatch(options, nullptr);
   std::vector<int64_t> micro_batches;
   for (int64_t b = 1; b <= std::min(per_gpu, options.max_micro_batch); ++b) {
@@ -189,7 +189,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   // offset, until the verified plan is the one the model asks for. Keep the cheapest
   // plan that passed.
   constexpr int kMaxAttempts = 6;
-  const int64_t granularity = device.is_cuda ? CachingAllocatorModel::kMinBlockSize : 1;
+  const int64_t granularity = device.AllocationGranularity();
   for (PlanCandidate& c : candidates) {
     std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
     const SimulationTables& tables = c.tables;

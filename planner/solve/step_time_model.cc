@@ -9,9 +9,9 @@
 namespace headroom {
 namespace {
 
+// Products run at the device's matrix rate; the rest is bound by memory bandwidth.
 bool IsMatmul(OpKind k) {
-  return k == OpKind::kLinear || k == OpKind::kAttnScores || k == OpKind::kAttnContext ||
-         k == OpKind::kSdpa;
+  return OpClassOf(k) == OpClass::kMatmul || OpClassOf(k) == OpClass::kAttention;
 }
 
 double PeakFlops(const DeviceSpec& device, DType compute) {
@@ -42,7 +42,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
   const double bytes_per_s = device.bandwidth_gbps * 1e9 * device.bandwidth_efficiency;
   for (int o = 0; o < graph.num_ops(); ++o) {
     const OpNode& op = graph.op(OpId{o});
-    if (op.kind == OpKind::kView) continue;
+    if (OpClassOf(op.kind) == OpClass::kLayout) continue;
     const OpFlops flops = CostFlops(graph, op, states, env);
     double bytes = 0;
     for (TensorId t : op.inputs) bytes += tensor_bytes[t.value];
