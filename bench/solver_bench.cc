@@ -43,9 +43,9 @@ void BM_FullSolve(benchmark::State& state, ModelSpec spec, DeviceSpec device,
     benchmark::DoNotOptimize(r.feasible);
   }
   state.counters["feasible"] = r.feasible;
-  state.counters["micro_batch"] = static_cast<double>(r.config.micro_batch);
+  state.counters["micro_batch"] = static_cast<double>(r.plan.config.micro_batch);
   state.counters["checkpointed_blocks"] =
-      static_cast<double>(std::count(r.checkpointed.begin(), r.checkpointed.end(), true));
+      static_cast<double>(std::count(r.plan.checkpointed.begin(), r.plan.checkpointed.end(), true));
   state.counters["corrections"] = r.corrections;
 }
 
@@ -119,11 +119,11 @@ void BM_RecomputeOverhead(benchmark::State& state, const char* model, double fra
     r = SearchPlan(graph, config, gpu, {.global_batch = 8, .max_micro_batch = 1});
     benchmark::DoNotOptimize(r.feasible);
   }
-  state.counters["solver_recompute_pct"] = r.feasible ? pct(r.checkpointed) : -1;
+  state.counters["solver_recompute_pct"] = r.feasible ? pct(r.plan.checkpointed) : -1;
   state.counters["all_blocks_recompute_pct"] = pct(all);
   state.counters["sqrt_n_recompute_pct"] = pct(sqrt_n);
   state.counters["solver_checkpointed"] =
-      static_cast<double>(std::count(r.checkpointed.begin(), r.checkpointed.end(), true));
+      static_cast<double>(std::count(r.plan.checkpointed.begin(), r.plan.checkpointed.end(), true));
 }
 
 BENCHMARK_CAPTURE(BM_RecomputeOverhead, llama_2_7b_budget_25pct, "llama-2-7b", 0.25)

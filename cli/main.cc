@@ -93,17 +93,12 @@ int Main(int argc, char** argv) {
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
 #if HEADROOM_WITH_TORCH
-  if (train->parsed()) {
-    NoteGivenFlags(*train, train_flags.plan);
-    return RunTrainCommand(train_flags);
-  }
+  if (train->parsed()) return RunTrainCommand(train_flags);
 #endif
   if (simulate->parsed()) {
-    NoteGivenFlags(*simulate, sim_flags);
     const TimelineOutputs outputs{csv_path, svg_path};
     return RunPlanCommand(sim_flags, &outputs);
   }
-  NoteGivenFlags(*plan, plan_flags);
   return RunPlanCommand(plan_flags, nullptr);
 }
 

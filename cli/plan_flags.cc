@@ -5,8 +5,121 @@
 #include "models/catalog.h"
 #include "planner/core/byte_units.h"
 #include "planner/core/gpu_catalog.h"
+#include "planner/report/plan_report.h"
 
 namespace headroom {
+namespace {
+
+template <typename E, size_t N>
+std::string Choices(const EnumName<E> (&table)[N]) {
+  return ChoiceList(NamesIn(table), " | ");
+}
+
+// An option whose value is a name from `table`, stored in `target` (E or optional<E>).
+template <typename E, size_t N, typename Target>
+CLI::Option* AddEnumOption(CLI::App& cmd, const std::string& flag, Target& target,
+                           const EnumName<E> (&table)[N], const std::string& help) {
+  auto store = [&target, &table](const std::string& text) { target = *ParseIn(table, text, ""); };
+  return cmd.add_option_function<std::string>(flag, store, help)->check(CLI::IsMember(NamesIn(table)));
+}
+
+void AddPrecisionFlag(CLI::App& cmd, PlanFlags& f) {
+  std::vector<std::string> names = NamesIn(kPrecisionNames);
+  names.push_back("auto");
+  auto store = [&f](const std::string& text) {
+    f.solve_precision = text == "auto";
+    if (!f.solve_precision) f.precision = *ParsePrecision(text);
+  };
+  cmd.add_option_function<std::string>(
+         "--precision", store,
+         Choices(kPrecisionNames) +
+             " | auto (the solver picks; default amp-bf16, amp-fp16 without bf16)")
+      ->check(CLI::IsMember(names));
+}
+
+void AddLoraFlags(CLI::App& cmd, PlanFlags& f) {
+  cmd.add_option("--lora-rank", f.lora_rank, "Train LoRA adapters of this rank (frozen base)");
+  cmd.add_option("--lora-alpha", f.lora_alpha, "LoRA alpha (default 2 x rank)");
+  cmd.add_option("--lora-dropout", f.lora_dropout, "Dropout on the LoRA input (default 0)");
+  cmd.add_option("--lora-targets", f.lora_targets,
+                 "Linear layers with adapters, e.g. q,v or q_proj,v_proj")
+      ->delimiter(',');
+  cmd.add_flag(
+      "--qlora", f.qlora,
+      "QLoRA: 4-bit NF4 base weights with LoRA adapters (rank from --lora-rank, default 16)");
+  auto base_dtype = [&f](const std::string& text) { f.base_dtype = ParseDType(text); };
+  auto floating = [](std::string& text) {
+    return ParseDType(text) ? std::string() : "'" + text + "' is not fp32, bf16 or fp16";
+  };
+  cmd.add_option_function<std::string>(
+         "--base-dtype", base_dtype,
+         "LoRA/QLoRA: the dtype the frozen base model is loaded in: fp32 | bf16 | fp16 "
+         "(default: the 16-bit compute dtype under AMP, else the precision's)")
+      ->check(CLI::Validator(floating, "DTYPE"));
+}
+
+void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
+  AddEnumOption(cmd, "--stack", f.stack, kStackNames,
+                "The training code that runs the plan: pytorch (a plain loop) | hf-trainer | "
+                "headroom (`headroom train`); sets the defaults below (default: pytorch)");
+  AddEnumOption(cmd, "--optimizer-impl", f.optimizer_impl, kOptimizerImplNames,
+                Choices(kOptimizerImplNames) +
+                    " (default: the stack's; torch.optim uses foreach on CUDA and a loop on the "
+                    "CPU, HF Trainer fused)");
+  AddEnumOption(cmd, "--cpu-bf16", f.cpu_bf16, kCpuBf16Names,
+                "With --device cpu, how its bf16 matmuls run: " + Choices(kCpuBf16Names) +
+                    " (native = amx; default: this machine's CPU)");
+}
+
+void AddSolverFlags(CLI::App& cmd, PlanFlags& f) {
+  cmd.add_flag("--auto", f.auto_plan,
+               "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
+  cmd.add_option("--global-batch", f.global_batch,
+                 fmt::format("Sequences per optimizer step the solver keeps exact (default: "
+                             "micro-batch x grad-accum, or {})",
+                             SearchOptions{}.global_batch));
+  cmd.add_option("--margin", f.margin, "Fraction of device memory the solver leaves free")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.5));
+  cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
+  cmd.add_option("-o,--output", f.output_plan, "Write the plan file (YAML) here");
+  AddEnumOption(cmd, "--emit", f.emit, kExportTargetNames,
+                "Print the plan for another stack: " + Choices(kExportTargetNames));
+}
+
+Result<DeviceSpec> ToDevice(const PlanFlags& f) {
+  if (f.gpu) return FindGpu(*f.gpu);
+  if (f.gpu_mem) {
+    auto bytes = ParseBytes(*f.gpu_mem);
+    if (!bytes) return MakeError("--gpu-mem: " + bytes.error().message);
+    return CustomGpu(*bytes);
+  }
+  if (f.device == "cpu") return CpuDevice(HostMemoryBytes());
+  if (f.device)
+    return MakeError(fmt::format(
+        "--device '{}' is not supported here; use --device cpu or --gpu NAME", *f.device));
+  return MakeError(
+      "say which device to plan for: --gpu NAME (see `headroom gpus`), --gpu-mem 24GiB or "
+      "--device cpu");
+}
+
+std::optional<Error> ApplyFineTune(const PlanFlags& f, const ModelSpec& model, TrainingConfig& c) {
+  if (f.qlora || f.lora_rank != 0 || !f.lora_targets.empty()) {
+    c.fine_tune.mode = f.qlora ? FineTuneMode::kQLora : FineTuneMode::kLora;
+    c.fine_tune.lora_rank = f.lora_rank != 0 ? f.lora_rank : 16;
+    c.fine_tune.lora_alpha =
+        f.lora_alpha > 0 ? f.lora_alpha : 2.0 * static_cast<double>(c.fine_tune.lora_rank);
+    c.fine_tune.lora_dropout = f.lora_dropout;
+    c.fine_tune.lora_targets =
+        f.lora_targets.empty() ? DefaultLoraTargets(model.family) : f.lora_targets;
+  }
+  if (f.base_dtype && c.fine_tune.mode == FineTuneMode::kFull)
+    return Error{"--base-dtype applies to LoRA and QLoRA (the frozen base); give --lora-rank"};
+  c.base_dtype = f.base_dtype;
+  return std::nullopt;
+}
+
+}  // namespace
 
 int ReportUsageError(const std::string& message) {
   fmt::print(stderr, "headroom: error: {}\n", message);
@@ -25,64 +138,19 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--seq-len", f.seq_len, "Sequence length in tokens")->capture_default_str();
   cmd.add_option("--micro-batch", f.micro_batch,
                  "Sequences per forward/backward pass (omit it and the solver chooses)");
-  cmd.add_option("--grad-accum", f.grad_accum, "Micro-batches accumulated per optimizer step")
-      ->capture_default_str();
-  cmd.add_option("--precision", f.precision,
-                 "fp32 | amp-bf16 | amp-fp16 | bf16 | mixed-bf16 | mixed-fp16 | auto (the solver "
-                 "picks; default "
-                 "amp-bf16, amp-fp16 without bf16)");
-  cmd.add_option("--optimizer", f.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit")
-      ->capture_default_str();
-  auto* rank =
-      cmd.add_option("--lora-rank", f.lora_rank, "Train LoRA adapters of this rank (frozen base)");
-  cmd.add_option("--lora-alpha", f.lora_alpha, "LoRA alpha (default 2 x rank)");
-  cmd.add_option("--lora-dropout", f.lora_dropout, "Dropout on the LoRA input (default 0)");
-  cmd.add_option("--lora-targets", f.lora_targets,
-                 "Linear layers with adapters, e.g. q,v or q_proj,v_proj")
-      ->delimiter(',');
-  cmd.add_flag(
-      "--qlora", f.qlora,
-      "QLoRA: 4-bit NF4 base weights with LoRA adapters (rank from --lora-rank, default 16)");
-  (void)rank;
+  cmd.add_option("--grad-accum", f.grad_accum,
+                 "Micro-batches accumulated per optimizer step (default 1)");
+  AddPrecisionFlag(cmd, f);
+  AddEnumOption(cmd, "--optimizer", f.optimizer, kOptimizerNames,
+                Choices(kOptimizerNames) + " (default: adamw)");
+  AddLoraFlags(cmd, f);
   cmd.add_option("--checkpoint", f.checkpoint,
                  "Checkpointed blocks: none | all | every:N | layers:0,2,5-7 (default: none, or "
                  "the solver's choice)");
-  cmd.add_option("--attention", f.attention, "eager | sdpa")->capture_default_str();
-  cmd.add_option("--stack", f.stack,
-                 "The training code that runs the plan: pytorch (a plain loop) | hf-trainer | "
-                 "headroom (`headroom train`); sets the defaults below (default: pytorch)")
-      ->check(CLI::IsMember({"pytorch", "hf-trainer", "headroom"}));
-  cmd.add_option("--optimizer-impl", f.optimizer_impl,
-                 "for-loop | foreach | fused (default: the stack's; torch.optim uses foreach on "
-                 "CUDA and a loop on the CPU, HF Trainer fused)")
-      ->check(CLI::IsMember({"for-loop", "foreach", "fused"}));
-  cmd.add_option("--base-dtype", f.base_dtype,
-                 "LoRA/QLoRA: the dtype the frozen base model is loaded in: fp32 | bf16 | fp16 "
-                 "(default: the 16-bit compute dtype under AMP, else the precision's)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  cmd.add_option("--cpu-bf16", f.cpu_bf16,
-                 "With --device cpu, how its bf16 matmuls run: amx (= native) | avx512-bf16 | "
-                 "emulated (default: this machine's CPU)")
-      ->check(CLI::IsMember({"native", "amx", "avx512-bf16", "emulated"}));
-  cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
-  cmd.add_flag("--auto", f.auto_plan,
-               "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
-  cmd.add_option("--global-batch", f.global_batch,
-                 fmt::format("Sequences per optimizer step the solver keeps exact (default: "
-                             "micro-batch x grad-accum, or {})",
-                             SearchOptions{}.global_batch));
-  cmd.add_option("--margin", f.margin, "Fraction of device memory the solver leaves free")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.5));
-  cmd.add_option("-o,--output", f.output_plan, "Write the plan file (YAML) here");
-  cmd.add_option("--emit", f.emit, "Print the plan for another stack: hf | deepspeed")
-      ->check(CLI::IsMember({"hf", "deepspeed"}));
-}
-
-void NoteGivenFlags(const CLI::App& cmd, PlanFlags& f) {
-  f.micro_batch_given = cmd.count("--micro-batch") > 0;
-  f.checkpoint_given = cmd.count("--checkpoint") > 0;
-  f.grad_accum_given = cmd.count("--grad-accum") > 0;
+  AddEnumOption(cmd, "--attention", f.attention, kAttentionNames,
+                Choices(kAttentionNames) + " (default: sdpa)");
+  AddStackFlags(cmd, f);
+  AddSolverFlags(cmd, f);
 }
 
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
@@ -90,73 +158,55 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   auto model = ResolveModel(f.model);
   if (!model) return model.error();
   r.model = *model;
-
-  if (!f.gpu.empty()) {
-    auto gpu = FindGpu(f.gpu);
-    if (!gpu) return gpu.error();
-    r.device = *gpu;
-  } else if (!f.gpu_mem.empty()) {
-    auto bytes = ParseBytes(f.gpu_mem);
-    if (!bytes) return MakeError("--gpu-mem: " + bytes.error().message);
-    r.device = CustomGpu(*bytes);
-  } else if (f.device == "cpu") {
-    r.device = CpuDevice(HostMemoryBytes());
-  } else if (!f.device.empty()) {
-    return MakeError(fmt::format(
-        "--device '{}' is not supported here; use --device cpu or --gpu NAME", f.device));
-  } else {
-    return MakeError(
-        "say which device to plan for: --gpu NAME (see `headroom gpus`), --gpu-mem 24GiB or "
-        "--device cpu");
-  }
+  auto device = ToDevice(f);
+  if (!device) return device.error();
+  r.device = *device;
 
   TrainingConfig& c = r.config;
   c.seq_len = f.seq_len;
-  c.micro_batch = f.micro_batch;
-  c.grad_accum_steps = f.grad_accum;
-  if (f.precision.empty() || f.precision == "auto") {
-    c.precision = r.device.supports_bf16() ? Precision::kAmpBf16 : Precision::kAmpFp16;
-  } else {
-    auto p = ParsePrecision(f.precision);
-    if (!p) return p.error();
-    c.precision = *p;
-  }
-  auto opt = ParseOptimizer(f.optimizer);
-  if (!opt) return opt.error();
-  c.optimizer = *opt;
-
-  if (f.qlora || f.lora_rank != 0 || !f.lora_targets.empty()) {
-    c.fine_tune.mode = f.qlora ? FineTuneMode::kQLora : FineTuneMode::kLora;
-    c.fine_tune.lora_rank = f.lora_rank != 0 ? f.lora_rank : 16;
-    c.fine_tune.lora_alpha =
-        f.lora_alpha > 0 ? f.lora_alpha : 2.0 * static_cast<double>(c.fine_tune.lora_rank);
-    c.fine_tune.lora_dropout = f.lora_dropout;
-    c.fine_tune.lora_targets =
-        f.lora_targets.empty() ? DefaultLoraTargets(r.model.family) : f.lora_targets;
-  }
-  c.stack = *ParseStack(f.stack.empty() ? "pytorch" : f.stack);
-  if (!f.optimizer_impl.empty()) c.optimizer_impl = *ParseOptimizerImpl(f.optimizer_impl);
-  if (!f.base_dtype.empty()) {
-    if (c.fine_tune.mode == FineTuneMode::kFull)
-      return MakeError(
-          "--base-dtype applies to LoRA and QLoRA (the frozen base); give --lora-rank");
-    c.base_dtype = ParseDType(f.base_dtype);
-  }
-  if (!f.cpu_bf16.empty() && r.device.is_cuda)
-    return MakeError("--cpu-bf16 applies to --device cpu");
-  c.kernels = {.cuda = r.device.is_cuda,
-               .cpu_bf16 = f.cpu_bf16.empty() ? HostCpuBf16() : *ParseCpuBf16(f.cpu_bf16)};
-  auto ckpt = CheckpointPolicy::Parse(f.checkpoint);
+  c.micro_batch = f.micro_batch.value_or(1);
+  c.grad_accum_steps = f.grad_accum.value_or(1);
+  c.precision = f.precision.value_or(r.device.supports_bf16() ? Precision::kAmpBf16
+                                                              : Precision::kAmpFp16);
+  c.optimizer = f.optimizer;
+  if (auto error = ApplyFineTune(f, r.model, c)) return *error;
+  c.stack = f.stack.value_or(Stack::kPytorch);
+  c.optimizer_impl = f.optimizer_impl;
+  if (f.cpu_bf16 && r.device.is_cuda) return MakeError("--cpu-bf16 applies to --device cpu");
+  c.kernels = {.cuda = r.device.is_cuda, .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16())};
+  auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
-  if (f.attention == "sdpa") {
-    c.attention = AttentionAsExecuted(r.model, AttentionImpl::kSdpa, r.device);
-  } else if (f.attention == "eager") {
-    c.attention = AttentionImpl::kEager;
-  } else {
-    return MakeError(fmt::format("--attention '{}' is not known; use eager or sdpa", f.attention));
-  }
+  c.attention = f.attention == AttentionImpl::kSdpa
+                    ? AttentionAsExecuted(r.model, AttentionImpl::kSdpa, r.device)
+                    : AttentionImpl::kEager;
   return r;
+}
+
+Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
+  if (!f.auto_plan && f.micro_batch && !f.emit) return std::optional<SearchOptions>();
+  SearchOptions o;
+  if (f.global_batch) {
+    o.global_batch = *f.global_batch;
+  } else if (f.micro_batch || f.grad_accum) {
+    o.global_batch = f.micro_batch.value_or(1) * f.grad_accum.value_or(1);
+  }  // else SearchOptions' default
+  if (o.global_batch <= 0) return MakeError("--global-batch must be a positive integer");
+  o.margin = f.margin;
+  if (f.solve_precision) o.precisions = SupportedPrecisions(r.device);
+  if (f.checkpoint) o.fixed_checkpoint = r.config.checkpoint;
+  o.fixed_micro_batch = f.micro_batch;
+  if (o.fixed_micro_batch && o.global_batch % *o.fixed_micro_batch != 0) {
+    return MakeError(fmt::format(
+        "--micro-batch {} does not divide --global-batch {}; the global batch is kept exact",
+        *o.fixed_micro_batch, o.global_batch));
+  }
+  if (f.emit) {
+    const std::string note =
+        NarrowToExportable(*f.emit, r.config.precision, r.device.supports_bf16(), o);
+    if (!note.empty()) fmt::print(stderr, "headroom: note: {}\n", note);
+  }
+  return std::optional<SearchOptions>(o);
 }
 
 }  // namespace headroom

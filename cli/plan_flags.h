@@ -1,52 +1,49 @@
-// The flags shared by `plan` and `simulate`, and their conversion into a PlanRequest.
+// The flags shared by `plan`, `simulate` and `train`, and their conversion into a
+// PlanRequest and the solver's options. An unset optional means "not given": the
+// default, or the solver's choice.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "planner/plan/plan_request.h"
+#include "planner/report/stack_exports.h"
 #include "planner/solve/plan_search.h"
-#include "planner/core/result.h"
 
 namespace headroom {
 
 struct PlanFlags {
   std::string model;
-  std::string gpu;
-  std::string gpu_mem;
-  std::string device;
+  std::optional<std::string> gpu;
+  std::optional<std::string> gpu_mem;
+  std::optional<std::string> device;
   int64_t seq_len = 512;
-  int64_t micro_batch = 1;
-  int64_t grad_accum = 1;
-  std::string precision;  // empty: amp-bf16 where supported, else amp-fp16
-  std::string optimizer = "adamw";
+  std::optional<int64_t> micro_batch;  // unset: the solver chooses
+  std::optional<int64_t> grad_accum;
+  std::optional<Precision> precision;  // unset: amp-bf16 where supported, else amp-fp16
+  bool solve_precision = false;        // --precision auto
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   int64_t lora_rank = 0;
   double lora_alpha = 0;  // 0: 2 * rank
   double lora_dropout = 0;
   std::vector<std::string> lora_targets;
   bool qlora = false;
-  std::string checkpoint = "none";
-  std::string attention = "sdpa";
-  std::string stack;           // empty: pytorch (plan), headroom (train)
-  std::string optimizer_impl;  // empty: what the stack picks on the device
-  std::string base_dtype;      // empty: the stack's recipe
-  std::string cpu_bf16;        // empty: this machine's CPU (with --device cpu)
+  std::optional<std::string> checkpoint;  // unset: none, or the solver's choice
+  AttentionImpl attention = AttentionImpl::kSdpa;
+  std::optional<Stack> stack;                   // unset: pytorch (plan), headroom (train)
+  std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
+  std::optional<DType> base_dtype;              // unset: the stack's recipe
+  std::optional<CpuBf16> cpu_bf16;              // unset: this machine's CPU (--device cpu)
   bool json = false;
-  // The solver (issue: the fastest plan that fits).
-  bool auto_plan = false;          // --auto; also implied when --micro-batch is not given
-  bool micro_batch_given = false;  // set after parsing
-  bool checkpoint_given = false;   // set after parsing
-  bool grad_accum_given = false;   // set after parsing
-  int64_t global_batch = 0;        // 0: micro-batch x grad-accum, or 8 when solving
+  bool auto_plan = false;               // --auto; also implied without --micro-batch
+  std::optional<int64_t> global_batch;  // unset: micro-batch x grad-accum, or the default
   double margin = kDefaultMargin;
-  std::string output_plan;  // -o plan.yaml
-  std::string emit;         // hf | deepspeed
+  std::optional<std::string> output_plan;  // -o plan.yaml
+  std::optional<ExportTarget> emit;
 };
-
-// Records which options the user actually gave (defaults mean "let the solver decide").
-void NoteGivenFlags(const CLI::App& command, PlanFlags& flags);
 
 // Bad input: one line on stderr, exit code 2.
 inline constexpr int kUsageError = 2;
@@ -54,5 +51,9 @@ int ReportUsageError(const std::string& message);
 
 void AddPlanFlags(CLI::App& command, PlanFlags& flags);
 Result<PlanRequest> ToPlanRequest(const PlanFlags& flags);
+// The solver's options, or none when the flags state a plan to predict as it is.
+// Notes for the user (a precision an export cannot run) go to stderr.
+Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& flags,
+                                                     const PlanRequest& request);
 
 }  // namespace headroom

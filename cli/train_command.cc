@@ -2,36 +2,15 @@
 #include "cli/train_command.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
-#include <nlohmann/json.hpp>
-
-#include "planner/plan/plan_file.h"
+#include "models/build_graph.h"
 #include "planner/core/byte_units.h"
+#include "planner/plan/plan_file.h"
+#include "runtime/run_report.h"
 #include "runtime/trainer.h"
 
 namespace headroom {
 namespace {
-
-// The request a saved plan describes: its model, config and device.
-Result<PlanRequest> RequestFromPlanFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return MakeError("cannot read the plan file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<PlanFile> plan = ParsePlanYaml(text.str(), path);
-  if (!plan) return plan.error();
-  PlanRequest r{.model = plan->model, .config = plan->config, .device = {}};
-  if (plan->device == "cpu") {
-    r.device = CpuDevice(plan->device_memory_bytes);
-  } else if (Result<DeviceSpec> gpu = FindGpu(plan->device)) {
-    r.device = *gpu;
-  } else {
-    r.device = CustomGpu(plan->device_memory_bytes);
-  }
-  return r;
-}
 
 Result<TokenFileFormat> DataFormat(const TrainFlags& flags) {
   std::string format = flags.data_format;
@@ -48,53 +27,29 @@ std::string ProgressBar(int64_t done, int64_t total) {
   return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
 }
 
-void WriteReport(const std::string& path, const std::string& model, bool cuda, const RunReport& r) {
-  nlohmann::json predicted = {{"peak_allocated_bytes", r.predicted_peak_allocated_bytes}};
-  nlohmann::json measured = {{"peak_allocated_bytes", r.measured_peak_allocated_bytes}};
-  if (cuda) {
-    predicted["peak_reserved_bytes"] = r.predicted_peak_reserved_bytes;
-    measured["peak_reserved_bytes"] = r.measured_peak_reserved_bytes;
-  }
-  const nlohmann::json j = {
-      {"model", model},
-      {"device", cuda ? "cuda" : "cpu"},
-      {"stack", "headroom"},  // what `train` runs and predicts for
-      {"predicted", predicted},
-      {"measured", measured},
-      {"error_pct", r.error_pct},
-      {"steps", r.steps},
-      {"loss_first", r.loss_first},
-      {"loss_last", r.loss_last},
-      {"tokens_per_second", r.tokens_per_second},
-      {"skipped_steps", r.skipped_steps},
-      {"oom_retries", r.oom_retries},
-  };
-  std::ofstream(path) << j.dump(2) << "\n";
-}
-
-int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector<bool>& blocks) {
-  const TrainingConfig& config = request.config;
-  const bool cuda = request.device.is_cuda;
+// The trainer's options; `data` receives the token file it reads, if any.
+Result<TrainOptions> ToTrainOptions(const TrainFlags& flags, const PlanRequest& request,
+                                    std::unique_ptr<TokenSource>& data) {
   TrainOptions options{.seed = flags.seed, .learning_rate = flags.learning_rate};
-  options.device = cuda ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+  options.device = request.device.is_cuda ? c10::Device(c10::DeviceType::CUDA, 0)
+                                          : c10::Device(c10::DeviceType::CPU);
   options.device_spec = request.device;
   if (!flags.memory_limit.empty()) {
     Result<int64_t> bytes = ParseBytes(flags.memory_limit);
-    if (!bytes) return ReportUsageError("--memory-limit: " + bytes.error().message);
+    if (!bytes) return MakeError("--memory-limit: " + bytes.error().message);
     options.budget_bytes = *bytes;
   }
-  std::unique_ptr<TokenSource> data;
   if (!flags.data.empty()) {
     Result<TokenFileFormat> format = DataFormat(flags);
-    if (!format) return ReportUsageError(format.error().message);
-    data = OpenTokenFile(flags.data, *format, request.model.vocab_size, config.seq_len + 1);
+    if (!format) return format.error();
+    data = OpenTokenFile(flags.data, *format, request.model.vocab_size, request.config.seq_len + 1);
     options.data = data.get();
   }
-  Trainer trainer(request.model, config, blocks, options);
-  trainer.set_replan_listener([](const std::string& what) {
-    std::printf("  %s\n", what.c_str());
-    std::fflush(stdout);
-  });
+  return options;
+}
+
+// Pretrained weights and a saved state, when asked for.
+void LoadStartingPoint(const TrainFlags& flags, Trainer& trainer) {
   if (!flags.weights.empty()) {
     const SafetensorsCheckpoint checkpoint(flags.weights);
     const LoadSummary loaded = trainer.LoadWeights(checkpoint);
@@ -109,8 +64,12 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
     std::printf("  resumed from %s after step %ld\n", flags.resume.c_str(),
                 static_cast<long>(trainer.steps_done()));
   }
+}
+
+void PrintHeader(const PlanRequest& request, const Trainer& trainer, const TokenSource* data) {
+  const TrainingConfig& config = trainer.config();
   std::printf("headroom train: %s on %s, micro-batch %ld x %ld, sequence %ld, %s, data: %s\n",
-              request.model.name.c_str(), cuda ? "cuda" : "cpu",
+              request.model.name.c_str(), request.device.is_cuda ? "cuda" : "cpu",
               static_cast<long>(config.micro_batch), static_cast<long>(config.grad_accum_steps),
               static_cast<long>(config.seq_len),
               std::string(PrecisionName(config.precision)).c_str(),
@@ -121,29 +80,20 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
       "dtype; `plan --stack pytorch` predicts a transformers loop)\n",
       FormatBytes(trainer.predicted_peak_allocated_bytes()).c_str());
   std::fflush(stdout);
+}
 
+// Trains from the trainer's step to flags.steps, printing progress and saving states.
+RunReport RunSteps(const TrainFlags& flags, Trainer& trainer) {
   RunReport report;
-  double seconds = 0, tokens = 0;
-  const int64_t first = trainer.steps_done();
-  if (first >= flags.steps) {
-    std::printf("  already at step %ld of %ld: nothing to train\n", static_cast<long>(first),
-                static_cast<long>(flags.steps));
-    return 0;
-  }
-  for (int64_t step = first; step < flags.steps; ++step) {
+  while (trainer.steps_done() < flags.steps) {
     const StepStats s = trainer.Step();
-    const TrainingConfig& now = trainer.config();
-    const double step_tokens =
-        static_cast<double>(now.micro_batch * now.grad_accum_steps * now.seq_len);
-    seconds += s.seconds;
-    tokens += step_tokens;
-    if (step == first) report.loss_first = s.loss;
-    report.loss_last = s.loss;
-    report.skipped_steps += s.skipped ? 1 : 0;
-    report.oom_retries += s.oom_retries;
+    report.Record(s, trainer.config());
     std::printf("  %s step %ld/%ld  loss %.4f  %.0f tokens/s  peak %s%s\n",
                 ProgressBar(s.step, flags.steps).c_str(), static_cast<long>(s.step),
-                static_cast<long>(flags.steps), s.loss, step_tokens / s.seconds,
+                static_cast<long>(flags.steps), s.loss,
+                static_cast<double>(trainer.config().micro_batch *
+                                    trainer.config().grad_accum_steps * trainer.config().seq_len) /
+                    s.seconds,
                 FormatBytes(s.peak_allocated_bytes).c_str(),
                 s.skipped ? "  (skipped: overflow)" : "");
     std::fflush(stdout);
@@ -152,16 +102,11 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
       std::printf("  saved the training state to %s\n", flags.state.c_str());
     }
   }
-  report.steps = trainer.steps_done() - first;
-  report.predicted_peak_allocated_bytes = trainer.predicted_peak_allocated_bytes();
-  report.predicted_peak_reserved_bytes = trainer.predicted_peak_reserved_bytes();
-  report.measured_peak_allocated_bytes = trainer.measured_peak_allocated_bytes();
-  report.measured_peak_reserved_bytes = trainer.measured_peak_reserved_bytes();
-  report.error_pct = 100.0 *
-                     static_cast<double>(report.measured_peak_allocated_bytes -
-                                         report.predicted_peak_allocated_bytes) /
-                     static_cast<double>(report.predicted_peak_allocated_bytes);
-  report.tokens_per_second = seconds > 0 ? tokens / seconds : 0;
+  report.Finish(trainer);
+  return report;
+}
+
+void PrintSummary(const RunReport& report, bool cuda) {
   std::printf("  measured peak %s vs predicted %s (%+.2f%%)\n",
               FormatBytes(report.measured_peak_allocated_bytes).c_str(),
               FormatBytes(report.predicted_peak_allocated_bytes).c_str(), report.error_pct);
@@ -169,15 +114,53 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const std::vector
     std::printf("  reserved: measured %s vs predicted %s\n",
                 FormatBytes(report.measured_peak_reserved_bytes).c_str(),
                 FormatBytes(report.predicted_peak_reserved_bytes).c_str());
-  if (!flags.save.empty()) {
-    trainer.SaveWeights(flags.save);
-    std::printf(
-        "  saved %s to %s\n",
-        config.fine_tune.mode == FineTuneMode::kFull ? "the weights" : "the LoRA adapter (PEFT)",
-        flags.save.c_str());
+}
+
+void SaveWeights(const TrainFlags& flags, const Trainer& trainer) {
+  if (flags.save.empty()) return;
+  trainer.SaveWeights(flags.save);
+  const bool full = trainer.config().fine_tune.mode == FineTuneMode::kFull;
+  std::printf("  saved %s to %s\n", full ? "the weights" : "the LoRA adapter (PEFT)",
+              flags.save.c_str());
+}
+
+int Train(const TrainFlags& flags, const PlanRequest& request, const Plan& plan) {
+  std::unique_ptr<TokenSource> data;
+  Result<TrainOptions> options = ToTrainOptions(flags, request, data);
+  if (!options) return ReportUsageError(options.error().message);
+  Trainer trainer(request.model, plan, *options);
+  trainer.set_replan_listener([](const std::string& what) {
+    std::printf("  %s\n", what.c_str());
+    std::fflush(stdout);
+  });
+  LoadStartingPoint(flags, trainer);
+  PrintHeader(request, trainer, data.get());
+  if (trainer.steps_done() >= flags.steps) {
+    std::printf("  already at step %ld of %ld: nothing to train\n",
+                static_cast<long>(trainer.steps_done()), static_cast<long>(flags.steps));
+    return 0;
   }
-  if (!flags.report.empty()) WriteReport(flags.report, request.model.name, cuda, report);
+  const RunReport report = RunSteps(flags, trainer);
+  PrintSummary(report, request.device.is_cuda);
+  SaveWeights(flags, trainer);
+  if (!flags.report.empty())
+    WriteRunReport(flags.report, request.model.name, request.device.is_cuda, report);
   return 0;
+}
+
+// Why these flags cannot drive `train`, which runs the headroom stack with LibTorch's
+// per-parameter optimizers.
+std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
+  if (flags.plan_file.empty() && flags.plan.model.empty())
+    return Error{"train needs --model (with planner flags) or --plan plan.yaml"};
+  if (flags.plan.stack && *flags.plan.stack != Stack::kHeadroom)
+    return Error{"train runs the headroom stack; --stack " +
+                 std::string(StackName(*flags.plan.stack)) + " is for `headroom plan`"};
+  if (flags.plan.optimizer_impl && *flags.plan.optimizer_impl != OptimizerImpl::kForLoop)
+    return Error{"train's optimizers loop over parameters; --optimizer-impl " +
+                 std::string(OptimizerImplName(*flags.plan.optimizer_impl)) +
+                 " is for `headroom plan`"};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -221,26 +204,20 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
 }
 
 int RunTrainCommand(const TrainFlags& flags) {
-  if (flags.plan_file.empty() && flags.plan.model.empty())
-    return ReportUsageError("train needs --model (with planner flags) or --plan plan.yaml");
-  // train runs headroom's own runtime: LibTorch's per-parameter optimizers.
-  if (!flags.plan.stack.empty() && flags.plan.stack != "headroom")
-    return ReportUsageError("train runs the headroom stack; --stack " + flags.plan.stack +
-                            " is for `headroom plan`");
-  if (!flags.plan.optimizer_impl.empty() && flags.plan.optimizer_impl != "for-loop")
-    return ReportUsageError("train's optimizers loop over parameters; --optimizer-impl " +
-                            flags.plan.optimizer_impl + " is for `headroom plan`");
+  if (auto error = CheckTrainFlags(flags)) return ReportUsageError(error->message);
   Result<PlanRequest> request =
-      flags.plan_file.empty() ? ToPlanRequest(flags.plan) : RequestFromPlanFile(flags.plan_file);
+      flags.plan_file.empty() ? ToPlanRequest(flags.plan) : ReadPlanRequest(flags.plan_file);
   if (!request) return ReportUsageError(request.error().message);
   if (auto error = CheckExecutable(request->config)) return ReportUsageError(error->message);
   if (std::optional<Error> invalid = ValidateRequest(*request))
     return ReportUsageError(invalid->message);
-  Result<std::vector<bool>> blocks =
-      request->config.checkpoint.Resolve(static_cast<int>(request->model.num_layers));
-  if (!blocks) return ReportUsageError(blocks.error().message);
+  // The checkpoint set is resolved against the graph's blocks, as `plan` resolves it.
+  Result<OpGraph> graph = BuildGraph(request->model, GraphOptionsOf(request->config));
+  if (!graph) return ReportUsageError(graph.error().message);
+  Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
+  if (!plan) return ReportUsageError(plan.error().message);
   try {
-    return Train(flags, *request, *blocks);
+    return Train(flags, *request, *plan);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "headroom train: %s\n", e.what());
     return 1;

@@ -59,8 +59,7 @@ std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config, uin
 
 struct Trainer::State {
   ModelSpec spec;
-  TrainingConfig config;
-  std::vector<bool> checkpointed;
+  Plan plan;
   TrainOptions options;
   std::unique_ptr<MemoryMeter> meter;  // installed before any tensor of the run is allocated
   OpGraph graph;
@@ -74,7 +73,7 @@ struct Trainer::State {
   std::function<void(const std::string&)> replan_listener;
   int64_t steps = 0;
 
-  int64_t global_batch() const { return config.micro_batch * config.grad_accum_steps; }
+  int64_t global_batch() const { return plan.config.micro_batch * plan.config.grad_accum_steps; }
   void ZeroGrads() {
     for (at::Tensor& p : params->Trainable()) p.mutable_grad().reset();
   }
@@ -89,25 +88,31 @@ struct Trainer::State {
 
 Trainer::Trainer(const ModelSpec& spec, const TrainingConfig& config,
                  std::vector<bool> checkpointed, const TrainOptions& options)
+    : Trainer(spec,
+              Plan::WithCheckpointed(config, std::move(checkpointed),
+                                     config.micro_batch * config.grad_accum_steps),
+              options) {}
+
+Trainer::Trainer(const ModelSpec& spec, const Plan& plan, const TrainOptions& options)
     : s_(std::make_unique<State>()) {
+  const TrainingConfig& config = plan.config;
   if (auto error = CheckExecutable(config)) throw std::invalid_argument(error->message);
   s_->spec = spec;
-  s_->config = config;
+  s_->plan = plan;
   // What this runtime executes: LibTorch's per-parameter optimizers, its own dropout,
   // and the device's kernels.
-  s_->config.stack = Stack::kHeadroom;
-  s_->config.kernels = {.cuda = options.device.is_cuda(), .cpu_bf16 = HostCpuBf16()};
-  s_->checkpointed = std::move(checkpointed);
+  s_->plan.config.stack = Stack::kHeadroom;
+  s_->plan.config.kernels = {.cuda = options.device.is_cuda(), .cpu_bf16 = HostCpuBf16()};
   s_->options = options;
   s_->meter = MakeMemoryMeter(options.device);
-  Result<OpGraph> graph = BuildGraph(spec, GraphOptionsOf(s_->config));
+  Result<OpGraph> graph = BuildGraph(spec, GraphOptionsOf(s_->plan.config));
   if (!graph) throw std::invalid_argument(graph.error().message);
   s_->graph = std::move(*graph);
-  if (s_->checkpointed.size() != s_->graph.blocks().size())
+  if (s_->plan.checkpointed.size() != s_->graph.blocks().size())
     throw std::invalid_argument("checkpoint flags do not match the model's blocks");
-  const TensorStates states(s_->graph, RegimeOf(config.precision), CostTargetOf(s_->config));
+  const TensorStates states(s_->graph, RegimeOf(config.precision), CostTargetOf(s_->plan.config));
   s_->params = std::make_unique<ParameterStore>(s_->graph, states, options.seed, options.device);
-  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->config, *s_->params);
+  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params);
   const TokenSource* data = options.data;
   if (!data) {
     s_->synthetic = MakeSyntheticTokens(spec.vocab_size, options.seed + 1);
@@ -143,14 +148,13 @@ Trainer::~Trainer() = default;
 
 void Trainer::Predict() {
   const StepPrediction p =
-      PredictStep(s_->graph, s_->config, s_->checkpointed, s_->PlannedDevice(int64_t{1} << 40));
+      PredictStep(s_->graph, s_->plan.config, s_->plan.checkpointed, s_->PlannedDevice(int64_t{1} << 40));
   predicted_allocated_ = p.allocated_peak_bytes;
   predicted_reserved_ = p.reserved_peak_bytes;
 }
 
 const OpGraph& Trainer::graph() const { return s_->graph; }
-const TrainingConfig& Trainer::config() const { return s_->config; }
-const std::vector<bool>& Trainer::checkpointed() const { return s_->checkpointed; }
+const Plan& Trainer::plan() const { return s_->plan; }
 int64_t Trainer::steps_done() const { return s_->steps; }
 
 std::vector<std::pair<std::string, at::Tensor>> Trainer::NamedParameters() const {
@@ -165,14 +169,14 @@ void Trainer::set_replan_listener(std::function<void(const std::string&)> listen
 }
 
 double Trainer::ForwardBackward(int64_t index) {
-  const int64_t b = s_->config.micro_batch;
+  const int64_t b = s_->plan.config.micro_batch;
   std::vector<at::Tensor> inputs =
       s_->batches->Inputs(s_->steps * s_->global_batch() + index * b, b);
   for (at::Tensor& t : inputs)
     if (t.defined()) t = t.to(s_->options.device);
-  at::Tensor loss = s_->executor->Forward(std::move(inputs), s_->checkpointed);
+  at::Tensor loss = s_->executor->Forward(std::move(inputs), s_->plan.checkpointed);
   const double value = loss.item<double>();
-  double factor = 1.0 / static_cast<double>(s_->config.grad_accum_steps);
+  double factor = 1.0 / static_cast<double>(s_->plan.config.grad_accum_steps);
   if (s_->scaler) factor *= s_->scaler->scale();
   (loss * factor).backward();
   return value;
@@ -182,23 +186,21 @@ void Trainer::Replan(int64_t available_bytes) {
   SearchOptions options;
   options.global_batch = s_->global_batch();
   SearchResult plan =
-      SearchPlan(s_->graph, s_->config, s_->PlannedDevice(available_bytes), options);
+      SearchPlan(s_->graph, s_->plan.config, s_->PlannedDevice(available_bytes), options);
   if (!plan.feasible)
     throw std::runtime_error("out of memory, and no plan fits the " + FormatBytes(available_bytes) +
                              " available: the smallest needs " +
                              FormatBytes(plan.prediction.device_peak_bytes));
-  int checkpointed = 0;
-  for (bool c : plan.checkpointed) checkpointed += c ? 1 : 0;
   const std::string what =
-      "out of memory at micro-batch " + std::to_string(s_->config.micro_batch) + " x " +
-      std::to_string(s_->config.grad_accum_steps) + "; re-planned for " +
-      FormatBytes(available_bytes) + ": micro-batch " + std::to_string(plan.config.micro_batch) +
-      " x " + std::to_string(plan.config.grad_accum_steps) + ", " + std::to_string(checkpointed) +
-      " of " + std::to_string(plan.checkpointed.size()) + " blocks checkpointed; redoing step " +
+      "out of memory at micro-batch " + std::to_string(s_->plan.config.micro_batch) + " x " +
+      std::to_string(s_->plan.config.grad_accum_steps) + "; re-planned for " +
+      FormatBytes(available_bytes) + ": micro-batch " + std::to_string(plan.plan.config.micro_batch) +
+      " x " + std::to_string(plan.plan.config.grad_accum_steps) + ", " +
+      std::to_string(plan.plan.num_checkpointed()) + " of " +
+      std::to_string(plan.plan.num_blocks()) + " blocks checkpointed; redoing step " +
       std::to_string(s_->steps + 1);
-  s_->config = plan.config;
-  s_->checkpointed = plan.checkpointed;
-  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->config, *s_->params);
+  s_->plan = plan.plan;
+  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params);
   Predict();
   if (s_->replan_listener) s_->replan_listener(what);
 }
@@ -211,7 +213,7 @@ StepStats Trainer::Step() {
   for (;;) {
     try {
       total = 0;
-      for (int64_t mb = 0; mb < s_->config.grad_accum_steps; ++mb) total += ForwardBackward(mb);
+      for (int64_t mb = 0; mb < s_->plan.config.grad_accum_steps; ++mb) total += ForwardBackward(mb);
       break;
     } catch (const c10::OutOfMemoryError&) {
       // The step's partial gradients are dropped and its samples redone from the first;
@@ -236,7 +238,7 @@ StepStats Trainer::Step() {
   }
   s_->ZeroGrads();
   stats.step = ++s_->steps;
-  stats.loss = total / static_cast<double>(s_->config.grad_accum_steps);
+  stats.loss = total / static_cast<double>(s_->plan.config.grad_accum_steps);
   stats.skipped = !take;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats.peak_allocated_bytes = s_->meter->peak_allocated_bytes();
@@ -252,16 +254,16 @@ LoadSummary Trainer::LoadWeights(const SafetensorsCheckpoint& checkpoint) {
 }
 
 void Trainer::SaveWeights(const std::filesystem::path& dir) const {
-  if (s_->config.fine_tune.mode == FineTuneMode::kFull)
+  if (s_->plan.config.fine_tune.mode == FineTuneMode::kFull)
     SaveFullWeights(dir, s_->spec, s_->params->Named());
   else
-    SavePeftAdapter(dir, s_->spec, s_->config.fine_tune, s_->params->Named());
+    SavePeftAdapter(dir, s_->spec, s_->plan.config.fine_tune, s_->params->Named());
 }
 
 void Trainer::SaveState(const std::filesystem::path& file) const {
   torch::serialize::OutputArchive archive;
   archive.write("format_version", c10::IValue(kStateFormatVersion));
-  archive.write("fingerprint", c10::IValue(Fingerprint(s_->spec, s_->config, s_->options.seed)));
+  archive.write("fingerprint", c10::IValue(Fingerprint(s_->spec, s_->plan.config, s_->options.seed)));
   archive.write("steps", c10::IValue(s_->steps));
   for (const auto& [name, tensor] : s_->params->Named())
     if (tensor.requires_grad()) archive.write("param/" + name, tensor.detach());
@@ -293,7 +295,7 @@ void Trainer::LoadState(const std::filesystem::path& file) {
   if (!archive.try_read("format_version", value) || value.toInt() > kStateFormatVersion)
     throw std::runtime_error(where + ": a training state of another headroom version");
   archive.read("fingerprint", value);
-  const std::string expected = Fingerprint(s_->spec, s_->config, s_->options.seed);
+  const std::string expected = Fingerprint(s_->spec, s_->plan.config, s_->options.seed);
   if (value.toStringRef() != expected)
     throw std::runtime_error(where + ": saved by a run of " + value.toStringRef() +
                              ", not this one (" + expected + ")");

@@ -20,6 +20,7 @@
 #include <c10/core/Device.h>
 
 #include "models/model_spec.h"
+#include "planner/core/plan.h"
 #include "planner/core/gpu_catalog.h"
 #include "planner/graph/op_graph.h"
 #include "planner/core/result.h"
@@ -51,25 +52,14 @@ struct StepStats {
   int64_t peak_allocated_bytes = 0;  // of this step
 };
 
-struct RunReport {
-  int64_t predicted_peak_allocated_bytes = 0;
-  int64_t measured_peak_allocated_bytes = 0;
-  int64_t predicted_peak_reserved_bytes = 0;  // CUDA only
-  int64_t measured_peak_reserved_bytes = 0;   // CUDA only
-  double error_pct = 0;  // (measured - predicted) / predicted
-  int64_t steps = 0;
-  double loss_first = 0, loss_last = 0;
-  double tokens_per_second = 0;
-  int64_t skipped_steps = 0;
-  int64_t oom_retries = 0;
-};
-
 // Why `train` cannot execute a config (a planner-only optimizer, QLoRA, ...), if so.
 std::optional<Error> CheckExecutable(const TrainingConfig& config);
 
 class Trainer {
  public:
-  // `checkpointed` has one flag per block of the model's graph.
+  // Runs `plan`, whose checkpoint set has one flag per block of the model's graph.
+  Trainer(const ModelSpec& spec, const Plan& plan, const TrainOptions& options);
+  // The plan of `config` with exactly these blocks checkpointed.
   Trainer(const ModelSpec& spec, const TrainingConfig& config, std::vector<bool> checkpointed,
           const TrainOptions& options);
   ~Trainer();
@@ -91,8 +81,9 @@ class Trainer {
   void LoadState(const std::filesystem::path& file);
 
   const OpGraph& graph() const;
-  const TrainingConfig& config() const;  // the current plan (changes after a re-plan)
-  const std::vector<bool>& checkpointed() const;
+  const Plan& plan() const;  // the current plan (changes after a re-plan)
+  const TrainingConfig& config() const { return plan().config; }
+  const std::vector<bool>& checkpointed() const { return plan().checkpointed; }
   int64_t steps_done() const;
   // Parameters by Hugging Face name.
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;

@@ -30,9 +30,9 @@ TEST(PlanSearch, EveryReturnedPlanFitsWhenSimulated) {
         continue;
       }
       ++feasible;
-      const StepPrediction check = PredictStep(graph, r.config, r.checkpointed, gpu);
+      const StepPrediction check = PredictStep(graph, r.plan.config, r.plan.checkpointed, gpu);
       EXPECT_LE(check.device_peak_bytes, r.usable_bytes) << model << " " << mib << " MiB";
-      EXPECT_EQ(r.config.micro_batch * r.config.grad_accum_steps, 16);
+      EXPECT_EQ(r.plan.config.micro_batch * r.plan.config.grad_accum_steps, 16);
       EXPECT_GT(r.time.tokens_per_second, 0);
     }
   }
@@ -74,10 +74,10 @@ TEST(PlanSearch, TightBudgetStillLeavesSomeBlocksUncheckpointed) {
   const DeviceSpec gpu = CustomGpu(static_cast<int64_t>(budget / (1.0 - kDefaultMargin)));
   const SearchResult r = SearchPlan(graph, config, gpu, {.global_batch = 8, .max_micro_batch = 1});
   ASSERT_TRUE(r.feasible);
-  const auto checkpointed = std::count(r.checkpointed.begin(), r.checkpointed.end(), true);
+  const auto checkpointed = std::count(r.plan.checkpointed.begin(), r.plan.checkpointed.end(), true);
   EXPECT_LT(checkpointed, n);
   EXPECT_GT(checkpointed, 0);
-  EXPECT_LE(PredictStep(graph, r.config, r.checkpointed, gpu).device_peak_bytes, r.usable_bytes);
+  EXPECT_LE(PredictStep(graph, r.plan.config, r.plan.checkpointed, gpu).device_peak_bytes, r.usable_bytes);
 }
 
 TEST(PlanSearch, BudgetBelowTheMinimumIsInfeasible) {
@@ -118,7 +118,7 @@ TEST(PlanSearch, AdviceMeasuresTheSmallestPlanAsTheSearchDoes) {
   const OpGraph graph = *BuildGraph(shorter.model, GraphOptionsOf(shorter.config));
   const SearchResult r = SearchPlan(graph, shorter.config, shorter.device, options);
   ASSERT_FALSE(r.feasible);
-  EXPECT_EQ(r.config.grad_accum_steps, 4);
+  EXPECT_EQ(r.plan.config.grad_accum_steps, 4);
   EXPECT_EQ(halved->peak_bytes, r.usable_bytes + r.shortfall_bytes);
   EXPECT_EQ(r.usable_bytes, UsableBytes(shorter.device, options.margin));
 }
@@ -132,10 +132,10 @@ TEST(PlanSearch, FixedPolicyAndAllOrNoneAreRespected) {
       SearchPlan(graph, base, gpu,
                  {.global_batch = 8, .fixed_checkpoint = *CheckpointPolicy::Parse("layers:1")});
   ASSERT_TRUE(fixed.feasible);
-  EXPECT_EQ(fixed.checkpointed, (std::vector<bool>{false, true}));
+  EXPECT_EQ(fixed.plan.checkpointed, (std::vector<bool>{false, true}));
   const SearchResult hf = SearchPlan(graph, base, gpu, {.global_batch = 8, .all_or_none = true});
   ASSERT_TRUE(hf.feasible);
-  EXPECT_EQ(hf.checkpointed[0], hf.checkpointed[1]);
+  EXPECT_EQ(hf.plan.checkpointed[0], hf.plan.checkpointed[1]);
 }
 
 }  // namespace

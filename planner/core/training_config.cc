@@ -144,4 +144,19 @@ std::string CheckpointPolicy::ToString() const {
   return "?";
 }
 
+CheckpointPolicy CheckpointPolicy::Of(const std::vector<bool>& flags) {
+  CheckpointPolicy p;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i]) p.layers.push_back(static_cast<int>(i));
+  }
+  if (p.layers.empty()) return p;
+  if (p.layers.size() == flags.size()) {
+    p.kind = Kind::kAll;
+    p.layers.clear();
+  } else {
+    p.kind = Kind::kLayers;
+  }
+  return p;
+}
+
 }  // namespace headroom

@@ -94,6 +94,8 @@ struct CheckpointPolicy {
   // Per-block flags for a model with `num_blocks` blocks; an index out of range is an error.
   Result<std::vector<bool>> Resolve(int num_blocks) const;
   std::string ToString() const;
+  // The policy naming exactly these blocks: none, all, or layers:...
+  static CheckpointPolicy Of(const std::vector<bool>& flags);
   bool operator==(const CheckpointPolicy&) const = default;
 };
 

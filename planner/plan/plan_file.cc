@@ -1,5 +1,8 @@
 #include "planner/plan/plan_file.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -193,6 +196,24 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
     return MakeError(fmt::format("{}: corrupted plan file: sizes must be positive", origin));
   }
   return p;
+}
+
+Result<PlanRequest> ReadPlanRequest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return MakeError("cannot read the plan file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<PlanFile> plan = ParsePlanYaml(text.str(), path);
+  if (!plan) return plan.error();
+  PlanRequest r{.model = plan->model, .config = plan->config, .device = {}};
+  if (plan->device == "cpu") {
+    r.device = CpuDevice(plan->device_memory_bytes);
+  } else if (Result<DeviceSpec> gpu = FindGpu(plan->device)) {
+    r.device = *gpu;
+  } else {
+    r.device = CustomGpu(plan->device_memory_bytes);
+  }
+  return r;
 }
 
 }  // namespace headroom

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/model_spec.h"
+#include "planner/plan/plan_request.h"
 #include "planner/core/result.h"
 #include "planner/core/training_config.h"
 
@@ -42,5 +43,9 @@ struct PlanFile {
 std::string WritePlanYaml(const PlanFile& plan);
 // Errors: malformed YAML, a missing or mistyped field, a newer format version.
 Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin);
+
+// The request a plan file at `path` describes: its model, config and device (a catalog
+// GPU by name, else a custom GPU or the CPU of the recorded memory).
+Result<PlanRequest> ReadPlanRequest(const std::string& path);
 
 }  // namespace headroom

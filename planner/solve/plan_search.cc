@@ -250,9 +250,8 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     }
     if (best) {
       r.feasible = true;
-      r.config = c.config();
-      r.checkpointed = best->first.checkpointed;
-      r.time = c.time_model->Estimate(r.checkpointed);
+      r.time = c.time_model->Estimate(best->first.checkpointed);
+      r.plan = Plan::WithCheckpointed(c.config(), best->first.checkpointed, options.global_batch);
       r.prediction = std::move(best->second);
       r.solver_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -277,9 +276,8 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     if (!smallest_seen || shortfall < r.shortfall_bytes) {
       smallest_seen = true;
       r.shortfall_bytes = shortfall;
-      r.config = config;
-      r.checkpointed = flags;
       r.time = StepTimeModel(graph, config, device).Estimate(flags);
+      r.plan = Plan::WithCheckpointed(config, flags, options.global_batch);
       r.prediction = std::move(p);
     }
   }

@@ -17,6 +17,7 @@
 #include "planner/solve/chain_memory_model.h"
 #include "planner/solve/checkpoint_solver.h"
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/plan.h"
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/step_prediction.h"
 #include "planner/simulate/step_simulator.h"
@@ -46,8 +47,7 @@ struct SearchOptions {
 
 struct SearchResult {
   bool feasible = false;
-  TrainingConfig config;  // the chosen micro_batch, grad_accum_steps and precision
-  std::vector<bool> checkpointed;
+  Plan plan;  // the chosen micro-batch, accumulation, precision and checkpoint set
   StepPrediction prediction;  // the full simulation of the chosen plan (or of the
                               // smallest plan tried, when nothing fits)
   StepTime time;

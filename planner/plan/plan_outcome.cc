@@ -1,0 +1,47 @@
+#include "planner/plan/plan_outcome.h"
+
+namespace headroom {
+
+Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
+                            const std::optional<SearchOptions>& options) {
+  // The stated plan, also when solving: its checkpoint policy must name existing blocks.
+  Result<Plan> stated = Plan::FromConfig(request.config, static_cast<int>(graph.blocks().size()));
+  if (!stated) return stated.error();
+  PlanOutcome out;
+  if (options) {
+    out.search = SearchPlan(graph, request.config, request.device, *options);
+    out.options = options;
+    out.plan = out.search->plan;
+    out.prediction = out.search->prediction;
+    out.time = out.search->time;
+    if (!out.search->feasible) out.suggestions = SuggestFixes(request, *options);
+    return out;
+  }
+  out.plan = std::move(*stated);
+  out.prediction = PredictStep(graph, request.config, out.plan.checkpointed, request.device);
+  out.time = StepTimeModel(graph, request.config, request.device).Estimate(out.plan.checkpointed);
+  return out;
+}
+
+PlanFile ToPlanFile(const PlanRequest& request, const PlanOutcome& outcome) {
+  const StepPrediction& p = outcome.prediction;
+  PlanFile f;
+  f.model = request.model;
+  f.device = request.device.name;
+  f.device_memory_bytes = request.device.memory_bytes;
+  f.config = outcome.plan.config;
+  f.global_batch = outcome.plan.global_batch;
+  f.margin = outcome.options ? outcome.options->margin : 0.0;
+  f.fits = outcome.fits();
+  f.allocated_bytes = p.allocated_peak_bytes;
+  f.reserved_bytes = p.reserved_peak_bytes;
+  f.device_bytes = p.device_peak_bytes;
+  f.peak_phase = p.peak_phase_text;
+  for (int i = 0; i < kNumCategories; ++i)
+    f.breakdown_bytes[std::string(CategoryName(static_cast<Category>(i)))] = p.breakdown[i];
+  f.step_seconds = outcome.time.step_seconds;
+  f.tokens_per_second = outcome.time.tokens_per_second;
+  return f;
+}
+
+}  // namespace headroom

@@ -1,0 +1,39 @@
+// What `plan` and `simulate` compute for a request: the plan the request states,
+// predicted, or the fastest plan that fits, solved for; and, when nothing fits, what
+// would. The one result every output (report, JSON, plan file, exports, timeline) reads.
+#pragma once
+
+#include "planner/plan/layer.h"
+
+#include <optional>
+#include <vector>
+
+#include "models/build_graph.h"
+#include "planner/core/plan.h"
+#include "planner/plan/plan_advice.h"
+#include "planner/plan/plan_file.h"
+#include "planner/plan/plan_request.h"
+#include "planner/solve/plan_search.h"
+
+namespace headroom {
+
+struct PlanOutcome {
+  Plan plan;
+  StepPrediction prediction;
+  StepTime time;
+  std::optional<SearchResult> search;    // set when the solver chose the plan
+  std::optional<SearchOptions> options;  // the solver's, likewise
+  std::vector<Suggestion> suggestions;   // when solved and nothing fits
+
+  bool fits() const { return search ? search->feasible : prediction.fits; }
+};
+
+// Solves when `options` is set, else predicts the request's own plan on `graph` (built
+// from the request). Errors: a checkpoint policy that names blocks the graph lacks.
+Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
+                            const std::optional<SearchOptions>& options);
+
+// The plan file of an outcome: its inputs, decisions and predictions.
+PlanFile ToPlanFile(const PlanRequest& request, const PlanOutcome& outcome);
+
+}  // namespace headroom

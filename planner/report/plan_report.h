@@ -1,0 +1,32 @@
+// The outputs of `headroom plan` for one PlanOutcome: the text report (with the
+// no-plan-fits header and what would fit), its JSON, and the export to another stack
+// with the notes a user of that stack needs.
+#pragma once
+
+#include "planner/report/layer.h"
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/plan/plan_outcome.h"
+#include "planner/report/stack_exports.h"
+
+namespace headroom {
+
+std::string FormatPlanText(const PlanRequest& request, const PlanOutcome& outcome);
+nlohmann::json PlanJson(const PlanRequest& request, const PlanOutcome& outcome);
+
+struct StackExport {
+  nlohmann::json config;           // HF TrainingArguments or a DeepSpeed config
+  std::vector<std::string> notes;  // for stderr: what the stack changes in the plan
+};
+StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome);
+
+// Narrows the solver's precisions to those `target` runs; the note says what changed
+// (empty when nothing did).
+std::string NarrowToExportable(ExportTarget target, Precision requested, bool bf16_supported,
+                               SearchOptions& options);
+
+}  // namespace headroom

@@ -1,0 +1,55 @@
+#include "runtime/run_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/atomic_file.h"
+
+namespace headroom {
+
+void RunReport::Record(const StepStats& s, const TrainingConfig& config) {
+  if (steps == 0) loss_first = s.loss;
+  loss_last = s.loss;
+  ++steps;
+  skipped_steps += s.skipped ? 1 : 0;
+  oom_retries += s.oom_retries;
+  seconds += s.seconds;
+  tokens += static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len);
+  tokens_per_second = seconds > 0 ? tokens / seconds : 0;
+}
+
+void RunReport::Finish(const Trainer& trainer) {
+  predicted_peak_allocated_bytes = trainer.predicted_peak_allocated_bytes();
+  predicted_peak_reserved_bytes = trainer.predicted_peak_reserved_bytes();
+  measured_peak_allocated_bytes = trainer.measured_peak_allocated_bytes();
+  measured_peak_reserved_bytes = trainer.measured_peak_reserved_bytes();
+  error_pct = 100.0 *
+              static_cast<double>(measured_peak_allocated_bytes - predicted_peak_allocated_bytes) /
+              static_cast<double>(predicted_peak_allocated_bytes);
+}
+
+void WriteRunReport(const std::filesystem::path& path, const std::string& model, bool cuda,
+                    const RunReport& r) {
+  nlohmann::json predicted = {{"peak_allocated_bytes", r.predicted_peak_allocated_bytes}};
+  nlohmann::json measured = {{"peak_allocated_bytes", r.measured_peak_allocated_bytes}};
+  if (cuda) {
+    predicted["peak_reserved_bytes"] = r.predicted_peak_reserved_bytes;
+    measured["peak_reserved_bytes"] = r.measured_peak_reserved_bytes;
+  }
+  const nlohmann::json j = {
+      {"model", model},
+      {"device", cuda ? "cuda" : "cpu"},
+      {"stack", "headroom"},  // what `train` runs and predicts for
+      {"predicted", predicted},
+      {"measured", measured},
+      {"error_pct", r.error_pct},
+      {"steps", r.steps},
+      {"loss_first", r.loss_first},
+      {"loss_last", r.loss_last},
+      {"tokens_per_second", r.tokens_per_second},
+      {"skipped_steps", r.skipped_steps},
+      {"oom_retries", r.oom_retries},
+  };
+  WriteFileAtomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+}
+
+}  // namespace headroom
