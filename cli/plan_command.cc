@@ -35,11 +35,10 @@ bool WriteFile(const std::string& path, const std::string& text) {
 int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, const OpGraph& graph,
                   const PlanOutcome& outcome, bool quiet) {
   const StepPrediction& p = outcome.prediction;
-  const TimelineExportInputs in{p.timeline, graph,
-                                static_cast<int>(outcome.plan.config.grad_accum_steps),
-                                p.budget_bytes,
-                                fmt::format("{} on {}: memory over two training steps",
-                                            request.model.name, request.device.name)};
+  const TimelineExportInputs in{
+      p.timeline, graph, static_cast<int>(outcome.plan.config.grad_accum_steps), p.budget_bytes,
+      fmt::format("{} on {}: memory over two training steps", request.model.name,
+                  request.device.name)};
   std::ofstream csv(paths.csv_path), svg(paths.svg_path);
   if (!csv || !svg)
     return Fail(fmt::format("cannot write {} or {}", paths.csv_path, paths.svg_path));

@@ -20,7 +20,8 @@ template <typename E, size_t N, typename Target>
 CLI::Option* AddEnumOption(CLI::App& cmd, const std::string& flag, Target& target,
                            const EnumName<E> (&table)[N], const std::string& help) {
   auto store = [&target, &table](const std::string& text) { target = *ParseIn(table, text, ""); };
-  return cmd.add_option_function<std::string>(flag, store, help)->check(CLI::IsMember(NamesIn(table)));
+  return cmd.add_option_function<std::string>(flag, store, help)
+      ->check(CLI::IsMember(NamesIn(table)));
 }
 
 void AddPrecisionFlag(CLI::App& cmd, PlanFlags& f) {
@@ -166,8 +167,8 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.seq_len = f.seq_len;
   c.micro_batch = f.micro_batch.value_or(1);
   c.grad_accum_steps = f.grad_accum.value_or(1);
-  c.precision = f.precision.value_or(r.device.supports_bf16() ? Precision::kAmpBf16
-                                                              : Precision::kAmpFp16);
+  c.precision =
+      f.precision.value_or(r.device.supports_bf16() ? Precision::kAmpBf16 : Precision::kAmpFp16);
   c.optimizer = f.optimizer;
   if (auto error = ApplyFineTune(f, r.model, c)) return *error;
   c.stack = f.stack.value_or(Stack::kPytorch);

@@ -36,21 +36,25 @@ at::Tensor RopeInverseFrequencies(const RopeParams& rope, int64_t d, at::TensorO
 template <OpKind K>
 struct Kernel;
 
-template <> struct Kernel<OpKind::kEmbedding> {
+template <>
+struct Kernel<OpKind::kEmbedding> {
   static Outputs Run(const KernelCall& c) { return {at::embedding(c.in[1], c.in[0])}; }
 };
-template <> struct Kernel<OpKind::kLinear> {
+template <>
+struct Kernel<OpKind::kLinear> {
   static Outputs Run(const KernelCall& c) {
     return {at::linear(c.in[0], c.in[1],
                        c.in.size() > 2 ? std::optional<at::Tensor>(c.in[2]) : std::nullopt)};
   }
 };
-template <> struct Kernel<OpKind::kLayerNorm> {
+template <>
+struct Kernel<OpKind::kLayerNorm> {
   static Outputs Run(const KernelCall& c) {
     return {at::layer_norm(c.in[0], {c.in[0].size(-1)}, c.in[1], c.in[2], c.op.eps)};
   }
 };
-template <> struct Kernel<OpKind::kRmsNorm> {
+template <>
+struct Kernel<OpKind::kRmsNorm> {
   // Hugging Face's LlamaRMSNorm, op for op.
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
@@ -59,55 +63,69 @@ template <> struct Kernel<OpKind::kRmsNorm> {
     return {c.in[1] * (x32 * rstd).to(x.scalar_type())};
   }
 };
-template <> struct Kernel<OpKind::kAdd> {
+template <>
+struct Kernel<OpKind::kAdd> {
   static Outputs Run(const KernelCall& c) { return {c.in[0] + c.in[1]}; }
 };
-template <> struct Kernel<OpKind::kMul> {
+template <>
+struct Kernel<OpKind::kMul> {
   static Outputs Run(const KernelCall& c) { return {c.in[0] * c.in[1]}; }
 };
-template <> struct Kernel<OpKind::kScale> {
+template <>
+struct Kernel<OpKind::kScale> {
   static Outputs Run(const KernelCall& c) { return {c.in[0] * c.op.scalar}; }
 };
-template <> struct Kernel<OpKind::kAddScalar> {
+template <>
+struct Kernel<OpKind::kAddScalar> {
   static Outputs Run(const KernelCall& c) { return {c.in[0] + c.op.scalar}; }
 };
-template <> struct Kernel<OpKind::kCube> {
+template <>
+struct Kernel<OpKind::kCube> {
   static Outputs Run(const KernelCall& c) { return {at::pow(c.in[0], 3.0)}; }
 };
-template <> struct Kernel<OpKind::kKvCacheCopy> {
+template <>
+struct Kernel<OpKind::kKvCacheCopy> {
   static Outputs Run(const KernelCall& c) {
     return {at::cat({at::empty({0}, c.in[0].options()), c.in[0]}, -2)};
   }
 };
-template <> struct Kernel<OpKind::kGelu> {
+template <>
+struct Kernel<OpKind::kGelu> {
   static Outputs Run(const KernelCall& c) { return {at::gelu(c.in[0])}; }
 };
-template <> struct Kernel<OpKind::kGeluTanh> {
+template <>
+struct Kernel<OpKind::kGeluTanh> {
   static Outputs Run(const KernelCall& c) { return {at::gelu(c.in[0], "tanh")}; }
 };
-template <> struct Kernel<OpKind::kSilu> {
+template <>
+struct Kernel<OpKind::kSilu> {
   static Outputs Run(const KernelCall& c) { return {at::silu(c.in[0])}; }
 };
-template <> struct Kernel<OpKind::kTanh> {
+template <>
+struct Kernel<OpKind::kTanh> {
   static Outputs Run(const KernelCall& c) { return {at::tanh(c.in[0])}; }
 };
-template <> struct Kernel<OpKind::kDropout> {
+template <>
+struct Kernel<OpKind::kDropout> {
   static Outputs Run(const KernelCall& c) { return {FusedDropout(c.in[0], c.op.dropout_p)}; }
 };
-template <> struct Kernel<OpKind::kRopeTables> {
+template <>
+struct Kernel<OpKind::kRopeTables> {
   // cos and sin [1, s, head_dim] in the hidden states' dtype, broadcast over the batch.
   static Outputs Run(const KernelCall& c) {
     at::NoGradGuard no_grad;
     const std::vector<int64_t> sizes = c.out_sizes();
     const int64_t s = sizes[1], d = sizes[2];
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(c.in[0].device());
-    const at::Tensor freqs = at::outer(at::arange(s, f32), RopeInverseFrequencies(c.op.rope, d, f32));
+    const at::Tensor freqs =
+        at::outer(at::arange(s, f32), RopeInverseFrequencies(c.op.rope, d, f32));
     const at::Tensor emb = at::cat({freqs, freqs}, -1);
     const auto dtype = c.in[0].scalar_type();
     return {emb.cos().to(dtype).unsqueeze(0), emb.sin().to(dtype).unsqueeze(0)};
   }
 };
-template <> struct Kernel<OpKind::kRope> {
+template <>
+struct Kernel<OpKind::kRope> {
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
     const int64_t half = x.size(-1) / 2;
@@ -115,7 +133,8 @@ template <> struct Kernel<OpKind::kRope> {
     return {x * c.in[1].unsqueeze(1) + rotated * c.in[2].unsqueeze(1)};
   }
 };
-template <> struct Kernel<OpKind::kCausalMask> {
+template <>
+struct Kernel<OpKind::kCausalMask> {
   // transformers' eager mask: 0 where a position may attend, the dtype's lowest value
   // where it may not, [b, 1, s, s] in the hidden states' dtype.
   static Outputs Run(const KernelCall& c) {
@@ -125,15 +144,16 @@ template <> struct Kernel<OpKind::kCausalMask> {
     const auto type = c.in[0].scalar_type();
     const auto device = at::TensorOptions().device(c.in[0].device());
     const at::Tensor future = at::ones({s, s}, device.dtype(at::kBool)).triu(1);
-    const double lowest = type == at::kFloat ? std::numeric_limits<float>::lowest()
-                                             : -3.3895313892515355e38;  // bf16
+    const double lowest =
+        type == at::kFloat ? std::numeric_limits<float>::lowest() : -3.3895313892515355e38;  // bf16
     return {at::where(future, at::scalar_tensor(lowest, device.dtype(type)),
                       at::scalar_tensor(0.0, device.dtype(type)))
                 .expand(sizes)
                 .contiguous()};
   }
 };
-template <> struct Kernel<OpKind::kView> {
+template <>
+struct Kernel<OpKind::kView> {
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
     const std::vector<int64_t> part = c.out_sizes();
@@ -147,7 +167,8 @@ template <> struct Kernel<OpKind::kView> {
     return {x.view(part)};
   }
 };
-template <> struct Kernel<OpKind::kRepeatKv> {
+template <>
+struct Kernel<OpKind::kRepeatKv> {
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
     const int64_t b = x.size(0), kv = x.size(1), s = x.size(2), d = x.size(3);
@@ -155,12 +176,14 @@ template <> struct Kernel<OpKind::kRepeatKv> {
     return {x.unsqueeze(2).expand({b, kv, rep, s, d}).reshape({b, kv * rep, s, d})};
   }
 };
-template <> struct Kernel<OpKind::kMergeHeads> {
+template <>
+struct Kernel<OpKind::kMergeHeads> {
   static Outputs Run(const KernelCall& c) {
     return {c.in[0].transpose(1, 2).contiguous().view(c.out_sizes())};
   }
 };
-template <> struct Kernel<OpKind::kAttnScores> {
+template <>
+struct Kernel<OpKind::kAttnScores> {
   // As transformers writes it, out of place: matmul * scaling, then + mask.
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& q = c.in[0];
@@ -170,33 +193,41 @@ template <> struct Kernel<OpKind::kAttnScores> {
     return {scores};
   }
 };
-template <> struct Kernel<OpKind::kContiguous> {
+template <>
+struct Kernel<OpKind::kContiguous> {
   static Outputs Run(const KernelCall& c) { return {c.in[0].clone(at::MemoryFormat::Contiguous)}; }
 };
-template <> struct Kernel<OpKind::kCastLike> {
+template <>
+struct Kernel<OpKind::kCastLike> {
   static Outputs Run(const KernelCall& c) { return {c.in[0].to(c.in[1].scalar_type())}; }
 };
-template <> struct Kernel<OpKind::kSoftmax> {
+template <>
+struct Kernel<OpKind::kSoftmax> {
   static Outputs Run(const KernelCall& c) {
     return {c.op.upcast ? at::softmax(c.in[0], -1, at::kFloat) : at::softmax(c.in[0], -1)};
   }
 };
-template <> struct Kernel<OpKind::kAttnContext> {
+template <>
+struct Kernel<OpKind::kAttnContext> {
   static Outputs Run(const KernelCall& c) { return {at::matmul(c.in[0], c.in[1])}; }
 };
-template <> struct Kernel<OpKind::kSdpa> {
+template <>
+struct Kernel<OpKind::kSdpa> {
   static Outputs Run(const KernelCall& c) {
     return {at::scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], std::nullopt,
                                              c.op.dropout_p, c.op.causal)};
   }
 };
-template <> struct Kernel<OpKind::kCastF32> {
+template <>
+struct Kernel<OpKind::kCastF32> {
   static Outputs Run(const KernelCall& c) { return {c.in[0].to(at::kFloat)}; }
 };
-template <> struct Kernel<OpKind::kLogSoftmax> {
+template <>
+struct Kernel<OpKind::kLogSoftmax> {
   static Outputs Run(const KernelCall& c) { return {at::log_softmax(c.in[0], -1)}; }
 };
-template <> struct Kernel<OpKind::kNllLoss> {
+template <>
+struct Kernel<OpKind::kNllLoss> {
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
     return {at::nll_loss(x.reshape({-1, x.size(-1)}), c.in[1].reshape({-1}))};

@@ -73,16 +73,16 @@ def record_one(binary, args):
     return out
 
 
-def without_timings(out):
+def without_timings(value):
     """The solver's wall time differs run to run; everything else must not."""
-    for kind, value in out.items():
-        if isinstance(value, str):
-            out[kind] = re.sub(r"solver: [0-9.]+ s", "solver: <time> s", value)
-        elif isinstance(value, dict):
-            without_timings(value)
-    if isinstance(out.get("solver"), dict):
-        out["solver"].pop("seconds", None)
-    return out
+    if isinstance(value, str):
+        return re.sub(r"solver: [0-9.]+ s", "solver: <time> s", value)
+    if isinstance(value, dict):
+        out = {k: without_timings(v) for k, v in value.items()}
+        if isinstance(out.get("solver"), dict):
+            out["solver"].pop("seconds", None)
+        return out
+    return value
 
 
 def same(before, after, where, diffs):

@@ -39,7 +39,8 @@ std::vector<std::string> NamesIn(const EnumName<E> (&table)[N]) {
 }
 
 // "a, b or c"
-std::string ChoiceList(const std::vector<std::string>& names, std::string_view last_separator = " or ");
+std::string ChoiceList(const std::vector<std::string>& names,
+                       std::string_view last_separator = " or ");
 
 // The value named `text`, else "unknown <what> '<text>' (use a, b or c)".
 template <typename E, size_t N>

@@ -98,7 +98,73 @@ std::string WritePlanYaml(const PlanFile& p) {
   return std::string(out.c_str()) + "\n";
 }
 
-Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
+namespace {
+
+// Reads the sections of a plan file, naming the field being read when one is missing
+// or mistyped (YAML::Exception) or holds a value its parser rejects (BadValue).
+class PlanReader {
+ public:
+  struct BadValue {
+    std::string message;
+  };
+
+  const std::string& field() const { return field_; }
+
+  YAML::Node Need(const YAML::Node& parent, const char* key) {
+    field_ = key;
+    if (!parent[key])
+      throw YAML::Exception(YAML::Mark::null_mark(), std::string("missing field '") + key + "'");
+    return parent[key];
+  }
+  template <typename T>
+  T Take(Result<T> value) {
+    if (!value) throw BadValue{value.error().message};
+    return *value;
+  }
+
+  void ReadTraining(const YAML::Node& t, PlanFile& p) {
+    TrainingConfig& c = p.config;
+    p.global_batch = Need(t, "global_batch").as<int64_t>();
+    c.micro_batch = Need(t, "micro_batch").as<int64_t>();
+    c.grad_accum_steps = Need(t, "grad_accum_steps").as<int64_t>();
+    c.seq_len = Need(t, "seq_len").as<int64_t>();
+    c.precision = Take(ParsePrecision(Need(t, "precision").as<std::string>()));
+    c.optimizer = Take(ParseOptimizer(Need(t, "optimizer").as<std::string>()));
+    c.attention = Take(ParseAttention(Need(t, "attention").as<std::string>()));
+    c.checkpoint = Take(CheckpointPolicy::Parse(Need(t, "checkpoint").as<std::string>()));
+    // Plan files written before stacks were recorded describe headroom's own runtime.
+    c.stack = t["stack"] ? Take(ParseStack(t["stack"].as<std::string>())) : Stack::kHeadroom;
+    if (t["optimizer_impl"])
+      c.optimizer_impl = Take(ParseOptimizerImpl(t["optimizer_impl"].as<std::string>()));
+    if (t["base_dtype"]) {
+      c.base_dtype = ParseDType(t["base_dtype"].as<std::string>());
+      if (!c.base_dtype) throw BadValue{"base_dtype must be fp32, bf16 or fp16"};
+    }
+    c.fine_tune.mode =
+        Take(ParseIn(kFineTuneNames, Need(t, "fine_tune").as<std::string>(), "fine_tune"));
+    c.fine_tune.lora_rank = Need(t, "lora_rank").as<int64_t>();
+    c.fine_tune.lora_alpha = Need(t, "lora_alpha").as<double>();
+    c.fine_tune.lora_dropout = Need(t, "lora_dropout").as<double>();
+    c.fine_tune.lora_targets = Need(t, "lora_targets").as<std::vector<std::string>>();
+    p.margin = Need(t, "margin").as<double>();
+  }
+
+  void ReadPredicted(const YAML::Node& pred, PlanFile& p) {
+    p.fits = Need(pred, "fits").as<bool>();
+    p.allocated_bytes = Need(pred, "allocated_bytes").as<int64_t>();
+    p.reserved_bytes = Need(pred, "reserved_bytes").as<int64_t>();
+    p.device_bytes = Need(pred, "device_bytes").as<int64_t>();
+    p.peak_phase = Need(pred, "peak_phase").as<std::string>();
+    p.breakdown_bytes = Need(pred, "breakdown_bytes").as<std::map<std::string, int64_t>>();
+    p.step_seconds = Need(pred, "step_seconds").as<double>();
+    p.tokens_per_second = Need(pred, "tokens_per_second").as<double>();
+  }
+
+ private:
+  std::string field_;
+};
+
+Result<YAML::Node> LoadPlanRoot(std::string_view text, std::string_view origin) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -110,87 +176,39 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
     return MakeError(
         fmt::format("{}: not a headroom plan file (no headroom_plan_version)", origin));
   }
+  return root;
+}
+
+}  // namespace
+
+Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
+  Result<YAML::Node> root = LoadPlanRoot(text, origin);
+  if (!root) return root.error();
   PlanFile p;
-  std::string field;
+  PlanReader reader;
   try {
-    field = "headroom_plan_version";
-    const int version = root[field].as<int>();
+    const int version = reader.Need(*root, "headroom_plan_version").as<int>();
     if (version > kPlanFormatVersion) {
       return MakeError(fmt::format(
           "{}: written by a newer headroom (plan format {}); this version reads format {}. "
           "Upgrade headroom or re-plan.",
           origin, version, kPlanFormatVersion));
     }
-    auto need = [&](const YAML::Node& parent, const char* key) {
-      field = key;
-      if (!parent[key])
-        throw YAML::Exception(YAML::Mark::null_mark(), std::string("missing field '") + key + "'");
-      return parent[key];
-    };
     YAML::Emitter model_text;
-    model_text << need(root, "model");
+    model_text << reader.Need(*root, "model");
     auto model = ParseModelSpecYaml(model_text.c_str(), origin);
     if (!model) return model.error();
     p.model = *model;
-    const YAML::Node device = need(root, "device");
-    p.device = need(device, "name").as<std::string>();
-    p.device_memory_bytes = need(device, "memory_bytes").as<int64_t>();
-    const YAML::Node t = need(root, "training");
-    TrainingConfig& c = p.config;
-    p.global_batch = need(t, "global_batch").as<int64_t>();
-    c.micro_batch = need(t, "micro_batch").as<int64_t>();
-    c.grad_accum_steps = need(t, "grad_accum_steps").as<int64_t>();
-    c.seq_len = need(t, "seq_len").as<int64_t>();
-    auto precision = ParsePrecision(need(t, "precision").as<std::string>());
-    if (!precision) return MakeError(fmt::format("{}: {}", origin, precision.error().message));
-    c.precision = *precision;
-    auto optimizer = ParseOptimizer(need(t, "optimizer").as<std::string>());
-    if (!optimizer) return MakeError(fmt::format("{}: {}", origin, optimizer.error().message));
-    c.optimizer = *optimizer;
-    auto attention = ParseAttention(need(t, "attention").as<std::string>());
-    if (!attention) return MakeError(fmt::format("{}: {}", origin, attention.error().message));
-    c.attention = *attention;
-    auto checkpoint = CheckpointPolicy::Parse(need(t, "checkpoint").as<std::string>());
-    if (!checkpoint) return MakeError(fmt::format("{}: {}", origin, checkpoint.error().message));
-    c.checkpoint = *checkpoint;
-    // Plan files written before stacks were recorded describe headroom's own runtime.
-    if (t["stack"]) {
-      auto stack = ParseStack(t["stack"].as<std::string>());
-      if (!stack) return MakeError(fmt::format("{}: {}", origin, stack.error().message));
-      c.stack = *stack;
-    } else {
-      c.stack = Stack::kHeadroom;
-    }
-    if (t["optimizer_impl"]) {
-      auto impl = ParseOptimizerImpl(t["optimizer_impl"].as<std::string>());
-      if (!impl) return MakeError(fmt::format("{}: {}", origin, impl.error().message));
-      c.optimizer_impl = *impl;
-    }
-    if (t["base_dtype"]) {
-      auto dtype = ParseDType(t["base_dtype"].as<std::string>());
-      if (!dtype)
-        return MakeError(fmt::format("{}: base_dtype must be fp32, bf16 or fp16", origin));
-      c.base_dtype = *dtype;
-    }
-    auto mode = ParseIn(kFineTuneNames, need(t, "fine_tune").as<std::string>(), "fine_tune");
-    if (!mode) return MakeError(fmt::format("{}: {}", origin, mode.error().message));
-    c.fine_tune.mode = *mode;
-    c.fine_tune.lora_rank = need(t, "lora_rank").as<int64_t>();
-    c.fine_tune.lora_alpha = need(t, "lora_alpha").as<double>();
-    c.fine_tune.lora_dropout = need(t, "lora_dropout").as<double>();
-    c.fine_tune.lora_targets = need(t, "lora_targets").as<std::vector<std::string>>();
-    p.margin = need(t, "margin").as<double>();
-    const YAML::Node pred = need(root, "predicted");
-    p.fits = need(pred, "fits").as<bool>();
-    p.allocated_bytes = need(pred, "allocated_bytes").as<int64_t>();
-    p.reserved_bytes = need(pred, "reserved_bytes").as<int64_t>();
-    p.device_bytes = need(pred, "device_bytes").as<int64_t>();
-    p.peak_phase = need(pred, "peak_phase").as<std::string>();
-    p.breakdown_bytes = need(pred, "breakdown_bytes").as<std::map<std::string, int64_t>>();
-    p.step_seconds = need(pred, "step_seconds").as<double>();
-    p.tokens_per_second = need(pred, "tokens_per_second").as<double>();
+    const YAML::Node device = reader.Need(*root, "device");
+    p.device = reader.Need(device, "name").as<std::string>();
+    p.device_memory_bytes = reader.Need(device, "memory_bytes").as<int64_t>();
+    reader.ReadTraining(reader.Need(*root, "training"), p);
+    reader.ReadPredicted(reader.Need(*root, "predicted"), p);
   } catch (const YAML::Exception& e) {
-    return MakeError(fmt::format("{}: corrupted plan file at '{}': {}", origin, field, e.msg));
+    return MakeError(
+        fmt::format("{}: corrupted plan file at '{}': {}", origin, reader.field(), e.msg));
+  } catch (const PlanReader::BadValue& e) {
+    return MakeError(fmt::format("{}: {}", origin, e.message));
   }
   if (p.config.micro_batch <= 0 || p.config.grad_accum_steps <= 0 || p.config.seq_len <= 0) {
     return MakeError(fmt::format("{}: corrupted plan file: sizes must be positive", origin));

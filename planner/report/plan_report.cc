@@ -11,8 +11,13 @@ namespace headroom {
 namespace {
 
 ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
-  return {request.model.name, o.plan.config, request.device, o.prediction,
-          o.time,             o.plan.global_batch, o.search ? &*o.search : nullptr};
+  return {request.model.name,
+          o.plan.config,
+          request.device,
+          o.prediction,
+          o.time,
+          o.plan.global_batch,
+          o.search ? &*o.search : nullptr};
 }
 
 bool NothingFits(const PlanOutcome& o) { return o.search && !o.search->feasible; }
@@ -29,8 +34,9 @@ std::string NoPlanFitsHeader(const PlanRequest& request, const PlanOutcome& o) {
 
 std::string SuggestionsText(const PlanOutcome& o) {
   if (o.suggestions.empty()) return "";
-  std::string out = fmt::format("\nWhat would make it fit (smallest plan of each, against {} usable):\n",
-                                FormatBytes(o.search->usable_bytes));
+  std::string out =
+      fmt::format("\nWhat would make it fit (smallest plan of each, against {} usable):\n",
+                  FormatBytes(o.search->usable_bytes));
   for (const Suggestion& s : o.suggestions) {
     out += fmt::format("  {:<4} {:<60} {:>12}\n", s.fits ? "fits" : "no", s.change,
                        FormatBytes(s.peak_bytes));
@@ -50,7 +56,8 @@ nlohmann::json PlanJson(const PlanRequest& request, const PlanOutcome& outcome) 
   if (NothingFits(outcome)) {
     j["suggestions"] = nlohmann::json::array();
     for (const Suggestion& s : outcome.suggestions) {
-      j["suggestions"].push_back({{"change", s.change}, {"peak_bytes", s.peak_bytes}, {"fits", s.fits}});
+      j["suggestions"].push_back(
+          {{"change", s.change}, {"peak_bytes", s.peak_bytes}, {"fits", s.fits}});
     }
   }
   return j;
@@ -60,13 +67,16 @@ StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome) {
   const Plan& plan = outcome.plan;
   const bool all = plan.checkpoints_all();
   StackExport out;
-  out.config = target == ExportTarget::kHuggingFace ? HfTrainingArguments(plan.config, all)
-                                                    : DeepSpeedConfig(plan.config, plan.global_batch);
-  out.notes.push_back(fmt::format("{} checkpoints all blocks or none; planned {}{}",
-                                  NameIn(kExportTargetTitles, target), all ? "all" : "none",
-                                  outcome.fits() ? "" : " (NO PLAN FITS: see `headroom plan` without --emit)"));
+  out.config = target == ExportTarget::kHuggingFace
+                   ? HfTrainingArguments(plan.config, all)
+                   : DeepSpeedConfig(plan.config, plan.global_batch);
+  out.notes.push_back(
+      fmt::format("{} checkpoints all blocks or none; planned {}{}",
+                  NameIn(kExportTargetTitles, target), all ? "all" : "none",
+                  outcome.fits() ? "" : " (NO PLAN FITS: see `headroom plan` without --emit)"));
   if (target == ExportTarget::kDeepSpeed && all)
-    out.notes.push_back("enable gradient checkpointing in the model (model.gradient_checkpointing_enable())");
+    out.notes.push_back(
+        "enable gradient checkpointing in the model (model.gradient_checkpointing_enable())");
   return out;
 }
 
@@ -76,7 +86,8 @@ std::string NarrowToExportable(ExportTarget target, Precision requested, bool bf
   const std::vector<Precision> wanted =
       options.precisions.empty() ? std::vector<Precision>{requested} : options.precisions;
   options.precisions = ExportablePrecisions(target, wanted, bf16_supported);
-  if (std::find(wanted.begin(), wanted.end(), options.precisions.front()) != wanted.end()) return "";
+  if (std::find(wanted.begin(), wanted.end(), options.precisions.front()) != wanted.end())
+    return "";
   return fmt::format("{} cannot run {}; planned with {}", NameIn(kExportTargetTitles, target),
                      PrecisionName(requested), PrecisionName(options.precisions.front()));
 }

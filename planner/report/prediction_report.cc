@@ -60,7 +60,10 @@ std::string DescribeFineTune(const FineTuneConfig& ft) {
   return "?";
 }
 
-std::string FormatPredictionText(const ReportInputs& in) {
+namespace {
+
+// The request: model, device, configuration, parameter counts.
+std::string RequestLines(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
   const TrainingConfig& c = in.config;
   std::string out;
@@ -69,8 +72,7 @@ std::string FormatPredictionText(const ReportInputs& in) {
   out += fmt::format("  micro-batch {} x {} accumulation steps, sequence {}, {}, {}, {}\n",
                      c.micro_batch, c.grad_accum_steps, c.seq_len, PrecisionName(c.precision),
                      OptimizerName(c.optimizer), DescribeFineTune(c.fine_tune));
-  out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n",
-                     AttentionName(c.attention),
+  out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n", AttentionName(c.attention),
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
@@ -80,6 +82,13 @@ std::string FormatPredictionText(const ReportInputs& in) {
   out += "\n";
   out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total),
                      WithThousands(p.params_trainable));
+  return out;
+}
+
+// FITS, or by how much it does not.
+std::string VerdictLines(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  std::string out;
   const bool fits = in.search ? in.search->feasible : p.fits;
   if (fits) {
     out += fmt::format("FITS: {} of headroom left on {}\n\n", FormatBytes(p.headroom_bytes()),
@@ -95,6 +104,13 @@ std::string FormatPredictionText(const ReportInputs& in) {
         fmt::format("DOES NOT FIT: short by {}{}\n\n", FormatBytes(shortfall),
                     p.oom_phase_text.empty() ? "" : " (out of memory at " + p.oom_phase_text + ")");
   }
+  return out;
+}
+
+// The peak as each tool reports it, against the budget.
+std::string PeakLines(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  std::string out;
   out += fmt::format("  {:<18}{:>12}\n", "peak", "bytes");
   out += fmt::format("  {:<18}{:>12}   live tensors (max_memory_allocated)\n", "allocated",
                      FormatBytes(p.allocated_peak_bytes));
@@ -105,6 +121,14 @@ std::string FormatPredictionText(const ReportInputs& in) {
                        FormatBytes(p.device_peak_bytes), FormatBytes(in.device.context_bytes));
   }
   out += fmt::format("  {:<18}{:>12}\n\n", "budget", FormatBytes(p.budget_bytes));
+  return out;
+}
+
+// The plan and its time estimate.
+std::string PlanLines(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  const TrainingConfig& c = in.config;
+  std::string out;
   const auto ckpt = CheckpointedIndices(p.checkpointed);
   out += fmt::format(
       "  plan: micro-batch {} x {} accumulation = global batch {}, {}, {} of {} blocks "
@@ -128,6 +152,13 @@ std::string FormatPredictionText(const ReportInputs& in) {
                            : "");
     if (!in.search->batch_note.empty()) out += "  note: " + in.search->batch_note + "\n";
   }
+  return out;
+}
+
+// Where the peak is, and what it is made of.
+std::string PeakPlaceLines(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  std::string out;
   out += "\n";
   out += fmt::format("  peak at: {}\n", p.peak_phase_text);
   out += fmt::format("  first step {} (optimizer states allocated), later steps {}\n\n",
@@ -149,15 +180,18 @@ std::string FormatPredictionText(const ReportInputs& in) {
   return out;
 }
 
-nlohmann::json PredictionJson(const ReportInputs& in) {
+}  // namespace
+
+std::string FormatPredictionText(const ReportInputs& in) {
+  return RequestLines(in) + VerdictLines(in) + PeakLines(in) + PlanLines(in) + PeakPlaceLines(in);
+}
+
+namespace {
+
+nlohmann::json ConfigJson(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
   const TrainingConfig& c = in.config;
   nlohmann::json j;
-  j["fits"] = in.search ? in.search->feasible : p.fits;
-  j["budget_bytes"] = p.budget_bytes;
-  j["headroom_bytes"] = p.headroom_bytes();
-  j["model"] = in.model_name;
-  j["device"] = in.device.name;
   j["config"] = {
       {"micro_batch", c.micro_batch},
       {"grad_accum_steps", c.grad_accum_steps},
@@ -177,7 +211,11 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;
     j["config"]["base_dtype"] = DTypeName(FrozenWeightDType(c));
   }
-  j["params"] = {{"total", p.params_total}, {"trainable", p.params_trainable}};
+  return j["config"];
+}
+
+nlohmann::json PeakJson(const StepPrediction& p) {
+  nlohmann::json j;
   j["peak"] = {
       {"allocated_bytes", p.allocated_peak_bytes},
       {"reserved_bytes", p.reserved_peak_bytes},
@@ -188,13 +226,35 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
       {"steady_step_allocated_bytes", p.steady_step_peak_bytes},
   };
   if (!p.oom_phase_text.empty()) j["peak"]["oom_phase"] = p.oom_phase_text;
+  return j["peak"];
+}
+
+nlohmann::json BreakdownJson(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
   nlohmann::json breakdown;
   for (int i = 0; i < kNumCategories; ++i) {
     breakdown[std::string(CategoryName(static_cast<Category>(i))) + "_bytes"] = p.breakdown[i];
   }
   breakdown["allocator_overhead_bytes"] = p.reserved_peak_bytes - p.allocated_peak_bytes;
   breakdown["cuda_context_bytes"] = in.device.ContextBytes();
-  j["breakdown"] = breakdown;
+  return breakdown;
+}
+
+}  // namespace
+
+nlohmann::json PredictionJson(const ReportInputs& in) {
+  const StepPrediction& p = in.prediction;
+  const TrainingConfig& c = in.config;
+  nlohmann::json j;
+  j["fits"] = in.search ? in.search->feasible : p.fits;
+  j["budget_bytes"] = p.budget_bytes;
+  j["headroom_bytes"] = p.headroom_bytes();
+  j["model"] = in.model_name;
+  j["device"] = in.device.name;
+  j["config"] = ConfigJson(in);
+  j["params"] = {{"total", p.params_total}, {"trainable", p.params_trainable}};
+  j["peak"] = PeakJson(p);
+  j["breakdown"] = BreakdownJson(in);
   j["plan"] = {{"micro_batch", c.micro_batch},
                {"grad_accum_steps", c.grad_accum_steps},
                {"global_batch", in.global_batch},

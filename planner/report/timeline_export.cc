@@ -59,114 +59,142 @@ void WriteTimelineCsv(const TimelineExportInputs& in, std::ostream& out) {
   }
 }
 
-void WriteTimelineSvg(const TimelineExportInputs& in, std::ostream& out) {
-  const std::vector<Sample> all = RunningTotals(in.timeline);
-  // Downsample to at most ~1500 columns, keeping each bucket's highest point so the
-  // peak survives.
-  const size_t max_points = 1500;
-  const size_t bucket = std::max<size_t>(1, (all.size() + max_points - 1) / max_points);
-  std::vector<Sample> pts;
-  for (size_t i = 0; i < all.size(); i += bucket) {
-    const auto end = all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + bucket));
-    pts.push_back(
-        *std::max_element(all.begin() + static_cast<std::ptrdiff_t>(i), end,
-                          [](const Sample& a, const Sample& b) { return a.total < b.total; }));
-  }
-  if (pts.empty()) pts.push_back({0, {}, 0});
-  const auto peak = std::max_element(
-      pts.begin(), pts.end(), [](const Sample& a, const Sample& b) { return a.total < b.total; });
-  const double gib = 1024.0 * 1024 * 1024;
-  const double y_max =
-      static_cast<double>(std::max(peak->total, in.budget_bytes)) * 1.08 / gib + 1e-9;
-  const double width = 1000, height = 420, left = 70, right = 180, top = 40, bottom = 50;
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
-  const double n_events = static_cast<double>(std::max<size_t>(1, in.timeline.events.size()));
-  auto x_of = [&](size_t event) { return left + plot_w * static_cast<double>(event) / n_events; };
-  auto y_of = [&](double g) { return top + plot_h * (1.0 - g / y_max); };
+// The SVG chart's geometry: samples, scale and the mapping from (event, GiB) to pixels.
+struct SvgChart {
+  static constexpr double kGiB = 1024.0 * 1024 * 1024;
+  static constexpr double width = 1000, height = 420, left = 70, right = 180, top = 40, bottom = 50;
+  static constexpr double plot_w = width - left - right, plot_h = height - top - bottom;
 
+  const TimelineExportInputs& in;
+  std::vector<Sample> pts;  // at most ~1500 columns, each its bucket's highest point
+  Sample peak;
+  double y_max = 0;
+  double n_events = 1;
+
+  explicit SvgChart(const TimelineExportInputs& inputs) : in(inputs) {
+    const std::vector<Sample> all = RunningTotals(in.timeline);
+    // Downsample keeping each bucket's highest point, so the peak survives.
+    const size_t max_points = 1500;
+    const size_t bucket = std::max<size_t>(1, (all.size() + max_points - 1) / max_points);
+    for (size_t i = 0; i < all.size(); i += bucket) {
+      const auto end = all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + bucket));
+      pts.push_back(*std::max_element(all.begin() + static_cast<std::ptrdiff_t>(i), end, ByTotal));
+    }
+    if (pts.empty()) pts.push_back({0, {}, 0});
+    peak = *std::max_element(pts.begin(), pts.end(), ByTotal);
+    y_max = static_cast<double>(std::max(peak.total, in.budget_bytes)) * 1.08 / kGiB + 1e-9;
+    n_events = static_cast<double>(std::max<size_t>(1, in.timeline.events.size()));
+  }
+  static bool ByTotal(const Sample& a, const Sample& b) { return a.total < b.total; }
+  double x_of(size_t event) const { return left + plot_w * static_cast<double>(event) / n_events; }
+  double y_of(double g) const { return top + plot_h * (1.0 - g / y_max); }
+
+  // Stacked areas, bottom category first.
+  void DrawAreas(std::ostream& out) const {
+    for (int c = kNumCategories - 1; c >= 0; --c) {
+      std::string path;
+      for (const Sample& s : pts) {
+        int64_t cum = 0;
+        for (int k = 0; k <= c; ++k) cum += s.bytes[k];
+        path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x_of(s.event),
+                            y_of(static_cast<double>(cum) / kGiB));
+      }
+      path += fmt::format("L{:.1f},{:.1f} L{:.1f},{:.1f} Z", x_of(pts.back().event), y_of(0),
+                          x_of(pts.front().event), y_of(0));
+      fmt::print(out,
+                 R"(<path d="{}" fill="{}" stroke="none"/>)"
+                 "\n",
+                 path, kColors[c]);
+    }
+  }
+
+  void DrawAxes(std::ostream& out) const {
+    for (int i = 0; i <= 5; ++i) {
+      const double g = y_max * i / 5;
+      fmt::print(out,
+                 R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#ddd"/>)"
+                 "\n",
+                 left, y_of(g), left + plot_w, y_of(g));
+      fmt::print(out,
+                 R"(<text x="{}" y="{:.1f}" text-anchor="end">{:.1f} GiB</text>)"
+                 "\n",
+                 left - 6, y_of(g) + 4, g);
+    }
+    fmt::print(
+        out,
+        R"(<text x="{}" y="{}" text-anchor="middle">events over the step (setup, forward, backward, optimizer)</text>)"
+        "\n",
+        left + plot_w / 2, height - 15);
+  }
+
+  void DrawBudget(std::ostream& out) const {
+    if (in.budget_bytes > 0) {
+      const double yb = y_of(static_cast<double>(in.budget_bytes) / kGiB);
+      fmt::print(
+          out,
+          R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="black" stroke-dasharray="6,4"/>)"
+          "\n",
+          left, yb, left + plot_w, yb);
+      fmt::print(out,
+                 R"(<text x="{}" y="{:.1f}" text-anchor="end">budget {:.2f} GiB</text>)"
+                 "\n",
+                 left + plot_w, yb - 5, static_cast<double>(in.budget_bytes) / kGiB);
+    }
+  }
+
+  void DrawPeak(std::ostream& out) const {
+    const double px = x_of(peak.event), py = y_of(static_cast<double>(peak.total) / kGiB);
+    const Phase& phase =
+        in.timeline.phases[in.timeline.events.empty() ? 0 : in.timeline.events[peak.event].phase];
+    fmt::print(
+        out,
+        R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="none" stroke="red" stroke-width="2"/>)"
+        "\n",
+        px, py);
+    fmt::print(
+        out,
+        R"(<text x="{:.1f}" y="{:.1f}" fill="red" text-anchor="middle">peak {:.2f} GiB</text>)"
+        "\n",
+        px, py - 10, static_cast<double>(peak.total) / kGiB);
+    fmt::print(out,
+               R"(<text x="{}" y="{}" fill="#555">peak at: {}</text>)"
+               "\n",
+               left, height - 32, DescribePhase(phase, in.graph, in.micro_batches));
+  }
+
+  void DrawLegend(std::ostream& out) const {
+    for (int c = 0; c < kNumCategories; ++c) {
+      const double ly = top + 20.0 * (kNumCategories - 1 - c);
+      fmt::print(out,
+                 R"(<rect x="{}" y="{}" width="14" height="14" fill="{}"/>)"
+                 "\n",
+                 width - right + 15, ly, kColors[c]);
+      fmt::print(out,
+                 R"(<text x="{}" y="{}">{}</text>)"
+                 "\n",
+                 width - right + 35, ly + 11, CategoryName(static_cast<Category>(c)));
+    }
+  }
+};
+
+void WriteTimelineSvg(const TimelineExportInputs& in, std::ostream& out) {
+  const SvgChart chart(in);
   fmt::print(
       out,
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)"
       "\n",
-      width, height);
+      SvgChart::width, SvgChart::height);
   fmt::print(out, R"(<rect width="100%" height="100%" fill="white"/>)"
                   "\n");
   fmt::print(out,
              R"(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)"
              "\n",
-             left, in.title);
-  // Stacked areas, bottom category first.
-  for (int c = kNumCategories - 1; c >= 0; --c) {
-    std::string path;
-    for (const Sample& s : pts) {
-      int64_t cum = 0;
-      for (int k = 0; k <= c; ++k) cum += s.bytes[k];
-      path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x_of(s.event),
-                          y_of(static_cast<double>(cum) / gib));
-    }
-    path += fmt::format("L{:.1f},{:.1f} L{:.1f},{:.1f} Z", x_of(pts.back().event), y_of(0),
-                        x_of(pts.front().event), y_of(0));
-    fmt::print(out,
-               R"(<path d="{}" fill="{}" stroke="none"/>)"
-               "\n",
-               path, kColors[c]);
-  }
-  // Axes and grid.
-  for (int i = 0; i <= 5; ++i) {
-    const double g = y_max * i / 5;
-    fmt::print(out,
-               R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#ddd"/>)"
-               "\n",
-               left, y_of(g), left + plot_w, y_of(g));
-    fmt::print(out,
-               R"(<text x="{}" y="{:.1f}" text-anchor="end">{:.1f} GiB</text>)"
-               "\n",
-               left - 6, y_of(g) + 4, g);
-  }
-  fmt::print(
-      out,
-      R"(<text x="{}" y="{}" text-anchor="middle">events over the step (setup, forward, backward, optimizer)</text>)"
-      "\n",
-      left + plot_w / 2, height - 15);
-  if (in.budget_bytes > 0) {
-    const double yb = y_of(static_cast<double>(in.budget_bytes) / gib);
-    fmt::print(
-        out,
-        R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="black" stroke-dasharray="6,4"/>)"
-        "\n",
-        left, yb, left + plot_w, yb);
-    fmt::print(out,
-               R"(<text x="{}" y="{:.1f}" text-anchor="end">budget {:.2f} GiB</text>)"
-               "\n",
-               left + plot_w, yb - 5, static_cast<double>(in.budget_bytes) / gib);
-  }
-  const double px = x_of(peak->event), py = y_of(static_cast<double>(peak->total) / gib);
-  const Phase& phase =
-      in.timeline.phases[in.timeline.events.empty() ? 0 : in.timeline.events[peak->event].phase];
-  fmt::print(out,
-             R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="none" stroke="red" stroke-width="2"/>)"
-             "\n",
-             px, py);
-  fmt::print(out,
-             R"(<text x="{:.1f}" y="{:.1f}" fill="red" text-anchor="middle">peak {:.2f} GiB</text>)"
-             "\n",
-             px, py - 10, static_cast<double>(peak->total) / gib);
-  fmt::print(out,
-             R"(<text x="{}" y="{}" fill="#555">peak at: {}</text>)"
-             "\n",
-             left, height - 32, DescribePhase(phase, in.graph, in.micro_batches));
-  // Legend.
-  for (int c = 0; c < kNumCategories; ++c) {
-    const double ly = top + 20.0 * (kNumCategories - 1 - c);
-    fmt::print(out,
-               R"(<rect x="{}" y="{}" width="14" height="14" fill="{}"/>)"
-               "\n",
-               width - right + 15, ly, kColors[c]);
-    fmt::print(out,
-               R"(<text x="{}" y="{}">{}</text>)"
-               "\n",
-               width - right + 35, ly + 11, CategoryName(static_cast<Category>(c)));
-  }
+             SvgChart::left, in.title);
+  chart.DrawAreas(out);
+  chart.DrawAxes(out);
+  chart.DrawBudget(out);
+  chart.DrawPeak(out);
+  chart.DrawLegend(out);
   out << "</svg>\n";
 }
 

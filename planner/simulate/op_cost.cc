@@ -35,7 +35,8 @@ struct OpView {
   }
   // The CPU kernel a bf16 matrix multiply runs, if this op is one.
   std::optional<CpuBf16> cpu_bf16_matmul() const {
-    if (OpClassOf(op.kind) != OpClass::kMatmul || states[op.outputs.at(0)].dtype != DType::kBF16) return std::nullopt;
+    if (OpClassOf(op.kind) != OpClass::kMatmul || states[op.outputs.at(0)].dtype != DType::kBF16)
+      return std::nullopt;
     return states.target().cpu_bf16_matmul;
   }
 };
@@ -111,7 +112,9 @@ struct ForwardRule {
 
   // Autograd saves only what the gradients of inputs that require grad need.
   void SaveIf(size_t i, bool cond) { cost.saves_input[i] = record && cond; }
-  Lifetime SavedOr(bool cond) const { return record && cond ? Lifetime::kSaved : Lifetime::kTransient; }
+  Lifetime SavedOr(bool cond) const {
+    return record && cond ? Lifetime::kSaved : Lifetime::kTransient;
+  }
   void Internal(const char* label, int64_t bytes, Lifetime lifetime) {
     cost.internals.push_back({.label = label, .bytes = bytes, .lifetime = lifetime});
   }
@@ -121,7 +124,9 @@ struct BackwardRule {
   const OpView& v;
   BackwardCost& cost;
 
-  int64_t f32_in() const { return StorageBytes(DType::kF32, v.op.inputs.empty() ? 0 : v.in_numel(0)); }
+  int64_t f32_in() const {
+    return StorageBytes(DType::kF32, v.op.inputs.empty() ? 0 : v.in_numel(0));
+  }
   // The output's gradient is handed to input i unchanged when it requires grad.
   void PassThroughIf(size_t i, bool cond) {
     if (v.grad(i) && cond) cost.input_grads[i] = GradFlow::kPassThrough;
@@ -178,7 +183,8 @@ struct FlopsOfClass {  // by the op's class in the op table
 struct AttentionProductFlops {  // q @ k^T and p @ v each cost 2 * (b * heads * s * d) * s
   static OpFlops Flops(const OpView& v) {
     const TensorId bhsd = v.op.kind == OpKind::kAttnContext ? v.op.outputs[0] : v.in(0);
-    const double one = 2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(v.env.seq_len);
+    const double one =
+        2.0 * static_cast<double>(v.numel(bhsd)) * static_cast<double>(v.env.seq_len);
     const double forward = v.op.kind == OpKind::kSdpa ? 2 * one : one;
     return {forward, 2 * forward};
   }
@@ -244,7 +250,8 @@ struct CostRule<OpKind::kRmsNorm> : FlopsOfClass {
     }
     r.Internal("rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral);
     r.Internal("rms_norm rstd", StorageBytes(DType::kF32, rows), r.SavedOr(r.v.grad(0)));
-    if (upcast) r.Internal("rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient);
+    if (upcast)
+      r.Internal("rms_norm normalized fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient);
     r.Internal("rms_norm normalized", StorageBytes(x_dtype, n), r.SavedOr(r.v.grad(1)));
   }
   // The decomposed backward (mul, to, mul, rsqrt, mean, pow) runs in fp32.
@@ -255,7 +262,8 @@ template <>
 struct CostRule<OpKind::kAdd> : SavesNothing, FlopsOfClass {
   // The output gradient flows unchanged unless the input was broadcast or promoted.
   static void Backward(BackwardRule& r) {
-    for (size_t i = 0; i < 2; ++i) r.PassThroughIf(i, r.v.in_matches_out(i) && r.same_dtype_as_out(i));
+    for (size_t i = 0; i < 2; ++i)
+      r.PassThroughIf(i, r.v.in_matches_out(i) && r.same_dtype_as_out(i));
   }
 };
 
@@ -331,10 +339,11 @@ template <>
 struct CostRule<OpKind::kCausalMask> : NewGradients, FlopsOfClass {
   static void Forward(ForwardRule& r) {
     // transformers' mask functions: a bool [s, s] pattern, then where() into the mask.
-    r.cost.internals.push_back({.label = "causal pattern",
-                                .bytes = StorageBytes(DType::kBool, r.v.env.seq_len * r.v.env.seq_len),
-                                .lifetime = Lifetime::kTransient,
-                                .per_sample = false});
+    r.cost.internals.push_back(
+        {.label = "causal pattern",
+         .bytes = StorageBytes(DType::kBool, r.v.env.seq_len * r.v.env.seq_len),
+         .lifetime = Lifetime::kTransient,
+         .per_sample = false});
   }
 };
 
@@ -368,20 +377,22 @@ struct CostRule<OpKind::kAttnScores> : NewGradients, AttentionProductFlops {
 };
 
 template <>
-struct CostRule<OpKind::kAttnContext> : SavesOperandsForEachOther, NewGradients,
-                                        AttentionProductFlops {};
+struct CostRule<OpKind::kAttnContext>
+    : SavesOperandsForEachOther, NewGradients, AttentionProductFlops {};
 
 template <>
 struct CostRule<OpKind::kSoftmax> : SavesOutput, FlopsOfClass {
   // softmax(x, dtype=float32) of a 16-bit x on the CPU converts x first; backward
   // computes the fp32 gradient, then converts it back.
   static bool converts_input(const OpView& v) {
-    return v.op.upcast && v.states[v.in(0)].dtype != DType::kF32 && !v.states.target().cuda_autocast;
+    return v.op.upcast && v.states[v.in(0)].dtype != DType::kF32 &&
+           !v.states.target().cuda_autocast;
   }
   static void Forward(ForwardRule& r) {
     SavesOutput::Forward(r);
     if (converts_input(r.v))
-      r.Internal("softmax fp32 input", StorageBytes(DType::kF32, r.v.in_numel(0)), Lifetime::kTransient);
+      r.Internal("softmax fp32 input", StorageBytes(DType::kF32, r.v.in_numel(0)),
+                 Lifetime::kTransient);
   }
   static void Backward(BackwardRule& r) {
     if (converts_input(r.v)) r.cost.workspace_bytes = r.f32_in();
@@ -399,9 +410,8 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
   // The flash backward's fp32 scratch: the size of q on CUDA; of k on the CPU
   // (measured; the same unless K/V are grouped).
   static void Backward(BackwardRule& r) {
-    r.cost.workspace_bytes = r.v.states.target().cuda_autocast
-                                 ? r.f32_in()
-                                 : StorageBytes(DType::kF32, r.v.in_numel(1));
+    r.cost.workspace_bytes =
+        r.v.states.target().cuda_autocast ? r.f32_in() : StorageBytes(DType::kF32, r.v.in_numel(1));
   }
 };
 

@@ -8,6 +8,14 @@ namespace headroom {
 
 SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
     : graph(g), states(g, RegimeOf(c.precision), CostTargetOf(c)), env{1, c.seq_len} {
+  TabulateTensors(c);
+  TabulateOps();
+  TabulateBlocks();
+}
+
+// Per tensor: bytes, uses, roles; per parameter: master copy and optimizer states.
+void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
+  const OpGraph& g = graph;
   const PrecisionRegime& regime = states.regime();
   for (int o = 0; o < g.num_ops(); ++o) block_of_op.push_back(g.op(OpId{o}).block);
   for (int t = 0; t < g.num_tensors(); ++t) {
@@ -39,6 +47,12 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
     grad_leaf = e;
     ++forward_uses[e.value];  // the autograd graph's reference, dropped when backward ends
   }
+}
+
+// Per op: the cast bytes of its inputs, its forward costs in both grad modes and its
+// backward cost, in shared arrays.
+void SimulationTables::Impl::TabulateOps() {
+  const OpGraph& g = graph;
   param_grad_arrivals.assign(g.num_tensors(), 0);
   for (int o = 0; o < g.num_ops(); ++o) {
     const OpNode& op = g.op(OpId{o});
@@ -69,6 +83,11 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
                               cost.workspace_per_sample});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
   }
+}
+
+// Per block: what it reads from outside, and where a recomputation stops.
+void SimulationTables::Impl::TabulateBlocks() {
+  const OpGraph& g = graph;
   for (int b = 0; b < static_cast<int>(g.blocks().size()); ++b) {
     // What the block reads from outside: what its checkpoint function saves.
     const BlockSegment& seg = g.blocks()[b];

@@ -259,47 +259,64 @@ class StepSimulator {
     const bool recompute = recompute_block >= 0;
     SetPhase(recompute ? Phase::Kind::kRecompute : Phase::Kind::kForward, step_, mb_, op_id);
     const SimulationTables::Impl::OpForward& cost = forward_costs_[grad_mode][op_id.value];
-    std::vector<int64_t>& transients = transients_;
-    transients.clear();
-
+    transients_.clear();
     for (int k = cost.internals_begin; k < cost.internals_end; ++k) {
       const InternalBuffer& internal = tables_.internals[k];
-      using Lifetime = InternalBuffer::Lifetime;
-      int64_t buffer;
-      if (internal.cast_of_input >= 0) {
-        const TensorId src = op.inputs[internal.cast_of_input];
-        if (tables_.trainable[src.value]) {
-          // Autocast caches casts of leaf fp32 weights that require grad.
-          auto it = cast_cache_.find(src.value);
-          if (it == cast_cache_.end())
-            it = cast_cache_
-                     .emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts, false))
-                     .first;
-          buffer = it->second;
-          Retain(buffer);
-        } else {
-          buffer = Acquire(internal.bytes,
-                           IsParam(src) ? Category::kWeightCasts : Category::kActivations,
-                           internal.per_sample);
-        }
-      } else {
-        const Category category = internal.weight_copy                    ? Category::kWeightCasts
-                                  : internal.lifetime == Lifetime::kSaved ? Category::kActivations
-                                                                          : Category::kTemporaries;
-        buffer = Acquire(internal.bytes, category, internal.per_sample);
-      }
-      switch (internal.lifetime) {
-        case Lifetime::kEphemeral:
-          Release(buffer);
-          break;
-        case Lifetime::kTransient:
-          transients.push_back(buffer);
-          break;
-        case Lifetime::kSaved:
-          op_holds_.Add(op_id.value, buffer);
-          break;
-      }
+      HoldInternal(op_id, AcquireInternal(op, internal), internal.lifetime);
     }
+    SaveInputs(op_id, op, cost);
+    BindOutputs(op_id, op, cost, recompute_block);
+    if (cost.workspace_bytes > 0)
+      Release(Acquire(cost.workspace_bytes, Category::kTemporaries, true));
+    for (int64_t b : transients_) Release(b);
+    for (TensorId in : op.inputs) {
+      if (IsParam(in)) continue;
+      if (recompute && !IsInsideBlock(in, recompute_block))
+        continue;  // consumed in the first forward
+      UseDone(in);
+    }
+  }
+
+  // An op's internal buffer: an autocast copy of an input (cached for trainable
+  // weights until autocast exits), or its own scratch or saved state.
+  int64_t AcquireInternal(const OpNode& op, const InternalBuffer& internal) {
+    using Lifetime = InternalBuffer::Lifetime;
+    if (internal.cast_of_input < 0) {
+      const Category category = internal.weight_copy                    ? Category::kWeightCasts
+                                : internal.lifetime == Lifetime::kSaved ? Category::kActivations
+                                                                        : Category::kTemporaries;
+      return Acquire(internal.bytes, category, internal.per_sample);
+    }
+    const TensorId src = op.inputs[internal.cast_of_input];
+    if (!tables_.trainable[src.value]) {
+      return Acquire(internal.bytes, IsParam(src) ? Category::kWeightCasts : Category::kActivations,
+                     internal.per_sample);
+    }
+    // Autocast caches casts of leaf fp32 weights that require grad.
+    auto it = cast_cache_.find(src.value);
+    if (it == cast_cache_.end())
+      it = cast_cache_.emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts, false))
+               .first;
+    Retain(it->second);
+    return it->second;
+  }
+
+  void HoldInternal(OpId op_id, int64_t buffer, InternalBuffer::Lifetime lifetime) {
+    switch (lifetime) {
+      case InternalBuffer::Lifetime::kEphemeral:
+        Release(buffer);
+        break;
+      case InternalBuffer::Lifetime::kTransient:
+        transients_.push_back(buffer);
+        break;
+      case InternalBuffer::Lifetime::kSaved:
+        op_holds_.Add(op_id.value, buffer);
+        break;
+    }
+  }
+
+  // Autograd holds the inputs the op saves (an autocast copy is saved instead, above).
+  void SaveInputs(OpId op_id, const OpNode& op, const SimulationTables::Impl::OpForward& cost) {
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const TensorId in = op.inputs[i];
       if (!tables_.saves_input[cost.saves_begin + i] || CastBytes(op_id, i) != kNotCast ||
@@ -308,6 +325,10 @@ class StepSimulator {
       Retain(buffer_of_[in.value]);
       op_holds_.Add(op_id.value, buffer_of_[in.value]);
     }
+  }
+
+  void BindOutputs(OpId op_id, const OpNode& op, const SimulationTables::Impl::OpForward& cost,
+                   int recompute_block) {
     for (TensorId out : op.outputs) {
       int64_t buffer;
       if (cost.output_aliases_input) {
@@ -317,7 +338,7 @@ class StepSimulator {
         buffer = Acquire(Bytes(out), Category::kActivations, PerSample(out));
       }
       int uses = UsesOf(out, recompute_block);
-      if (recompute && tables_.states.target().reentrant_checkpoint &&
+      if (recompute_block >= 0 && tables_.states.target().reentrant_checkpoint &&
           out == graph_.blocks()[recompute_block].output)
         ++uses;  // held by the checkpoint backward
       if (cost.saves_output) {
@@ -325,15 +346,6 @@ class StepSimulator {
         op_holds_.Add(op_id.value, buffer);
       }
       Bind(out, buffer, uses);
-    }
-    if (cost.workspace_bytes > 0)
-      Release(Acquire(cost.workspace_bytes, Category::kTemporaries, true));
-    for (int64_t b : transients) Release(b);
-    for (TensorId in : op.inputs) {
-      if (IsParam(in)) continue;
-      if (recompute && !IsInsideBlock(in, recompute_block))
-        continue;  // consumed in the first forward
-      UseDone(in);
     }
   }
 

@@ -5,10 +5,10 @@ namespace {
 
 // How autocast treats an op's floating-point inputs.
 enum class Autocast {
-  kKeeps,         // runs in the inputs' dtypes
-  kLowers,        // casts them to the 16-bit compute dtype (autocast's lower-precision list)
-  kFp32,          // casts them to fp32 (the losses)
-  kFp32OnCuda,    // fp32 under CUDA's autocast; the CPU's keeps the input dtype
+  kKeeps,       // runs in the inputs' dtypes
+  kLowers,      // casts them to the 16-bit compute dtype (autocast's lower-precision list)
+  kFp32,        // casts them to fp32 (the losses)
+  kFp32OnCuda,  // fp32 under CUDA's autocast; the CPU's keeps the input dtype
 };
 
 // What a dtype rule reads: the op, its inputs' dtypes, the regime and the target.
@@ -53,63 +53,93 @@ struct Fp32OnCudaAutocast {
   }
 };
 
-template <> struct DTypeRule<OpKind::kEmbedding> {
+template <>
+struct DTypeRule<OpKind::kEmbedding> {
   static constexpr Autocast kAutocast = Autocast::kKeeps;
   static DType Output(const DTypeRuleInputs& r) { return r.in(1); }  // the table's
 };
-template <> struct DTypeRule<OpKind::kLinear> {
+template <>
+struct DTypeRule<OpKind::kLinear> {
   static constexpr Autocast kAutocast = Autocast::kLowers;
   static DType Output(const DTypeRuleInputs& r) {
     return r.in(1) == DType::kNF4 ? r.regime.compute_dtype : r.product();
   }
 };
-template <> struct DTypeRule<OpKind::kLayerNorm> : Fp32OnCudaAutocast {};
-template <> struct DTypeRule<OpKind::kRmsNorm> : PromotesInputs {};
-template <> struct DTypeRule<OpKind::kAdd> : PromotesInputs {};
-template <> struct DTypeRule<OpKind::kMul> : PromotesInputs {};
-template <> struct DTypeRule<OpKind::kScale> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kGelu> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kGeluTanh> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kSilu> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kTanh> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kContiguous> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kCastLike> {
+template <>
+struct DTypeRule<OpKind::kLayerNorm> : Fp32OnCudaAutocast {};
+template <>
+struct DTypeRule<OpKind::kRmsNorm> : PromotesInputs {};
+template <>
+struct DTypeRule<OpKind::kAdd> : PromotesInputs {};
+template <>
+struct DTypeRule<OpKind::kMul> : PromotesInputs {};
+template <>
+struct DTypeRule<OpKind::kScale> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kGelu> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kGeluTanh> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kSilu> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kTanh> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kContiguous> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kCastLike> {
   static constexpr Autocast kAutocast = Autocast::kKeeps;
   static DType Output(const DTypeRuleInputs& r) { return r.in(1); }
 };
-template <> struct DTypeRule<OpKind::kCube> : Fp32OnCudaAutocast {};
-template <> struct DTypeRule<OpKind::kAddScalar> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kKvCacheCopy> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kDropout> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kRopeTables> : KeepsInputDType {};  // the hidden states'
-template <> struct DTypeRule<OpKind::kRope> : PromotesInputs {};
-template <> struct DTypeRule<OpKind::kCausalMask> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kView> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kRepeatKv> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kMergeHeads> : KeepsInputDType {};
-template <> struct DTypeRule<OpKind::kAttnScores> {
+template <>
+struct DTypeRule<OpKind::kCube> : Fp32OnCudaAutocast {};
+template <>
+struct DTypeRule<OpKind::kAddScalar> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kKvCacheCopy> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kDropout> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kRopeTables> : KeepsInputDType {};  // the hidden states'
+template <>
+struct DTypeRule<OpKind::kRope> : PromotesInputs {};
+template <>
+struct DTypeRule<OpKind::kCausalMask> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kView> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kRepeatKv> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kMergeHeads> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kAttnScores> {
   static constexpr Autocast kAutocast = Autocast::kLowers;  // not the mask (see UsedDType)
   // The mask is added after the (autocast) matmul, with type promotion.
   static DType Output(const DTypeRuleInputs& r) {
     return r.op.inputs.size() > 2 ? PromoteTypes(r.product(), r.in(2)) : r.product();
   }
 };
-template <> struct DTypeRule<OpKind::kSoftmax> {
+template <>
+struct DTypeRule<OpKind::kSoftmax> {
   static constexpr Autocast kAutocast = Autocast::kFp32OnCuda;
   static DType Output(const DTypeRuleInputs& r) {
     return r.op.upcast ? DType::kF32 : Fp32OnCudaAutocast::Output(r);
   }
 };
-template <> struct DTypeRule<OpKind::kAttnContext> : LowersUnderAutocast {};
-template <> struct DTypeRule<OpKind::kSdpa> : LowersUnderAutocast {};
-template <> struct DTypeRule<OpKind::kCastF32> : Fp32Result {
+template <>
+struct DTypeRule<OpKind::kAttnContext> : LowersUnderAutocast {};
+template <>
+struct DTypeRule<OpKind::kSdpa> : LowersUnderAutocast {};
+template <>
+struct DTypeRule<OpKind::kCastF32> : Fp32Result {
   static constexpr Autocast kAutocast = Autocast::kKeeps;
 };
-template <> struct DTypeRule<OpKind::kLogSoftmax> {
+template <>
+struct DTypeRule<OpKind::kLogSoftmax> {
   static constexpr Autocast kAutocast = Autocast::kFp32;
   static DType Output(const DTypeRuleInputs& r) { return r.in(0); }  // fp32 logits already
 };
-template <> struct DTypeRule<OpKind::kNllLoss> : Fp32Result {
+template <>
+struct DTypeRule<OpKind::kNllLoss> : Fp32Result {
   static constexpr Autocast kAutocast = Autocast::kFp32;
 };
 

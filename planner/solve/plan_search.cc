@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "planner/simulate/caching_allocator_model.h"
-#include "planner/solve/chain_memory_model.h"
-#include "planner/solve/checkpoint_solver.h"
 #include "planner/simulate/live_bytes.h"
 #include "planner/simulate/step_simulator.h"
+#include "planner/solve/chain_memory_model.h"
+#include "planner/solve/checkpoint_solver.h"
 
 namespace headroom {
 namespace {
@@ -28,8 +28,7 @@ struct ChainTimeline {
 ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) {
   const OpGraph& graph = tables.graph();
   const std::vector<bool> none(graph.blocks().size(), false);
-  const SimulationOptions sim{
-      .steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
+  const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
   ChainTimeline out;
   out.granularity = device.AllocationGranularity();
   out.state_bytes = tables.OptimizerStateBytes(out.granularity);
@@ -64,8 +63,7 @@ CheckpointSolution Solve(const ChainMemoryModel& model, int64_t budget_units,
 // full prediction's work.
 int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& checkpointed,
                       const DeviceSpec& device) {
-  const SimulationOptions sim{
-      .steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
+  const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
   const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
   const auto optimizer =
       std::find_if(timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
@@ -111,163 +109,150 @@ int64_t PerGpuBatch(const SearchOptions& options, std::string* note) {
   return per_gpu;
 }
 
-std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingConfig& base,
-                                          const DeviceSpec& device, const SearchOptions& options) {
-  const int64_t allocator_budget =
-      UsableBytes(device, options.margin) - device.ContextBytes();
-  const int64_t per_gpu = PerGpuBatch(options, nullptr);
+namespace {
+
+// The micro-batches that divide the per-GPU batch (or the fixed one), smallest first.
+std::vector<int64_t> MicroBatchesToTry(const SearchOptions& options, int64_t per_gpu) {
   std::vector<int64_t> micro_batches;
   for (int64_t b = 1; b <= std::min(per_gpu, options.max_micro_batch); ++b) {
     if (per_gpu % b == 0 && (!options.fixed_micro_batch || *options.fixed_micro_batch == b)) {
       micro_batches.push_back(b);
     }
   }
-  const std::vector<Precision> precisions =
-      options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;
-
-  std::vector<PlanCandidate> candidates;
-  for (Precision precision : precisions) {
-    TrainingConfig config = base;
-    config.precision = precision;
-    // One set of tables serves the profile and every micro-batch of this precision.
-    const SimulationTables tables(graph, config);
-    const ChainTimeline profiles = Profile(tables, device);
-    const ChainProfiler profiler(graph, tables.states(), profiles.timeline, profiles.granularity,
-                                 profiles.state_bytes);
-    std::vector<MicroBatchOption> micro_batch_options;
-    std::vector<CheckpointSolution> solutions;
-    std::vector<TrainingConfig> configs;
-    std::vector<StepTimeModel> time_models;
-    for (int64_t b : micro_batches) {
-      config.micro_batch = b;
-      config.grad_accum_steps = per_gpu / b;
-      StepTimeModel time_model(graph, tables.states(), config, device);
-      const StepTime plain = time_model.Estimate({});
-      MicroBatchOption o{
-          b, ToUnits(profiler.Profile({b, config.seq_len}), time_model.block_forward_seconds()), 0,
-          plain.forward_seconds + plain.backward_seconds};
-      o.budget_units = allocator_budget / o.model.unit_bytes;
-      // Every byte of the model grows with the micro-batch, so once one does not fit no
-      // larger one does: stop profiling there.
-      CheckpointSolution solution = Solve(o.model, o.budget_units, options);
-      if (!solution.feasible) break;
-      solutions.push_back(std::move(solution));
-      micro_batch_options.push_back(std::move(o));
-      configs.push_back(config);
-      time_models.push_back(std::move(time_model));
-    }
-    for (MicroBatchChoice& choice :
-         RankSolvedMicroBatches(micro_batch_options, std::move(solutions))) {
-      const TrainingConfig& chosen = configs[choice.option];
-      PlanCandidate c{tables.WithBatch(chosen.micro_batch, chosen.grad_accum_steps),
-                      micro_batch_options[choice.option].model, std::move(choice.solution),
-                      time_models[choice.option], StepTime{}};
-      c.time = c.time_model->Estimate(c.solution.checkpointed);
-      candidates.push_back(std::move(c));
-    }
-  }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const PlanCandidate& x, const PlanCandidate& y) {
-                     return x.time.tokens_per_second > y.time.tokens_per_second;
-                   });
-  return candidates;
+  return micro_batches;
 }
 
-SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
-                        const SearchOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  SearchResult r;
-  r.usable_bytes = UsableBytes(device, options.margin);
-  const int64_t per_gpu = PerGpuBatch(options, &r.batch_note);
-  const std::vector<Precision> precisions =
-      options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;
-  std::vector<PlanCandidate> candidates = RankCandidates(graph, base, device, options);
+std::vector<Precision> PrecisionsToTry(const TrainingConfig& base, const SearchOptions& options) {
+  return options.precisions.empty() ? std::vector<Precision>{base.precision} : options.precisions;
+}
 
-  // Step 3. Verify with the full simulator. The simulator and the chain model differ by
-  // an offset (allocator rounding and segments, what the model leaves out): measure it
-  // on the plan just simulated and solve again against the usable memory less that
-  // offset, until the verified plan is the one the model asks for. Keep the cheapest
-  // plan that passed.
-  constexpr int kMaxAttempts = 6;
-  const int64_t granularity = device.AllocationGranularity();
-  for (PlanCandidate& c : candidates) {
-    std::optional<std::pair<CheckpointSolution, StepPrediction>> best;
-    const SimulationTables& tables = c.tables;
-    // The model's plan leaves out what the allocator holds beyond live bytes. A first
-    // step alone measures that offset at about half the cost of a full prediction (the
-    // model counts the optimizer states, which that step does not have yet); the plan
-    // re-solved with it is usually the one the full verification below keeps, so that
-    // runs once.
-    if (c.solution.feasible && !options.fixed_checkpoint) {
-      const int64_t states = tables.OptimizerStateBytes(granularity);
-      // The first step's peak, and its offset from the model's peak without the states.
-      const auto measure = [&](const CheckpointSolution& plan) {
-        const int64_t first_step = FirstStepPeak(tables, plan.checkpointed, device);
-        return std::pair(first_step, first_step - (plan.peak_units * c.model.unit_bytes - states));
-      };
-      const auto resolve = [&](int64_t offset) {
-        return Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
-      };
-      auto [first_step, offset] = measure(c.solution);
-      CheckpointSolution guess = resolve(offset);
-      if (!guess.feasible) {
-        // The offset grows with what a plan keeps live (more to fragment), so the model's
-        // leanest plan, every block checkpointed, may fit where the first one's offset
-        // says nothing does: measure on that plan instead.
-        CheckpointSolution leanest =
-            Solve(c.model, 0,
-                  {.fixed_checkpoint = CheckpointPolicy{.kind = CheckpointPolicy::Kind::kAll}});
-        std::tie(first_step, offset) = measure(leanest);
-        guess = resolve(offset);
-        if (!guess.feasible) {
-          // Even the leanest plan misses before its optimizer states exist: no plan at
-          // this micro-batch fits.
-          if (first_step > r.usable_bytes) continue;
-          guess = std::move(leanest);  // the full verification judges it
-          guess.feasible = true;
-        }
-      }
-      c.solution = std::move(guess);
-    }
-    for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
-      StepPrediction p = PredictStep(tables, c.solution.checkpointed, device);
-      const int64_t peak = PeakAgainstBudget(p, device);
-      const int64_t offset = peak - c.solution.peak_units * c.model.unit_bytes;
-      if (peak <= r.usable_bytes) {
-        if (!best || c.solution.recompute_cost < best->first.recompute_cost)
-          best.emplace(c.solution, std::move(p));
-      } else {
-        ++r.corrections;
-      }
-      CheckpointSolution next =
-          Solve(c.model, (r.usable_bytes - offset) / c.model.unit_bytes, options);
-      const bool same = next.checkpointed == c.solution.checkpointed;
-      const bool tried = best && next.checkpointed == best->first.checkpointed;
-      if (!next.feasible || same || tried ||
-          (best && next.recompute_cost >= best->first.recompute_cost))
-        break;
-      c.solution = std::move(next);
-    }
-    if (best) {
-      r.feasible = true;
-      r.time = c.time_model->Estimate(best->first.checkpointed);
-      r.plan = Plan::WithCheckpointed(c.config(), best->first.checkpointed, options.global_batch);
-      r.prediction = std::move(best->second);
-      r.solver_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return r;
+// Steps 1 and 2 for one precision: profile once, then solve each micro-batch.
+void AddCandidatesOfPrecision(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device,
+                              const SearchOptions& options,
+                              const std::vector<int64_t>& micro_batches,
+                              std::vector<PlanCandidate>& candidates) {
+  const int64_t allocator_budget = UsableBytes(device, options.margin) - device.ContextBytes();
+  const int64_t per_gpu = PerGpuBatch(options, nullptr);
+  // One set of tables serves the profile and every micro-batch of this precision.
+  const SimulationTables tables(graph, config);
+  const ChainTimeline profiles = Profile(tables, device);
+  const ChainProfiler profiler(graph, tables.states(), profiles.timeline, profiles.granularity,
+                               profiles.state_bytes);
+  std::vector<MicroBatchOption> micro_batch_options;
+  std::vector<CheckpointSolution> solutions;
+  std::vector<TrainingConfig> configs;
+  std::vector<StepTimeModel> time_models;
+  for (int64_t b : micro_batches) {
+    config.micro_batch = b;
+    config.grad_accum_steps = per_gpu / b;
+    StepTimeModel time_model(graph, tables.states(), config, device);
+    const StepTime plain = time_model.Estimate({});
+    MicroBatchOption o{
+        b, ToUnits(profiler.Profile({b, config.seq_len}), time_model.block_forward_seconds()), 0,
+        plain.forward_seconds + plain.backward_seconds};
+    o.budget_units = allocator_budget / o.model.unit_bytes;
+    // Every byte of the model grows with the micro-batch, so once one does not fit no
+    // larger one does: stop profiling there.
+    CheckpointSolution solution = Solve(o.model, o.budget_units, options);
+    if (!solution.feasible) break;
+    solutions.push_back(std::move(solution));
+    micro_batch_options.push_back(std::move(o));
+    configs.push_back(config);
+    time_models.push_back(std::move(time_model));
+  }
+  for (MicroBatchChoice& choice :
+       RankSolvedMicroBatches(micro_batch_options, std::move(solutions))) {
+    const TrainingConfig& chosen = configs[choice.option];
+    PlanCandidate c{tables.WithBatch(chosen.micro_batch, chosen.grad_accum_steps),
+                    micro_batch_options[choice.option].model, std::move(choice.solution),
+                    time_models[choice.option], StepTime{}};
+    c.time = c.time_model->Estimate(c.solution.checkpointed);
+    candidates.push_back(std::move(c));
+  }
+}
+
+// The model's plan leaves out what the allocator holds beyond live bytes. A first step
+// alone measures that offset at about half the cost of a full prediction (the model
+// counts the optimizer states, which that step does not have yet); the plan re-solved
+// with it is usually the one the full verification keeps, so that runs once. Returns
+// false when no plan at this micro-batch can fit.
+bool CalibrateOnFirstStep(PlanCandidate& c, const DeviceSpec& device, const SearchOptions& options,
+                          int64_t usable_bytes) {
+  const SimulationTables& tables = c.tables;
+  const int64_t states = tables.OptimizerStateBytes(device.AllocationGranularity());
+  // The first step's peak, and its offset from the model's peak without the states.
+  const auto measure = [&](const CheckpointSolution& plan) {
+    const int64_t first_step = FirstStepPeak(tables, plan.checkpointed, device);
+    return std::pair(first_step, first_step - (plan.peak_units * c.model.unit_bytes - states));
+  };
+  const auto resolve = [&](int64_t offset) {
+    return Solve(c.model, (usable_bytes - offset) / c.model.unit_bytes, options);
+  };
+  auto [first_step, offset] = measure(c.solution);
+  CheckpointSolution guess = resolve(offset);
+  if (!guess.feasible) {
+    // The offset grows with what a plan keeps live (more to fragment), so the model's
+    // leanest plan, every block checkpointed, may fit where the first one's offset says
+    // nothing does: measure on that plan instead.
+    CheckpointSolution leanest = Solve(
+        c.model, 0, {.fixed_checkpoint = CheckpointPolicy{.kind = CheckpointPolicy::Kind::kAll}});
+    std::tie(first_step, offset) = measure(leanest);
+    guess = resolve(offset);
+    if (!guess.feasible) {
+      // Even the leanest plan misses before its optimizer states exist: no plan at this
+      // micro-batch fits.
+      if (first_step > usable_bytes) return false;
+      guess = std::move(leanest);  // the full verification judges it
+      guess.feasible = true;
     }
   }
+  c.solution = std::move(guess);
+  return true;
+}
 
-  // No candidate of the model survived verification: the smallest plan there is
-  // (micro-batch 1, every block checkpointed unless the policy is fixed) may still fit,
-  // since the model is conservative; otherwise report by how much it misses.
+using VerifiedPlan = std::pair<CheckpointSolution, StepPrediction>;
+
+// Step 3. Verify with the full simulator. The simulator and the chain model differ by an
+// offset (allocator rounding and segments, what the model leaves out): measure it on the
+// plan just simulated and solve again against the usable memory less that offset, until
+// the verified plan is the one the model asks for. Returns the cheapest plan that passed.
+std::optional<VerifiedPlan> Verify(PlanCandidate& c, const DeviceSpec& device,
+                                   const SearchOptions& options, int64_t usable_bytes,
+                                   int& corrections) {
+  constexpr int kMaxAttempts = 6;
+  std::optional<VerifiedPlan> best;
+  for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
+    StepPrediction p = PredictStep(c.tables, c.solution.checkpointed, device);
+    const int64_t peak = PeakAgainstBudget(p, device);
+    const int64_t offset = peak - c.solution.peak_units * c.model.unit_bytes;
+    if (peak <= usable_bytes) {
+      if (!best || c.solution.recompute_cost < best->first.recompute_cost)
+        best.emplace(c.solution, std::move(p));
+    } else {
+      ++corrections;
+    }
+    CheckpointSolution next = Solve(c.model, (usable_bytes - offset) / c.model.unit_bytes, options);
+    const bool same = next.checkpointed == c.solution.checkpointed;
+    const bool tried = best && next.checkpointed == best->first.checkpointed;
+    if (!next.feasible || same || tried ||
+        (best && next.recompute_cost >= best->first.recompute_cost))
+      break;
+    c.solution = std::move(next);
+  }
+  return best;
+}
+
+// No candidate of the model survived verification: the smallest plan there is
+// (micro-batch 1, every block checkpointed unless the policy is fixed) may still fit,
+// since the model is conservative; otherwise report by how much it misses.
+void SmallestPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                  const SearchOptions& options, SearchResult& r) {
   bool smallest_seen = false;
-  for (Precision precision : precisions) {
+  for (Precision precision : PrecisionsToTry(base, options)) {
     TrainingConfig config = base;
     config.precision = precision;
     config.micro_batch = 1;
-    config.grad_accum_steps = per_gpu;
+    config.grad_accum_steps = PerGpuBatch(options, nullptr);
     const int n = static_cast<int>(graph.blocks().size());
     const std::vector<bool> flags = options.fixed_checkpoint ? *options.fixed_checkpoint->Resolve(n)
                                                              : std::vector<bool>(n, true);
@@ -283,6 +268,47 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   }
   r.feasible = r.shortfall_bytes <= 0;
   if (r.feasible) r.shortfall_bytes = 0;
+}
+
+}  // namespace
+
+std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingConfig& base,
+                                          const DeviceSpec& device, const SearchOptions& options) {
+  const std::vector<int64_t> micro_batches =
+      MicroBatchesToTry(options, PerGpuBatch(options, nullptr));
+  std::vector<PlanCandidate> candidates;
+  for (Precision precision : PrecisionsToTry(base, options)) {
+    TrainingConfig config = base;
+    config.precision = precision;
+    AddCandidatesOfPrecision(graph, config, device, options, micro_batches, candidates);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const PlanCandidate& x, const PlanCandidate& y) {
+                     return x.time.tokens_per_second > y.time.tokens_per_second;
+                   });
+  return candidates;
+}
+
+SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                        const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult r;
+  r.usable_bytes = UsableBytes(device, options.margin);
+  PerGpuBatch(options, &r.batch_note);
+  for (PlanCandidate& c : RankCandidates(graph, base, device, options)) {
+    if (c.solution.feasible && !options.fixed_checkpoint &&
+        !CalibrateOnFirstStep(c, device, options, r.usable_bytes))
+      continue;
+    std::optional<VerifiedPlan> best = Verify(c, device, options, r.usable_bytes, r.corrections);
+    if (best) {
+      r.feasible = true;
+      r.time = c.time_model->Estimate(best->first.checkpointed);
+      r.plan = Plan::WithCheckpointed(c.config(), best->first.checkpointed, options.global_batch);
+      r.prediction = std::move(best->second);
+      break;
+    }
+  }
+  if (!r.feasible) SmallestPlan(graph, base, device, options, r);
   r.solver_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

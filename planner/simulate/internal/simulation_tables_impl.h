@@ -20,6 +20,9 @@ namespace headroom {
 // arrays the simulator's inner loop reads instead of the graph's tensor records.
 struct SimulationTables::Impl {
   Impl(const OpGraph& g, const TrainingConfig& c);
+  void TabulateTensors(const TrainingConfig& config);
+  void TabulateOps();
+  void TabulateBlocks();
 
   static constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
 
