@@ -3,7 +3,8 @@
 # package is already present it only checks and returns.
 #   scripts/setup.sh          the planner's dependencies (apt)
 #   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel,
-#                             and transformers + peft for the runtime's reference test
+#                             transformers + peft for the reference tests, and lizard
+#                             for the function-length check
 set -euo pipefail
 
 with_torch=0
@@ -35,5 +36,10 @@ if [ $with_torch -eq 1 ] && ! python3 -c "import transformers, peft" 2>/dev/null
   # The reference the runtime's saved weights and adapters are checked against.
   echo "setup: installing transformers and peft from PyPI (for the Hugging Face reference test)"
   python3 -m pip install --quiet "transformers==5.24.0" "peft==0.21.2"
+fi
+if [ $with_torch -eq 1 ] && ! python3 -c "import lizard" 2>/dev/null; then
+  # The test suite's function-length check (Style.NoFunctionOver60Lines).
+  echo "setup: installing lizard from PyPI (for the function-length check)"
+  python3 -m pip install --quiet "lizard==1.24.3"
 fi
 echo "setup: all build dependencies present"

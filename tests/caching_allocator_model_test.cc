@@ -49,21 +49,21 @@ TEST(CachingAllocatorModel, RoundingAndSegmentSizes) {
 TEST(CachingAllocatorModel, BestFitSplitsAndNewSegments) {
   AllocatorSequence s;
   s.Alloc(100);  // small pool: 2 MiB segment, 512 B block
-  EXPECT_EQ(s.model().reserved_bytes(), 2 * kMiB);
-  EXPECT_EQ(s.model().allocated_bytes(), 512);
+  EXPECT_EQ(s.model().reserved().current, 2 * kMiB);
+  EXPECT_EQ(s.model().allocated().current, 512);
   const int64_t b = s.Alloc(3 * kMiB);  // 1-10 MiB: 20 MiB segment, 17 MiB remainder
-  EXPECT_EQ(s.model().reserved_bytes(), 22 * kMiB);
+  EXPECT_EQ(s.model().reserved().current, 22 * kMiB);
   s.Alloc(12 * kMiB + 1);  // 12 MiB + 512 carved from the 17 MiB remainder
-  EXPECT_EQ(s.model().reserved_bytes(), 22 * kMiB);
+  EXPECT_EQ(s.model().reserved().current, 22 * kMiB);
   s.Free(b);  // 3 MiB free block, next to an allocated one
   // 4 MiB: the 3 MiB block is too small; best fit is the (5 MiB - 512) remainder, whose
   // leftover (1 MiB - 512) is not worth splitting in the large pool.
   s.Alloc(4 * kMiB);
-  EXPECT_EQ(s.model().allocated_bytes(), 512 + (12 * kMiB + 512) + (5 * kMiB - 512));
-  EXPECT_EQ(s.model().reserved_bytes(), 22 * kMiB);
+  EXPECT_EQ(s.model().allocated().current, 512 + (12 * kMiB + 512) + (5 * kMiB - 512));
+  EXPECT_EQ(s.model().reserved().current, 22 * kMiB);
   s.Alloc(30 * kMiB);  // nothing fits: a 30 MiB segment
-  EXPECT_EQ(s.model().reserved_bytes(), 52 * kMiB);
-  EXPECT_EQ(s.model().peak_reserved_bytes(), 52 * kMiB);
+  EXPECT_EQ(s.model().reserved().current, 52 * kMiB);
+  EXPECT_EQ(s.model().reserved().peak, 52 * kMiB);
   EXPECT_EQ(s.model().num_segments(), 3);
   EXPECT_FALSE(s.model().out_of_memory());
 }
@@ -76,16 +76,16 @@ TEST(CachingAllocatorModel, FreedNeighboursCoalesce) {
   s.Free(a);      // a and b merge into one 2048 B block at offset 0
   s.Alloc(2000);  // rounds to 2048: reuses the merged block exactly
   EXPECT_EQ(s.model().num_segments(), 1);
-  EXPECT_EQ(s.model().reserved_bytes(), 2 * kMiB);
-  EXPECT_EQ(s.model().allocated_bytes(), 2048 + 1024);
+  EXPECT_EQ(s.model().reserved().current, 2 * kMiB);
+  EXPECT_EQ(s.model().allocated().current, 2048 + 1024);
 }
 
 TEST(CachingAllocatorModel, ReleasesCachedSegmentsBeforeRunningOut) {
   AllocatorSequence s(30 * kMiB);
   s.Free(s.Alloc(20 * kMiB));  // 20 MiB segment, now fully free but still reserved
-  EXPECT_EQ(s.model().reserved_bytes(), 20 * kMiB);
+  EXPECT_EQ(s.model().reserved().current, 20 * kMiB);
   s.Alloc(24 * kMiB);  // 20 + 24 > 30: the free segment is released first
-  EXPECT_EQ(s.model().reserved_bytes(), 24 * kMiB);
+  EXPECT_EQ(s.model().reserved().current, 24 * kMiB);
   EXPECT_FALSE(s.model().out_of_memory());
   s.Alloc(8 * kMiB);  // needs a 20 MiB segment: 44 MiB > 30 MiB
   EXPECT_TRUE(s.model().out_of_memory());
@@ -97,16 +97,16 @@ TEST(CachingAllocatorModel, AllocFreeCountsTheWholeBlockWhenTheRemainderIsNotSpl
   s.Free(s.Alloc(12 * kMiB));     // a 12 MiB segment, free
   s.Free(s.Alloc(14 * kMiB));     // a 14 MiB segment (12 does not fit), free
   s.Alloc(11 * kMiB + kMiB / 2);  // takes the 12 MiB block whole: 0.5 MiB is not split off
-  EXPECT_EQ(s.model().allocated_bytes(), 12 * kMiB);
+  EXPECT_EQ(s.model().allocated().current, 12 * kMiB);
   // 13.6 MiB takes the 14 MiB block whole too: 12 + 14 MiB were allocated at once.
   s.AllocFree(13 * kMiB + 600 * 1024);
-  EXPECT_EQ(s.model().peak_allocated_bytes(), 26 * kMiB);
-  EXPECT_EQ(s.model().allocated_bytes(), 12 * kMiB);
-  EXPECT_EQ(s.model().peak_reserved_bytes(), 26 * kMiB);
+  EXPECT_EQ(s.model().allocated().peak, 26 * kMiB);
+  EXPECT_EQ(s.model().allocated().current, 12 * kMiB);
+  EXPECT_EQ(s.model().reserved().peak, 26 * kMiB);
   // A pair that needs a new segment takes the full path.
   s.AllocFree(30 * kMiB);
-  EXPECT_EQ(s.model().peak_reserved_bytes(), 56 * kMiB);
-  EXPECT_EQ(s.model().peak_allocated_bytes(), 42 * kMiB);
+  EXPECT_EQ(s.model().reserved().peak, 56 * kMiB);
+  EXPECT_EQ(s.model().allocated().peak, 42 * kMiB);
 }
 
 // ReplayInto hands an allocation freed by the next event to AllocFree, which skips the
@@ -137,9 +137,9 @@ TEST(CachingAllocatorModel, AllocFreePairsReplayLikeSeparateEvents) {
     CachingAllocatorModel paired, separate;
     ReplayInto(events, 0, events.size(), paired);
     for (const MemoryEvent& e : events) ReplayEvent(e, separate);
-    EXPECT_EQ(paired.peak_allocated_bytes(), separate.peak_allocated_bytes()) << "trial " << trial;
-    EXPECT_EQ(paired.peak_reserved_bytes(), separate.peak_reserved_bytes()) << "trial " << trial;
-    EXPECT_EQ(paired.allocated_bytes(), separate.allocated_bytes()) << "trial " << trial;
+    EXPECT_EQ(paired.allocated().peak, separate.allocated().peak) << "trial " << trial;
+    EXPECT_EQ(paired.reserved().peak, separate.reserved().peak) << "trial " << trial;
+    EXPECT_EQ(paired.allocated().current, separate.allocated().current) << "trial " << trial;
     EXPECT_EQ(paired.num_segments(), separate.num_segments()) << "trial " << trial;
   }
 }

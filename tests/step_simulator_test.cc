@@ -50,7 +50,7 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
   std::vector<int64_t> out;
   for (const MemoryEvent& e : t.events) {
     ReplayEvent(e, live);
-    out.push_back(live.current_bytes());
+    out.push_back(live.live().current);
   }
   return out;
 }
@@ -101,7 +101,7 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
 
   LiveBytes live(t);
   Replay(t, live);
-  EXPECT_EQ(live.peak_bytes(), 160);
+  EXPECT_EQ(live.live().peak, 160);
   EXPECT_EQ(t.phases[live.peak_phase()].kind, Phase::Kind::kBackward);
   EXPECT_EQ(g.op(t.phases[live.peak_phase()].op).name, "log_softmax");
   const CategoryBytes& at_peak = live.breakdown_at_peak();
@@ -124,7 +124,7 @@ TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
   // Step 2: states (112) live throughout: backward peak 160 + 112 = 272; optimizer
   // step 56 + 56 + 112 + 64 (E's temp) = 288.
   EXPECT_EQ(live.peak_by_step().at(2), 288);
-  EXPECT_EQ(live.current_bytes(), 56 + 112);  // weights and states remain
+  EXPECT_EQ(live.live().current, 56 + 112);  // weights and states remain
 }
 
 // torch.optim (a plain PyTorch loop) creates every parameter's states and its 4-byte
@@ -142,7 +142,7 @@ TEST(StepSimulator, TorchOptimCreatesAllStatesBeforeTheUpdates) {
   // temporary 64 -> 296 (W's 48 after it is freed).
   EXPECT_EQ(live.peak_by_step().at(1), 296);
   EXPECT_EQ(live.peak_by_step().at(2), 296);
-  EXPECT_EQ(live.current_bytes(), 56 + 112 + 8);
+  EXPECT_EQ(live.live().current, 56 + 112 + 8);
 
   config.optimizer_impl = OptimizerImpl::kForeach;  // 232 + sqrt of both: 32 + 24
   const Timeline foreach_timeline = SimulateSteps(g, config, {});
@@ -160,7 +160,7 @@ TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
   Replay(t, live);
   // Micro-batch 2 runs with the 56 B of .grad from micro-batch 1 live: the backward
   // peak of micro-batch 1 is 160; in micro-batch 2 at the same point 160 + 56 = 216.
-  EXPECT_EQ(live.peak_bytes(), 216);
+  EXPECT_EQ(live.live().peak, 216);
   EXPECT_EQ(t.phases[live.peak_phase()].micro_batch, 2);
 }
 

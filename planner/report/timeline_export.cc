@@ -24,7 +24,7 @@ std::vector<Sample> RunningTotals(const Timeline& timeline) {
   samples.reserve(timeline.events.size());
   for (size_t i = 0; i < timeline.events.size(); ++i) {
     ReplayEvent(timeline.events[i], live);
-    samples.push_back({i, live.current_breakdown(), live.current_bytes()});
+    samples.push_back({i, live.current_breakdown(), live.live().current});
   }
   return samples;
 }

@@ -19,8 +19,7 @@ int64_t CachingAllocatorModel::SegmentSize(int64_t rounded) {
 int CachingAllocatorModel::NewSegment(int64_t size, bool small) {
   segments_.push_back({size, small, true, next_address_});
   next_address_ += size;
-  reserved_ += size;
-  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  reserved_.Increase(size);
   return AddBlock({static_cast<int>(segments_.size() - 1), 0, size, false, -1, -1});
 }
 
@@ -41,7 +40,7 @@ void CachingAllocatorModel::ReleaseFreeSegments() {
     Segment& seg = segments_[b.segment];
     if (b.prev != -1 || b.next != -1 || b.size != seg.size) return false;
     seg.alive = false;
-    reserved_ -= seg.size;
+    reserved_.Decrease(seg.size);
     return true;
   };
   small_free_.EraseIf(whole_free_segment);
@@ -55,9 +54,9 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
   int block = free_set.TakeBestFit(size);
   if (block < 0) {
     const int64_t segment_size = SegmentSize(size);
-    if (options_.capacity_bytes > 0 && reserved_ + segment_size > options_.capacity_bytes) {
+    if (options_.capacity_bytes > 0 && reserved_.current + segment_size > options_.capacity_bytes) {
       ReleaseFreeSegments();
-      if (reserved_ + segment_size > options_.capacity_bytes && oom_phase_ < 0)
+      if (reserved_.current + segment_size > options_.capacity_bytes && oom_phase_ < 0)
         oom_phase_ = event.phase;
     }
     block = NewSegment(segment_size, small);
@@ -77,8 +76,7 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
     block_of_buffer_.resize(std::max<size_t>(event.buffer + 1, 2 * block_of_buffer_.size()), -1);
   }
   block_of_buffer_[event.buffer] = block;
-  allocated_ += blocks_[block].size;
-  peak_allocated_ = std::max(peak_allocated_, allocated_);
+  allocated_.Increase(blocks_[block].size);
 }
 
 void CachingAllocatorModel::AllocFree(const MemoryEvent& alloc, const MemoryEvent& free) {
@@ -90,8 +88,7 @@ void CachingAllocatorModel::AllocFree(const MemoryEvent& alloc, const MemoryEven
     Free(free);
     return;
   }
-  peak_allocated_ =
-      std::max(peak_allocated_, allocated_ + (KeepsRemainder(small, fit - size) ? size : fit));
+  allocated_.NotePeak(allocated_.current + (KeepsRemainder(small, fit - size) ? size : fit));
 }
 
 void CachingAllocatorModel::Free(const MemoryEvent& event) {
@@ -101,7 +98,7 @@ void CachingAllocatorModel::Free(const MemoryEvent& event) {
   }
   int block = block_of_buffer_[event.buffer];
   block_of_buffer_[event.buffer] = -1;
-  allocated_ -= blocks_[block].size;
+  allocated_.Decrease(blocks_[block].size);
   blocks_[block].allocated = false;
   auto& free_set = pool(segments_[blocks_[block].segment].small);
   // Coalesce with free neighbours.

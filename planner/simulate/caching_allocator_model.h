@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "planner/core/byte_stat.h"
 #include "planner/core/gpu_catalog.h"
 #include "planner/simulate/free_block_index.h"
 #include "planner/simulate/memory_timeline.h"
@@ -49,10 +50,8 @@ class CachingAllocatorModel final : public EventConsumer {
     return small_pool ? remaining >= kMinBlockSize : remaining > kSmallSize;
   }
 
-  int64_t reserved_bytes() const { return reserved_; }
-  int64_t peak_reserved_bytes() const { return peak_reserved_; }
-  int64_t allocated_bytes() const { return allocated_; }  // rounded block sizes
-  int64_t peak_allocated_bytes() const { return peak_allocated_; }
+  const ByteStat& reserved() const { return reserved_; }    // segments
+  const ByteStat& allocated() const { return allocated_; }  // rounded block sizes
   bool out_of_memory() const { return oom_phase_ >= 0; }
   int32_t oom_phase() const { return oom_phase_; }  // first event that could not fit
   int num_segments() const;
@@ -89,8 +88,8 @@ class CachingAllocatorModel final : public EventConsumer {
   FreeBlockIndex small_free_, large_free_;
   std::vector<int> block_of_buffer_;  // by buffer id (ids are dense); -1 when not allocated
   int64_t next_address_ = 0;
-  int64_t reserved_ = 0, peak_reserved_ = 0;
-  int64_t allocated_ = 0, peak_allocated_ = 0;
+  ByteStat reserved_;
+  ByteStat allocated_;
   int32_t oom_phase_ = -1;
 };
 

@@ -6,13 +6,12 @@ namespace headroom {
 
 void LiveBytes::Alloc(const MemoryEvent& event) {
   const int64_t bytes = Rounded(event.bytes);
-  current_ += bytes;
   by_category_[static_cast<int>(event.category)] += bytes;
+  const bool new_peak = live_.Increase(bytes);
   const size_t step = static_cast<size_t>(timeline_.phases[event.phase].step);
   if (step >= peak_by_step_.size()) peak_by_step_.resize(step + 1, 0);
-  peak_by_step_[step] = std::max(peak_by_step_[step], current_);
-  if (current_ > peak_) {
-    peak_ = current_;
+  peak_by_step_[step] = std::max(peak_by_step_[step], live_.current);
+  if (new_peak) {
     peak_phase_ = event.phase;
     peak_breakdown_ = by_category_;
   }
@@ -20,7 +19,7 @@ void LiveBytes::Alloc(const MemoryEvent& event) {
 
 void LiveBytes::Free(const MemoryEvent& event) {
   const int64_t bytes = Rounded(event.bytes);
-  current_ -= bytes;
+  live_.Decrease(bytes);
   by_category_[static_cast<int>(event.category)] -= bytes;
 }
 

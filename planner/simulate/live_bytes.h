@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "planner/core/byte_stat.h"
 #include "planner/simulate/granularity.h"
 #include "planner/simulate/memory_timeline.h"
 
@@ -22,8 +23,7 @@ class LiveBytes final : public EventConsumer {
   void Alloc(const MemoryEvent& event) override;
   void Free(const MemoryEvent& event) override;
 
-  int64_t current_bytes() const { return current_; }
-  int64_t peak_bytes() const { return peak_; }
+  const ByteStat& live() const { return live_; }  // rounded to the granularity
   int32_t peak_phase() const { return peak_phase_; }
   const CategoryBytes& breakdown_at_peak() const { return peak_breakdown_; }
   const CategoryBytes& current_breakdown() const { return by_category_; }
@@ -35,8 +35,7 @@ class LiveBytes final : public EventConsumer {
 
   const Timeline& timeline_;
   Granularity granularity_;
-  int64_t current_ = 0;
-  int64_t peak_ = 0;
+  ByteStat live_;
   int32_t peak_phase_ = 0;
   CategoryBytes by_category_{};
   CategoryBytes peak_breakdown_{};

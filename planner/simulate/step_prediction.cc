@@ -31,7 +31,7 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   } else {
     ReplayInto(p.timeline.events, 0, p.timeline.events.size(), live);
   }
-  p.allocated_peak_bytes = live.peak_bytes();
+  p.allocated_peak_bytes = live.live().peak;
   p.breakdown = live.breakdown_at_peak();
   p.peak_phase = p.timeline.phases[live.peak_phase()];
   p.peak_phase_text = DescribePhase(p.peak_phase, graph, static_cast<int>(config.grad_accum_steps));
@@ -40,7 +40,7 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   p.steady_step_peak_bytes = by_step.size() > 2 ? by_step[2] : p.first_step_peak_bytes;
 
   if (device.is_cuda) {
-    p.reserved_peak_bytes = allocator.peak_reserved_bytes();
+    p.reserved_peak_bytes = allocator.reserved().peak;
     p.device_peak_bytes = p.reserved_peak_bytes + device.context_bytes;
     p.fits = !allocator.out_of_memory();
     if (allocator.out_of_memory()) {

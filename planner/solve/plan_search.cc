@@ -73,11 +73,11 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
   if (!device.is_cuda) {
     LiveBytes live(timeline, 1);
     ReplayInto(timeline.events, 0, end, live);
-    return live.peak_bytes();
+    return live.live().peak;
   }
   CachingAllocatorModel allocator;
   ReplayInto(timeline.events, 0, end, allocator);
-  return allocator.peak_reserved_bytes() + device.context_bytes;
+  return allocator.reserved().peak + device.context_bytes;
 }
 
 }  // namespace
