@@ -31,8 +31,7 @@ std::string ProgressBar(int64_t done, int64_t total) {
 Result<TrainOptions> ToTrainOptions(const TrainFlags& flags, const PlanRequest& request,
                                     std::unique_ptr<TokenSource>& data) {
   TrainOptions options{.seed = flags.seed, .learning_rate = flags.learning_rate};
-  options.device = request.device.is_cuda ? c10::Device(c10::DeviceType::CUDA, 0)
-                                          : c10::Device(c10::DeviceType::CPU);
+  options.device = c10::Device(std::string(request.device.TypeName()));
   options.device_spec = request.device;
   if (!flags.memory_limit.empty()) {
     Result<int64_t> bytes = ParseBytes(flags.memory_limit);
@@ -69,7 +68,7 @@ void LoadStartingPoint(const TrainFlags& flags, Trainer& trainer) {
 void PrintHeader(const PlanRequest& request, const Trainer& trainer, const TokenSource* data) {
   const TrainingConfig& config = trainer.config();
   std::printf("headroom train: %s on %s, micro-batch %ld x %ld, sequence %ld, %s, data: %s\n",
-              request.model.name.c_str(), request.device.is_cuda ? "cuda" : "cpu",
+              request.model.name.c_str(), std::string(request.device.TypeName()).c_str(),
               static_cast<long>(config.micro_batch), static_cast<long>(config.grad_accum_steps),
               static_cast<long>(config.seq_len),
               std::string(PrecisionName(config.precision)).c_str(),

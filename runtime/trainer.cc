@@ -8,9 +8,9 @@
 
 #include "models/build_graph.h"
 #include "planner/core/byte_units.h"
-#include "planner/solve/plan_search.h"
 #include "planner/simulate/step_prediction.h"
 #include "planner/simulate/tensor_states.h"
+#include "planner/solve/plan_search.h"
 #include "runtime/atomic_file.h"
 #include "runtime/batch_builder.h"
 #include "runtime/graph_executor.h"
@@ -78,9 +78,8 @@ struct Trainer::State {
     for (at::Tensor& p : params->Trainable()) p.mutable_grad().reset();
   }
   DeviceSpec PlannedDevice(int64_t memory) const {
-    DeviceSpec d = options.device_spec        ? *options.device_spec
-                   : options.device.is_cuda() ? CustomGpu(memory)
-                                              : CpuDevice(memory);
+    DeviceSpec d = options.device_spec ? *options.device_spec
+                                       : DeviceWithMemory(options.device.is_cuda(), memory);
     d.memory_bytes = memory;
     return d;
   }
@@ -147,8 +146,8 @@ Trainer::Trainer(const ModelSpec& spec, const Plan& plan, const TrainOptions& op
 Trainer::~Trainer() = default;
 
 void Trainer::Predict() {
-  const StepPrediction p =
-      PredictStep(s_->graph, s_->plan.config, s_->plan.checkpointed, s_->PlannedDevice(int64_t{1} << 40));
+  const StepPrediction p = PredictStep(s_->graph, s_->plan.config, s_->plan.checkpointed,
+                                       s_->PlannedDevice(int64_t{1} << 40));
   predicted_allocated_ = p.allocated_peak_bytes;
   predicted_reserved_ = p.reserved_peak_bytes;
 }
@@ -191,14 +190,15 @@ void Trainer::Replan(int64_t available_bytes) {
     throw std::runtime_error("out of memory, and no plan fits the " + FormatBytes(available_bytes) +
                              " available: the smallest needs " +
                              FormatBytes(plan.prediction.device_peak_bytes));
-  const std::string what =
-      "out of memory at micro-batch " + std::to_string(s_->plan.config.micro_batch) + " x " +
-      std::to_string(s_->plan.config.grad_accum_steps) + "; re-planned for " +
-      FormatBytes(available_bytes) + ": micro-batch " + std::to_string(plan.plan.config.micro_batch) +
-      " x " + std::to_string(plan.plan.config.grad_accum_steps) + ", " +
-      std::to_string(plan.plan.num_checkpointed()) + " of " +
-      std::to_string(plan.plan.num_blocks()) + " blocks checkpointed; redoing step " +
-      std::to_string(s_->steps + 1);
+  const std::string what = "out of memory at micro-batch " +
+                           std::to_string(s_->plan.config.micro_batch) + " x " +
+                           std::to_string(s_->plan.config.grad_accum_steps) + "; re-planned for " +
+                           FormatBytes(available_bytes) + ": micro-batch " +
+                           std::to_string(plan.plan.config.micro_batch) + " x " +
+                           std::to_string(plan.plan.config.grad_accum_steps) + ", " +
+                           std::to_string(plan.plan.num_checkpointed()) + " of " +
+                           std::to_string(plan.plan.num_blocks()) +
+                           " blocks checkpointed; redoing step " + std::to_string(s_->steps + 1);
   s_->plan = plan.plan;
   s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params);
   Predict();
@@ -213,7 +213,8 @@ StepStats Trainer::Step() {
   for (;;) {
     try {
       total = 0;
-      for (int64_t mb = 0; mb < s_->plan.config.grad_accum_steps; ++mb) total += ForwardBackward(mb);
+      for (int64_t mb = 0; mb < s_->plan.config.grad_accum_steps; ++mb)
+        total += ForwardBackward(mb);
       break;
     } catch (const c10::OutOfMemoryError&) {
       // The step's partial gradients are dropped and its samples redone from the first;
@@ -263,7 +264,8 @@ void Trainer::SaveWeights(const std::filesystem::path& dir) const {
 void Trainer::SaveState(const std::filesystem::path& file) const {
   torch::serialize::OutputArchive archive;
   archive.write("format_version", c10::IValue(kStateFormatVersion));
-  archive.write("fingerprint", c10::IValue(Fingerprint(s_->spec, s_->plan.config, s_->options.seed)));
+  archive.write("fingerprint",
+                c10::IValue(Fingerprint(s_->spec, s_->plan.config, s_->options.seed)));
   archive.write("steps", c10::IValue(s_->steps));
   for (const auto& [name, tensor] : s_->params->Named())
     if (tensor.requires_grad()) archive.write("param/" + name, tensor.detach());

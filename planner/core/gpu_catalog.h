@@ -44,6 +44,8 @@ struct DeviceSpec {
   int64_t PeakAgainstBudget(int64_t allocated_peak, int64_t device_peak) const {
     return is_cuda ? device_peak : allocated_peak;
   }
+  // PyTorch's name of the device type: "cuda" or "cpu".
+  std::string_view TypeName() const { return is_cuda ? "cuda" : "cpu"; }
 
   static constexpr int64_t kCudaAllocationGranularity = 512;
 };
@@ -56,6 +58,10 @@ Result<DeviceSpec> FindGpu(std::string_view name);
 DeviceSpec CustomGpu(int64_t memory_bytes);
 // The CPU: no allocator cache, no context; budget is the given bytes.
 DeviceSpec CpuDevice(int64_t memory_bytes);
+// CustomGpu or CpuDevice, by the kind of device.
+inline DeviceSpec DeviceWithMemory(bool cuda, int64_t memory_bytes) {
+  return cuda ? CustomGpu(memory_bytes) : CpuDevice(memory_bytes);
+}
 // Physical memory of this machine (for --device cpu without a budget).
 int64_t HostMemoryBytes();
 
