@@ -12,7 +12,7 @@ namespace {
 
 template <typename E, size_t N>
 std::string Choices(const EnumName<E> (&table)[N]) {
-  return ChoiceList(NamesIn(table), " | ");
+  return ChoiceList(NamesIn(table), " | ", " | ");
 }
 
 // An option whose value is a name from `table`, stored in `target` (E or optional<E>).

@@ -13,12 +13,9 @@ namespace headroom {
 namespace {
 
 Result<TokenFileFormat> DataFormat(const TrainFlags& flags) {
-  std::string format = flags.data_format;
-  if (format.empty()) format = flags.data.ends_with(".txt") ? "text" : "u16";
-  if (format == "u16") return TokenFileFormat::kUint16;
-  if (format == "u32") return TokenFileFormat::kUint32;
-  if (format == "text") return TokenFileFormat::kText;
-  return MakeError("--data-format must be u16, u32 or text, not '" + format + "'");
+  if (flags.data_format.empty())
+    return flags.data.ends_with(".txt") ? TokenFileFormat::kText : TokenFileFormat::kUint16;
+  return ParseIn(kTokenFileFormatNames, flags.data_format, "--data-format");
 }
 
 std::string ProgressBar(int64_t done, int64_t total) {
@@ -184,8 +181,9 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   command.add_option("--data", flags.data,
                      "Training tokens: a binary token file (.bin) or plain text (.txt, one byte "
                      "per token); default: a synthetic learnable task");
-  command.add_option("--data-format", flags.data_format,
-                     "u16 | u32 | text (default: text for .txt, else u16)");
+  command.add_option(
+      "--data-format", flags.data_format,
+      ChoiceList(NamesIn(kTokenFileFormatNames), " | ", " | ") + " (default: text for .txt, else u16)");
   command.add_option("--memory-limit", flags.memory_limit,
                      "Fail allocations past this (e.g. 3MiB) as a full device would; an OOM "
                      "makes train re-plan");

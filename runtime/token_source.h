@@ -15,6 +15,8 @@
 
 #include <ATen/Tensor.h>
 
+#include "planner/core/enum_table.h"
+
 namespace headroom {
 
 class TokenSource {
@@ -28,6 +30,10 @@ class TokenSource {
 std::unique_ptr<TokenSource> MakeSyntheticTokens(int64_t vocab_size, uint64_t seed);
 
 enum class TokenFileFormat { kUint16, kUint32, kText };
+inline constexpr EnumName<TokenFileFormat> kTokenFileFormatNames[] = {
+    {TokenFileFormat::kUint16, "u16"},
+    {TokenFileFormat::kUint32, "u32"},
+    {TokenFileFormat::kText, "text"}};
 
 // Throws std::runtime_error naming the file when it cannot serve `vocab_size` and
 // `sample_length` (too short, an id outside the vocabulary, a size not a multiple of

@@ -50,7 +50,7 @@ std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config, uin
   return spec.name + "|seed" + std::to_string(seed) + "|" +
          std::string(PrecisionName(config.precision)) + "|" +
          std::string(OptimizerName(config.optimizer)) + "|" +
-         (config.fine_tune.mode == FineTuneMode::kFull ? "full" : "lora") + "|r" +
+         std::string(FineTuneName(config.fine_tune.mode)) + "|r" +
          std::to_string(config.fine_tune.lora_rank) + "|s" + std::to_string(config.seq_len) + "|g" +
          std::to_string(config.micro_batch * config.grad_accum_steps);
 }

@@ -38,8 +38,8 @@ std::vector<std::string> NamesIn(const EnumName<E> (&table)[N]) {
   return names;
 }
 
-// "a, b or c"
-std::string ChoiceList(const std::vector<std::string>& names,
+// "a, b or c"; with " | " for both separators, "a | b | c".
+std::string ChoiceList(const std::vector<std::string>& names, std::string_view separator = ", ",
                        std::string_view last_separator = " or ");
 
 // The value named `text`, else "unknown <what> '<text>' (use a, b or c)".
