@@ -20,8 +20,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
-  int64_t current_bytes() const { return current_.load(); }
-  int64_t peak_bytes() const { return peak_.load(); }
+  ByteStat bytes() const { return {.current = current_.load(), .peak = peak_.load()}; }
   void ResetPeak() { peak_.store(current_.load()); }
   // 0: unlimited. An allocation that would take the live bytes past it throws.
   void set_budget_bytes(int64_t budget) { budget_.store(budget); }
@@ -47,8 +46,8 @@ class CpuMemoryMeter final : public MemoryMeter {
 
   CountingCpuAllocator& allocator() { return *allocator_; }
 
-  int64_t peak_allocated_bytes() const override { return allocator_->peak_bytes(); }
-  int64_t peak_reserved_bytes() const override { return allocator_->peak_bytes(); }
+  ByteStat allocated() const override { return allocator_->bytes(); }
+  ByteStat reserved() const override { return allocator_->bytes(); }
   void ResetPeak() override { allocator_->ResetPeak(); }
   void set_budget_bytes(int64_t bytes) override { allocator_->set_budget_bytes(bytes); }
   int64_t available_bytes() const override;

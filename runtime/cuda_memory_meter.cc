@@ -28,11 +28,15 @@ class CudaMemoryMeter final : public MemoryMeter {
       throw std::runtime_error("cudaMemGetInfo failed on device " + std::to_string(index));
     total_bytes_ = static_cast<int64_t>(total_bytes);
   }
-  int64_t peak_allocated_bytes() const override {
-    return alloc::getDeviceStats(index_).allocated_bytes[kAggregate].peak;
+  ByteStat allocated() const override {
+    const auto stats = alloc::getDeviceStats(index_);
+    return {.current = stats.allocated_bytes[kAggregate].current,
+            .peak = stats.allocated_bytes[kAggregate].peak};
   }
-  int64_t peak_reserved_bytes() const override {
-    return alloc::getDeviceStats(index_).reserved_bytes[kAggregate].peak;
+  ByteStat reserved() const override {
+    const auto stats = alloc::getDeviceStats(index_);
+    return {.current = stats.reserved_bytes[kAggregate].current,
+            .peak = stats.reserved_bytes[kAggregate].peak};
   }
   void ResetPeak() override { alloc::resetPeakStats(index_); }
   void set_budget_bytes(int64_t bytes) override {

@@ -8,13 +8,15 @@
 
 #include <c10/core/Device.h>
 
+#include "planner/core/byte_stat.h"
+
 namespace headroom {
 
 class MemoryMeter {
  public:
   virtual ~MemoryMeter() = default;
-  virtual int64_t peak_allocated_bytes() const = 0;
-  virtual int64_t peak_reserved_bytes() const = 0;  // CPU: same as allocated
+  virtual ByteStat allocated() const = 0;  // tensor bytes, current and peak
+  virtual ByteStat reserved() const = 0;   // the allocator's segments; CPU: as allocated
   virtual void ResetPeak() = 0;
   // 0: the device's own limit. Past it, allocations throw c10::OutOfMemoryError.
   virtual void set_budget_bytes(int64_t bytes) = 0;

@@ -242,9 +242,9 @@ StepStats Trainer::Step() {
   stats.loss = total / static_cast<double>(s_->plan.config.grad_accum_steps);
   stats.skipped = !take;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stats.peak_allocated_bytes = s_->meter->peak_allocated_bytes();
+  stats.peak_allocated_bytes = s_->meter->allocated().peak;
   measured_allocated_ = std::max(measured_allocated_, stats.peak_allocated_bytes);
-  measured_reserved_ = std::max(measured_reserved_, s_->meter->peak_reserved_bytes());
+  measured_reserved_ = std::max(measured_reserved_, s_->meter->reserved().peak);
   return stats;
 }
 
