@@ -1,5 +1,7 @@
 #include "planner/plan/plan_outcome.h"
 
+#include <utility>
+
 namespace headroom {
 
 Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
@@ -12,7 +14,7 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
     out.search = SearchPlan(graph, request.config, request.device, *options);
     out.options = options;
     out.plan = out.search->plan;
-    out.prediction = out.search->prediction;
+    out.prediction = std::move(out.search->prediction);  // one copy of the timeline
     out.time = out.search->time;
     if (!out.search->feasible) out.suggestions = SuggestFixes(request, *options);
     return out;

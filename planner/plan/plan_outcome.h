@@ -21,7 +21,8 @@ struct PlanOutcome {
   Plan plan;
   StepPrediction prediction;
   StepTime time;
-  std::optional<SearchResult> search;    // set when the solver chose the plan
+  std::optional<SearchResult> search;    // set when the solver chose the plan (its
+                                         // prediction moved to `prediction`)
   std::optional<SearchOptions> options;  // the solver's, likewise
   std::vector<Suggestion> suggestions;   // when solved and nothing fits
 
