@@ -83,13 +83,10 @@ RunReport RunSteps(const TrainFlags& flags, Trainer& trainer) {
   RunReport report;
   while (trainer.steps_done() < flags.steps) {
     const StepStats s = trainer.Step();
-    report.Record(s, trainer.config());
+    const double step_tokens = report.Record(s, trainer.config());
     std::printf("  %s step %ld/%ld  loss %.4f  %.0f tokens/s  peak %s%s\n",
                 ProgressBar(s.step, flags.steps).c_str(), static_cast<long>(s.step),
-                static_cast<long>(flags.steps), s.loss,
-                static_cast<double>(trainer.config().micro_batch *
-                                    trainer.config().grad_accum_steps * trainer.config().seq_len) /
-                    s.seconds,
+                static_cast<long>(flags.steps), s.loss, step_tokens / s.seconds,
                 FormatBytes(s.peak_allocated_bytes).c_str(),
                 s.skipped ? "  (skipped: overflow)" : "");
     std::fflush(stdout);
@@ -181,9 +178,9 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   command.add_option("--data", flags.data,
                      "Training tokens: a binary token file (.bin) or plain text (.txt, one byte "
                      "per token); default: a synthetic learnable task");
-  command.add_option(
-      "--data-format", flags.data_format,
-      ChoiceList(NamesIn(kTokenFileFormatNames), " | ", " | ") + " (default: text for .txt, else u16)");
+  command.add_option("--data-format", flags.data_format,
+                     ChoiceList(NamesIn(kTokenFileFormatNames), " | ", " | ") +
+                         " (default: text for .txt, else u16)");
   command.add_option("--memory-limit", flags.memory_limit,
                      "Fail allocations past this (e.g. 3MiB) as a full device would; an OOM "
                      "makes train re-plan");

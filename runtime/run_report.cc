@@ -6,15 +6,18 @@
 
 namespace headroom {
 
-void RunReport::Record(const StepStats& s, const TrainingConfig& config) {
+double RunReport::Record(const StepStats& s, const TrainingConfig& config) {
   if (steps == 0) loss_first = s.loss;
   loss_last = s.loss;
   ++steps;
   skipped_steps += s.skipped ? 1 : 0;
   oom_retries += s.oom_retries;
   seconds += s.seconds;
-  tokens += static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len);
+  const double step_tokens =
+      static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len);
+  tokens += step_tokens;
   tokens_per_second = seconds > 0 ? tokens / seconds : 0;
+  return step_tokens;
 }
 
 void RunReport::Finish(const Trainer& trainer) {

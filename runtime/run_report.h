@@ -15,7 +15,7 @@ struct RunReport {
   int64_t measured_peak_allocated_bytes = 0;
   int64_t predicted_peak_reserved_bytes = 0;  // CUDA only
   int64_t measured_peak_reserved_bytes = 0;   // CUDA only
-  double error_pct = 0;  // (measured - predicted) / predicted
+  double error_pct = 0;                       // (measured - predicted) / predicted
   int64_t steps = 0;
   double loss_first = 0, loss_last = 0;
   double tokens_per_second = 0;
@@ -23,8 +23,9 @@ struct RunReport {
   int64_t oom_retries = 0;
   double seconds = 0, tokens = 0;  // summed over the steps recorded
 
-  // Adds one optimizer step's results (taken under `config`, the plan of that step).
-  void Record(const StepStats& step, const TrainingConfig& config);
+  // Adds one optimizer step's results (taken under `config`, the plan of that step);
+  // returns the step's tokens.
+  double Record(const StepStats& step, const TrainingConfig& config);
   // Fills the peaks and the error from the trainer after its last step.
   void Finish(const Trainer& trainer);
 };

@@ -73,7 +73,7 @@ struct Trainer::State {
   std::function<void(const std::string&)> replan_listener;
   int64_t steps = 0;
 
-  int64_t global_batch() const { return plan.config.micro_batch * plan.config.grad_accum_steps; }
+  int64_t global_batch() const { return plan.global_batch; }
   void ZeroGrads() {
     for (at::Tensor& p : params->Trainable()) p.mutable_grad().reset();
   }
