@@ -1,6 +1,7 @@
 // headroom: predict and plan the memory of LLM fine-tuning. This file only parses the
 // command line and prints; the work lives in headroom::planner and headroom::models.
 #include <cstdio>
+#include <new>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@
 #include "models/build_graph.h"
 #include "models/catalog.h"
 #include "planner/core/byte_units.h"
+#include "planner/core/checked_math.h"
 #include "planner/core/gpu_catalog.h"
 
 namespace headroom {
@@ -85,10 +87,7 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr,
-               "headroom: error: {}\nRun `headroom --help` or `headroom plan --help` for usage.\n",
-               e.what());
-    return kUsageError;
+    return ReportUsageError(fmt::format("{} (see `headroom --help`)", e.what()));
   }
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
@@ -105,13 +104,19 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace headroom
 
+// One error style: bad input exits 2, a failed run 1, each with one line; no exception
+// escapes.
 int main(int argc, char** argv) {
+  using namespace headroom;
   try {
-    return headroom::Main(argc, argv);
+    return Main(argc, argv);
+  } catch (const SizeOverflow& e) {
+    return ReportUsageError(e.what());
+  } catch (const std::bad_alloc&) {
+    return ReportRunFailure("out of host memory");
   } catch (const std::exception& e) {
-    fmt::print(stderr,
-               "headroom: internal error: {}\nPlease report this with the command you ran.\n",
-               e.what());
-    return 3;
+    return ReportRunFailure(fmt::format("internal error, please report it with the command you "
+                                        "ran: {}",
+                                        FirstLine(e.what())));
   }
 }

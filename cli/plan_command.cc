@@ -1,11 +1,13 @@
 #include "cli/plan_command.h"
 
-#include <fstream>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "models/build_graph.h"
+#include "planner/core/file_io.h"
 #include "planner/plan/plan_outcome.h"
 #include "planner/report/plan_report.h"
 #include "planner/report/timeline_export.h"
@@ -27,23 +29,17 @@ void PrintOutcome(const PlanFlags& flags, const PlanRequest& request, const Plan
   }
 }
 
-bool WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  return static_cast<bool>(out << text);
-}
-
 int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, const OpGraph& graph,
                   const PlanOutcome& outcome, bool quiet) {
   const StepPrediction& p = outcome.prediction;
   const TimelineExportInputs in{
-      p.timeline, graph, static_cast<int>(outcome.plan.config.grad_accum_steps), p.budget_bytes,
+      p.timeline, graph, outcome.plan.config.grad_accum_steps, p.budget_bytes,
       fmt::format("{} on {}: memory over two training steps", request.model.name,
                   request.device.name)};
-  std::ofstream csv(paths.csv_path), svg(paths.svg_path);
-  if (!csv || !svg)
-    return Fail(fmt::format("cannot write {} or {}", paths.csv_path, paths.svg_path));
-  WriteTimelineCsv(in, csv);
-  WriteTimelineSvg(in, svg);
+  auto csv = [&](std::ostream& out) { WriteTimelineCsv(in, out); };
+  auto svg = [&](std::ostream& out) { WriteTimelineSvg(in, out); };
+  if (auto error = WriteFileAtomically(paths.csv_path, csv)) return ReportRunFailure(error->message);
+  if (auto error = WriteFileAtomically(paths.svg_path, svg)) return ReportRunFailure(error->message);
   if (!quiet) {
     fmt::print("\ntimeline: {} ({} events), chart: {}\n", paths.csv_path, p.timeline.events.size(),
                paths.svg_path);
@@ -51,9 +47,24 @@ int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, cons
   return 0;
 }
 
+// Output paths are checked before the work, so a bad one costs no solver time.
+std::optional<Error> CheckOutputPaths(const PlanFlags& flags, const TimelineOutputs* timeline) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (flags.output_plan) outputs.emplace_back("-o", *flags.output_plan);
+  if (timeline) {
+    outputs.emplace_back("--csv", timeline->csv_path);
+    outputs.emplace_back("--svg", timeline->svg_path);
+  }
+  for (const auto& [flag, path] : outputs) {
+    if (auto error = CheckWritableTarget(path)) return MakeError(flag + ": " + error->message);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
+  if (auto error = CheckOutputPaths(flags, timeline)) return Fail(error->message);
   auto request = ToPlanRequest(flags);
   if (!request) return Fail(request.error().message);
   if (auto error = ValidateRequest(*request)) return Fail(error->message);
@@ -66,8 +77,9 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
 
   PrintOutcome(flags, *request, *outcome);
   if (flags.output_plan) {
-    if (!WriteFile(*flags.output_plan, WritePlanYaml(ToPlanFile(*request, *outcome))))
-      return Fail(fmt::format("cannot write the plan file {}", *flags.output_plan));
+    if (auto error =
+            WriteFileAtomically(*flags.output_plan, WritePlanYaml(ToPlanFile(*request, *outcome))))
+      return ReportRunFailure(error->message);
     if (!flags.json && !flags.emit) fmt::print("\nplan written to {}\n", *flags.output_plan);
   }
   if (timeline) return WriteTimeline(*timeline, *request, *graph, *outcome, flags.json);

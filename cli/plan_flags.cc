@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "cli/numeric_option.h"
 #include "models/catalog.h"
 #include "planner/core/byte_units.h"
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/limits.h"
 #include "planner/report/plan_report.h"
 
 namespace headroom {
@@ -39,9 +41,11 @@ void AddPrecisionFlag(CLI::App& cmd, PlanFlags& f) {
 }
 
 void AddLoraFlags(CLI::App& cmd, PlanFlags& f) {
-  cmd.add_option("--lora-rank", f.lora_rank, "Train LoRA adapters of this rank (frozen base)");
-  cmd.add_option("--lora-alpha", f.lora_alpha, "LoRA alpha (default 2 x rank)");
-  cmd.add_option("--lora-dropout", f.lora_dropout, "Dropout on the LoRA input (default 0)");
+  AddIntegerOption(cmd, "--lora-rank", f.lora_rank, 1, limits::kMaxLoraRank,
+                   "Train LoRA adapters of this rank (frozen base)");
+  AddRealOption(cmd, "--lora-alpha", f.lora_alpha, 1e-9, 1e9, "LoRA alpha (default 2 x rank)");
+  AddRealOption(cmd, "--lora-dropout", f.lora_dropout, 0, 0.99,
+                "Dropout on the LoRA input, in [0, 0.99] (default 0)");
   cmd.add_option("--lora-targets", f.lora_targets,
                  "Linear layers with adapters, e.g. q,v or q_proj,v_proj")
       ->delimiter(',');
@@ -75,13 +79,14 @@ void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
 void AddSolverFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_flag("--auto", f.auto_plan,
                "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
-  cmd.add_option("--global-batch", f.global_batch,
-                 fmt::format("Sequences per optimizer step the solver keeps exact (default: "
-                             "micro-batch x grad-accum, or {})",
-                             SearchOptions{}.global_batch));
-  cmd.add_option("--margin", f.margin, "Fraction of device memory the solver leaves free")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.5));
+  AddIntegerOption(cmd, "--global-batch", f.global_batch, 1, limits::kMaxBatch,
+                   fmt::format("Sequences per optimizer step the solver keeps exact (default: "
+                               "micro-batch x grad-accum, or {})",
+                               SearchOptions{}.global_batch));
+  AddRealOption(cmd, "--margin", f.margin, 0.0, 0.5,
+                fmt::format("Fraction of device memory the solver leaves free, in [0, 0.5] "
+                            "(default {})",
+                            kDefaultMargin));
   cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
   cmd.add_option("-o,--output", f.output_plan, "Write the plan file (YAML) here");
   AddEnumOption(cmd, "--emit", f.emit, kExportTargetNames,
@@ -93,7 +98,12 @@ Result<DeviceSpec> ToDevice(const PlanFlags& f) {
   if (f.gpu_mem) {
     auto bytes = ParseBytes(*f.gpu_mem);
     if (!bytes) return MakeError("--gpu-mem: " + bytes.error().message);
-    return CustomGpu(*bytes);
+    DeviceSpec gpu = CustomGpu(*bytes);
+    if (gpu.memory_bytes <= gpu.ContextBytes())
+      return MakeError(fmt::format("--gpu-mem {} leaves nothing for training: the CUDA context "
+                                   "alone takes {}",
+                                   *f.gpu_mem, FormatBytes(gpu.ContextBytes())));
+    return gpu;
   }
   if (f.device == "cpu") return CpuDevice(HostMemoryBytes());
   if (f.device)
@@ -105,14 +115,17 @@ Result<DeviceSpec> ToDevice(const PlanFlags& f) {
 }
 
 std::optional<Error> ApplyFineTune(const PlanFlags& f, const ModelSpec& model, TrainingConfig& c) {
-  if (f.qlora || f.lora_rank != 0 || !f.lora_targets.empty()) {
+  if (f.qlora || f.lora_rank || !f.lora_targets.empty()) {
     c.fine_tune.mode = f.qlora ? FineTuneMode::kQLora : FineTuneMode::kLora;
-    c.fine_tune.lora_rank = f.lora_rank != 0 ? f.lora_rank : 16;
+    c.fine_tune.lora_rank = f.lora_rank.value_or(16);
     c.fine_tune.lora_alpha =
-        f.lora_alpha > 0 ? f.lora_alpha : 2.0 * static_cast<double>(c.fine_tune.lora_rank);
-    c.fine_tune.lora_dropout = f.lora_dropout;
+        f.lora_alpha.value_or(2.0 * static_cast<double>(c.fine_tune.lora_rank));
+    c.fine_tune.lora_dropout = f.lora_dropout.value_or(0.0);
     c.fine_tune.lora_targets =
         f.lora_targets.empty() ? DefaultLoraTargets(model.family) : f.lora_targets;
+  } else if (f.lora_alpha || f.lora_dropout) {
+    return Error{fmt::format("{} applies to LoRA and QLoRA; give --lora-rank or --qlora",
+                             f.lora_alpha ? "--lora-alpha" : "--lora-dropout")};
   }
   if (f.base_dtype && c.fine_tune.mode == FineTuneMode::kFull)
     return Error{"--base-dtype applies to LoRA and QLoRA (the frozen base); give --lora-rank"};
@@ -120,14 +133,49 @@ std::optional<Error> ApplyFineTune(const PlanFlags& f, const ModelSpec& model, T
   return std::nullopt;
 }
 
+// Flags that conflict, or that the chosen mode would ignore, are errors.
+std::optional<Error> CheckModeFlags(const PlanFlags& f, bool solving) {
+  if (f.json && f.emit) return Error{"--json and --emit both choose the output; give one"};
+  const char* solver_only = f.global_batch    ? "--global-batch"
+                            : f.margin        ? "--margin"
+                            : f.solve_precision ? "--precision auto"
+                                              : nullptr;
+  if (!solving && solver_only) {
+    return Error{fmt::format(
+        "{} applies when the solver chooses the plan (--auto, or without --micro-batch); a "
+        "fixed --micro-batch is predicted as given",
+        solver_only)};
+  }
+  if (solving && f.global_batch && f.grad_accum &&
+      (!f.micro_batch || *f.micro_batch * *f.grad_accum != *f.global_batch)) {
+    return Error{fmt::format(
+        "--grad-accum {} with --global-batch {}: the solver derives the accumulation from the "
+        "global batch; give one of them",
+        *f.grad_accum, *f.global_batch)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 int ReportUsageError(const std::string& message) {
-  fmt::print(stderr, "headroom: error: {}\n", message);
+  fmt::print(stderr, "headroom: error: {}\n", FirstLine(message));
   return kUsageError;
 }
 
+int ReportRunFailure(const std::string& message) {
+  fmt::print(stderr, "headroom: error: {}\n", FirstLine(message));
+  return kRunFailure;
+}
+
 void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
+  AddRequestFlags(cmd, f);
+  AddSolverFlags(cmd, f);
+}
+
+void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--model", f.model,
                  "Built-in model name, a YAML spec, or a Hugging Face config.json")
       ->required();
@@ -136,11 +184,12 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   auto* device = cmd.add_option("--device", f.device, "Plan for 'cpu' instead of a GPU");
   gpu->excludes(mem)->excludes(device);
   mem->excludes(device);
-  cmd.add_option("--seq-len", f.seq_len, "Sequence length in tokens")->capture_default_str();
-  cmd.add_option("--micro-batch", f.micro_batch,
-                 "Sequences per forward/backward pass (omit it and the solver chooses)");
-  cmd.add_option("--grad-accum", f.grad_accum,
-                 "Micro-batches accumulated per optimizer step (default 1)");
+  AddIntegerOption(cmd, "--seq-len", f.seq_len, 1, limits::kMaxPositions,
+                   "Sequence length in tokens (default 512)");
+  AddIntegerOption(cmd, "--micro-batch", f.micro_batch, 1, limits::kMaxBatch,
+                   "Sequences per forward/backward pass (omit it and the solver chooses)");
+  AddIntegerOption(cmd, "--grad-accum", f.grad_accum, 1, limits::kMaxBatch,
+                   "Micro-batches accumulated per optimizer step (default 1)");
   AddPrecisionFlag(cmd, f);
   AddEnumOption(cmd, "--optimizer", f.optimizer, kOptimizerNames,
                 Choices(kOptimizerNames) + " (default: adamw)");
@@ -151,7 +200,6 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   AddEnumOption(cmd, "--attention", f.attention, kAttentionNames,
                 Choices(kAttentionNames) + " (default: sdpa)");
   AddStackFlags(cmd, f);
-  AddSolverFlags(cmd, f);
 }
 
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
@@ -185,15 +233,19 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
 }
 
 Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
-  if (!f.auto_plan && f.micro_batch && !f.emit) return std::optional<SearchOptions>();
+  const bool solving = f.auto_plan || !f.micro_batch || f.emit;
+  if (auto error = CheckModeFlags(f, solving)) return *error;
+  if (!solving) return std::optional<SearchOptions>();
   SearchOptions o;
   if (f.global_batch) {
     o.global_batch = *f.global_batch;
   } else if (f.micro_batch || f.grad_accum) {
     o.global_batch = f.micro_batch.value_or(1) * f.grad_accum.value_or(1);
+    if (auto error = limits::CheckRange(o.global_batch, 1, limits::kMaxBatch,
+                                        "--micro-batch x --grad-accum (the global batch)"))
+      return *error;
   }  // else SearchOptions' default
-  if (o.global_batch <= 0) return MakeError("--global-batch must be a positive integer");
-  o.margin = f.margin;
+  o.margin = f.margin.value_or(kDefaultMargin);
   if (f.solve_precision) o.precisions = SupportedPrecisions(r.device);
   if (f.checkpoint) o.fixed_checkpoint = r.config.checkpoint;
   o.fixed_micro_batch = f.micro_batch;

@@ -26,9 +26,9 @@ struct PlanFlags {
   std::optional<Precision> precision;  // unset: amp-bf16 where supported, else amp-fp16
   bool solve_precision = false;        // --precision auto
   OptimizerKind optimizer = OptimizerKind::kAdamW;
-  int64_t lora_rank = 0;
-  double lora_alpha = 0;  // 0: 2 * rank
-  double lora_dropout = 0;
+  std::optional<int64_t> lora_rank;    // unset: 16 with LoRA flags, else full fine-tuning
+  std::optional<double> lora_alpha;    // unset: 2 * rank
+  std::optional<double> lora_dropout;  // unset: 0
   std::vector<std::string> lora_targets;
   bool qlora = false;
   std::optional<std::string> checkpoint;  // unset: none, or the solver's choice
@@ -40,7 +40,7 @@ struct PlanFlags {
   bool json = false;
   bool auto_plan = false;               // --auto; also implied without --micro-batch
   std::optional<int64_t> global_batch;  // unset: micro-batch x grad-accum, or the default
-  double margin = kDefaultMargin;
+  std::optional<double> margin;  // unset: kDefaultMargin
   std::optional<std::string> output_plan;  // -o plan.yaml
   std::optional<ExportTarget> emit;
 };
@@ -48,7 +48,15 @@ struct PlanFlags {
 // Bad input: one line on stderr, exit code 2.
 inline constexpr int kUsageError = 2;
 int ReportUsageError(const std::string& message);
+// A valid run that failed (a write, the training itself): one line, exit code 1.
+inline constexpr int kRunFailure = 1;
+int ReportRunFailure(const std::string& message);
+// The first line of an exception's message (LibTorch appends a backtrace).
+std::string FirstLine(const std::string& text);
 
+// The flags that state a request (model, device, training config): plan, simulate, train.
+void AddRequestFlags(CLI::App& command, PlanFlags& flags);
+// The request flags plus the solver's and the outputs': plan and simulate.
 void AddPlanFlags(CLI::App& command, PlanFlags& flags);
 Result<PlanRequest> ToPlanRequest(const PlanFlags& flags);
 // The solver's options, or none when the flags state a plan to predict as it is.

@@ -2,10 +2,16 @@
 #include "cli/train_command.h"
 
 #include <cstdio>
+#include <limits>
+#include <vector>
 
+#include "cli/numeric_option.h"
 #include "models/build_graph.h"
 #include "planner/core/byte_units.h"
+#include "planner/core/file_io.h"
+#include "planner/core/limits.h"
 #include "planner/plan/plan_file.h"
+#include "planner/simulate/step_size_bound.h"
 #include "runtime/run_report.h"
 #include "runtime/trainer.h"
 
@@ -27,7 +33,8 @@ std::string ProgressBar(int64_t done, int64_t total) {
 // The trainer's options; `data` receives the token file it reads, if any.
 Result<TrainOptions> ToTrainOptions(const TrainFlags& flags, const PlanRequest& request,
                                     std::unique_ptr<TokenSource>& data) {
-  TrainOptions options{.seed = flags.seed, .learning_rate = flags.learning_rate};
+  TrainOptions options{.seed = static_cast<uint64_t>(flags.seed),
+                       .learning_rate = flags.learning_rate};
   options.device = c10::Device(std::string(request.device.TypeName()));
   options.device_spec = request.device;
   if (!flags.memory_limit.empty()) {
@@ -38,28 +45,41 @@ Result<TrainOptions> ToTrainOptions(const TrainFlags& flags, const PlanRequest& 
   if (!flags.data.empty()) {
     Result<TokenFileFormat> format = DataFormat(flags);
     if (!format) return format.error();
-    data = OpenTokenFile(flags.data, *format, request.model.vocab_size, request.config.seq_len + 1);
+    try {
+      data = OpenTokenFile(flags.data, *format, request.model.vocab_size,
+                           request.config.seq_len + 1);
+    } catch (const std::exception& e) {
+      return MakeError("--data: " + FirstLine(e.what()));
+    }
     options.data = data.get();
   }
   return options;
 }
 
-// Pretrained weights and a saved state, when asked for.
-void LoadStartingPoint(const TrainFlags& flags, Trainer& trainer) {
-  if (!flags.weights.empty()) {
-    const SafetensorsCheckpoint checkpoint(flags.weights);
-    const LoadSummary loaded = trainer.LoadWeights(checkpoint);
-    std::printf("  loaded %d tensors from %s", loaded.loaded, checkpoint.description().c_str());
-    if (!loaded.missing.empty())
-      std::printf("; %zu not in it and left as initialized (first: %s)", loaded.missing.size(),
-                  loaded.missing.front().c_str());
-    std::printf("\n");
+// Pretrained weights and a saved state, when asked for. Files the user named that
+// cannot be used are bad input: the error names the flag and the file.
+std::optional<Error> LoadStartingPoint(const TrainFlags& flags, Trainer& trainer) {
+  const char* flag = "--weights";
+  try {
+    if (!flags.weights.empty()) {
+      const SafetensorsCheckpoint checkpoint(flags.weights);
+      const LoadSummary loaded = trainer.LoadWeights(checkpoint);
+      std::printf("  loaded %d tensors from %s", loaded.loaded, checkpoint.description().c_str());
+      if (!loaded.missing.empty())
+        std::printf("; %zu not in it and left as initialized (first: %s)", loaded.missing.size(),
+                    loaded.missing.front().c_str());
+      std::printf("\n");
+    }
+    flag = "--resume";
+    if (!flags.resume.empty()) {
+      trainer.LoadState(flags.resume);
+      std::printf("  resumed from %s after step %ld\n", flags.resume.c_str(),
+                  static_cast<long>(trainer.steps_done()));
+    }
+  } catch (const std::exception& e) {
+    return Error{std::string(flag) + ": " + FirstLine(e.what())};
   }
-  if (!flags.resume.empty()) {
-    trainer.LoadState(flags.resume);
-    std::printf("  resumed from %s after step %ld\n", flags.resume.c_str(),
-                static_cast<long>(trainer.steps_done()));
-  }
+  return std::nullopt;
 }
 
 void PrintHeader(const PlanRequest& request, const Trainer& trainer, const TokenSource* data) {
@@ -126,7 +146,7 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const Plan& plan)
     std::printf("  %s\n", what.c_str());
     std::fflush(stdout);
   });
-  LoadStartingPoint(flags, trainer);
+  if (auto error = LoadStartingPoint(flags, trainer)) return ReportUsageError(error->message);
   PrintHeader(request, trainer, data.get());
   if (trainer.steps_done() >= flags.steps) {
     std::printf("  already at step %ld of %ld: nothing to train\n",
@@ -153,25 +173,37 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
     return Error{"train's optimizers loop over parameters; --optimizer-impl " +
                  std::string(OptimizerImplName(*flags.plan.optimizer_impl)) +
                  " is for `headroom plan`"};
+  if (flags.plan.solve_precision)
+    return Error{"train runs a stated plan; --precision auto is for `headroom plan` (write the "
+                 "solved plan with -o and run it with --plan)"};
+  if (!flags.data_format.empty() && flags.data.empty())
+    return Error{"--data-format applies to a --data file; give --data"};
+  if (flags.state_given && flags.save_every == 0)
+    return Error{"--state is where --save-every writes; give --save-every N"};
+  if (flags.save_every > flags.steps)
+    return Error{"--save-every " + std::to_string(flags.save_every) + " is past --steps " +
+                 std::to_string(flags.steps) + ": no state would be saved"};
   return std::nullopt;
 }
 
 }  // namespace
 
 void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
-  AddPlanFlags(command, flags.plan);
-  // A plan file carries the model: --model is needed only without one.
-  CLI::Option* model = command.get_option("--model")->required(false);
-  command
-      .add_option("--plan", flags.plan_file,
-                  "Execute a plan file written by `headroom plan -o` (instead of planner flags)")
-      ->excludes(model);
-  command.add_option("--steps", flags.steps, "Optimizer steps to train (in all, when resuming)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command.add_option("--seed", flags.seed, "Seed of the weights, data and dropout")
-      ->capture_default_str();
-  command.add_option("--lr", flags.learning_rate, "Learning rate")->capture_default_str();
+  AddRequestFlags(command, flags.plan);
+  // A plan file states the whole request: with --plan, every request flag is an error.
+  std::vector<CLI::Option*> request_flags = command.get_options(
+      [](const CLI::Option* o) { return o->get_name() != "--help"; });
+  CLI::Option* plan = command.add_option(
+      "--plan", flags.plan_file,
+      "Execute a plan file written by `headroom plan -o` (instead of planner flags)");
+  for (CLI::Option* o : request_flags) plan->excludes(o);
+  command.get_option("--model")->required(false);
+  AddIntegerOption(command, "--steps", flags.steps, 1, limits::kMaxSteps,
+                   "Optimizer steps to train, in all when resuming (default 10)");
+  AddIntegerOption(command, "--seed", flags.seed, 0, std::numeric_limits<int64_t>::max(),
+                   "Seed of the weights, data and dropout (default 0)");
+  AddRealOption(command, "--lr", flags.learning_rate, 1e-12, 10.0,
+                "Learning rate, in [1e-12, 10] (default 0.001)");
   command.add_option("--weights", flags.weights,
                      "Pretrained Hugging Face weights: a .safetensors file, a sharded "
                      "model.safetensors.index.json, or a directory holding either");
@@ -187,12 +219,16 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   command.add_option("--save", flags.save,
                      "Directory for the trained weights (model.safetensors) or, with LoRA, the "
                      "PEFT adapter (adapter_model.safetensors + adapter_config.json)");
+  AddIntegerOption(command, "--save-every", flags.save_every, 1, limits::kMaxSteps,
+                   "Write a resumable training state every N steps");
   command
-      .add_option("--save-every", flags.save_every,
-                  "Write a resumable training state every N steps")
-      ->check(CLI::NonNegativeNumber);
-  command.add_option("--state", flags.state, "Where --save-every writes the training state")
-      ->capture_default_str();
+      .add_option_function<std::string>(
+          "--state",
+          [&flags](const std::string& path) {
+            flags.state = path;
+            flags.state_given = true;
+          },
+          "Where --save-every writes the training state (default " + flags.state + ")");
   command.add_option("--resume", flags.resume, "Continue the run saved in this training state");
   command.add_option("--report", flags.report, "Write the run report as JSON to this file");
 }
@@ -210,11 +246,18 @@ int RunTrainCommand(const TrainFlags& flags) {
   if (!graph) return ReportUsageError(graph.error().message);
   Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
   if (!plan) return ReportUsageError(plan.error().message);
+  for (const auto& [flag, path] : {std::pair{"--report", flags.report},
+                                   {"--state", flags.save_every > 0 ? flags.state : ""}}) {
+    if (path.empty()) continue;
+    if (auto error = CheckWritableTarget(path))
+      return ReportUsageError(std::string(flag) + ": " + error->message);
+  }
+  if (auto error = CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))
+    return ReportUsageError(error->message);
   try {
     return Train(flags, *request, *plan);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "headroom train: %s\n", e.what());
-    return 1;
+    return ReportRunFailure("train failed: " + FirstLine(e.what()));
   }
 }
 

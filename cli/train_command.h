@@ -14,7 +14,7 @@ struct TrainFlags {
   PlanFlags plan;
   std::string plan_file;  // --plan plan.yaml: execute a saved plan instead of the flags
   int64_t steps = 10;
-  uint64_t seed = 0;
+  int64_t seed = 0;
   double learning_rate = 1e-3;
   std::string weights;      // HF safetensors file, index or directory
   std::string data;         // token file or text; empty: synthetic
@@ -23,6 +23,7 @@ struct TrainFlags {
   std::string save;         // directory for the final weights / PEFT adapter
   int64_t save_every = 0;
   std::string state = "headroom-train.state";
+  bool state_given = false;
   std::string resume;
   std::string report;  // --report run.json
 };

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "models/hf_config.h"
+#include "planner/core/file_io.h"
 #include "planner/core/name_suggest.h"
 
 namespace headroom {
@@ -49,12 +50,10 @@ Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
     return LoadCatalogModel(name_or_path);
   }
   if (fs::is_directory(path, ec)) path /= "config.json";
-  std::ifstream in(path);
-  if (!in) return MakeError(fmt::format("cannot read model file '{}'", path.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (path.extension() == ".json") return ParseHfConfigJson(text.str(), path.string());
-  return ParseModelSpecYaml(text.str(), path.string());
+  Result<std::string> text = ReadRegularFile(path);
+  if (!text) return MakeError("--model: " + text.error().message);
+  if (path.extension() == ".json") return ParseHfConfigJson(*text, path.string());
+  return ParseModelSpecYaml(*text, path.string());
 }
 
 }  // namespace headroom

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "planner/core/limits.h"
+
 namespace headroom {
 namespace {
 
@@ -17,14 +19,11 @@ class FieldReader {
     if (!root_.contains(key) || root_[key].is_null()) {
       return MakeError(fmt::format("{}: missing field '{}'", origin_, key));
     }
-    if (!root_[key].is_number_integer()) {
-      return MakeError(fmt::format("{}: field '{}' must be an integer", origin_, key));
-    }
-    return root_[key].get<int64_t>();
+    return IntegerOf(key);
   }
-  int64_t IntOr(const char* key, int64_t fallback) const {
-    return root_.contains(key) && root_[key].is_number_integer() ? root_[key].get<int64_t>()
-                                                                 : fallback;
+  Result<int64_t> IntOr(const char* key, int64_t fallback) const {
+    if (!root_.contains(key) || root_[key].is_null()) return fallback;
+    return IntegerOf(key);
   }
   double NumberOr(const char* key, double fallback) const {
     return root_.contains(key) && root_[key].is_number() ? root_[key].get<double>() : fallback;
@@ -38,6 +37,16 @@ class FieldReader {
   }
 
  private:
+  // Integers that fit in 63 bits; a larger JSON integer is an error, not a wrapped value.
+  Result<int64_t> IntegerOf(const char* key) const {
+    const json& v = root_[key];
+    if (!v.is_number_integer())
+      return MakeError(fmt::format("{}: field '{}' must be an integer", origin_, key));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})
+      return MakeError(fmt::format("{}: field '{}' is too large ({})", origin_, key, v.dump()));
+    return v.get<int64_t>();
+  }
+
   const json& root_;
   std::string_view origin_;
 };
@@ -57,8 +66,8 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.Int("num_attention_heads"));
   HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.Int("intermediate_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("max_position_embeddings"));
-  spec.num_kv_heads = f.IntOr("num_key_value_heads", spec.num_heads);
-  spec.head_dim = f.IntOr("head_dim", 0);
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_kv_heads, f.IntOr("num_key_value_heads", spec.num_heads));
+  HEADROOM_ASSIGN_OR_RETURN(spec.head_dim, f.IntOr("head_dim", 0));
   spec.tie_embeddings = f.BoolOr("tie_word_embeddings", false);
   spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
   spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
@@ -89,8 +98,12 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
       spec.rope.llama3_factor = number("factor", 8.0);
       spec.rope.low_freq_factor = number("low_freq_factor", 1.0);
       spec.rope.high_freq_factor = number("high_freq_factor", 4.0);
-      spec.rope.original_max_positions =
-          static_cast<int64_t>(number("original_max_position_embeddings", 8192));
+      const double original = number("original_max_position_embeddings", 8192);
+      if (!(original >= 1 && original <= static_cast<double>(limits::kMaxPositions)))
+        return MakeError(fmt::format("rope_scaling original_max_position_embeddings {} is out of "
+                                     "range (1 to {})",
+                                     original, limits::kMaxPositions));
+      spec.rope.original_max_positions = static_cast<int64_t>(original);
     } else if (!kind.empty() && kind != "default") {
       return MakeError(
           fmt::format("rope_scaling type '{}' is not supported (default, llama3)", kind));
@@ -113,7 +126,8 @@ Result<ModelSpec> ImportGpt2(const FieldReader& f, ModelSpec spec) {
   HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("n_layer"));
   HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.Int("n_head"));
   HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("n_positions"));
-  spec.intermediate_size = f.IntOr("n_inner", 4 * spec.hidden_size);
+  // Unset: Validate derives 4 x n_embd once n_embd is known to be within bounds.
+  HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.IntOr("n_inner", 0));
   spec.tie_embeddings = f.BoolOr("tie_word_embeddings", true);
   spec.norm_eps = f.NumberOr("layer_norm_epsilon", 1e-5);
   spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.1);
@@ -130,14 +144,15 @@ Result<ModelSpec> ImportBert(const FieldReader& f, const json& root, ModelSpec s
   HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.Int("num_attention_heads"));
   HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.Int("intermediate_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("max_position_embeddings"));
-  spec.type_vocab_size = f.IntOr("type_vocab_size", 2);
+  HEADROOM_ASSIGN_OR_RETURN(spec.type_vocab_size, f.IntOr("type_vocab_size", 2));
   spec.norm_eps = f.NumberOr("layer_norm_eps", 1e-12);
   spec.hidden_dropout = f.NumberOr("hidden_dropout_prob", 0.1);
   spec.attention_dropout = f.NumberOr("attention_probs_dropout_prob", 0.1);
   spec.activation = f.StringOr("hidden_act", "gelu");
-  spec.num_labels = root.contains("id2label") && root["id2label"].is_object()
-                        ? static_cast<int64_t>(root["id2label"].size())
-                        : f.IntOr("num_labels", 2);
+  if (root.contains("id2label") && root["id2label"].is_object())
+    spec.num_labels = static_cast<int64_t>(root["id2label"].size());
+  else
+    HEADROOM_ASSIGN_OR_RETURN(spec.num_labels, f.IntOr("num_labels", 2));
   return spec;
 }
 
@@ -150,6 +165,8 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
   } catch (const json::parse_error& e) {
     return MakeError(
         fmt::format("{}: malformed JSON at byte {}: not a valid config.json", origin, e.byte));
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    return MakeError(fmt::format("{}: not a valid config.json ({})", origin, e.what()));
   }
   if (!root.is_object())
     return MakeError(fmt::format("{}: config.json must be a JSON object", origin));

@@ -1,12 +1,56 @@
 #include "models/model_spec.h"
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 #include <optional>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "planner/core/limits.h"
+
 namespace headroom {
+namespace {
+
+// Each size within limits.h's bounds (after the positivity checks), so the defaults
+// derived from them and every shape stay far from overflow.
+std::optional<Error> CheckBounds(const ModelSpec& spec) {
+  using namespace limits;
+  for (auto [v, hi, field] : {std::tuple{spec.num_layers, kMaxLayers, "num_layers"},
+                              {spec.vocab_size, kMaxVocab, "vocab_size"},
+                              {spec.hidden_size, kMaxWidth, "hidden_size"},
+                              {spec.num_heads, kMaxHeads, "num_heads"},
+                              {spec.num_kv_heads, kMaxHeads, "num_kv_heads"},
+                              {spec.head_dim, kMaxWidth, "head_dim"},
+                              {spec.intermediate_size, kMaxWidth, "intermediate_size"},
+                              {spec.max_positions, kMaxPositions, "max_positions"},
+                              {spec.type_vocab_size, kMaxVocab, "type_vocab_size"},
+                              {spec.num_labels, kMaxVocab, "num_labels"},
+                              {spec.rope.original_max_positions, kMaxPositions,
+                               "rope_scaling.original_max_positions"}}) {
+    if (auto e = CheckRange(v, 0, hi, fmt::format("model '{}': {}", spec.name, field))) return e;
+  }
+  return std::nullopt;
+}
+
+// The parameters, their gradients and optimizer state must fit limits.h's step bound;
+// counted in floating point, so a huge model is an error here and not a wrapped count.
+std::optional<Error> CheckParameterBytes(const ModelSpec& spec) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double h = d(spec.hidden_size), q = d(spec.q_dim()), kv = d(spec.kv_dim());
+  const double per_layer = h * (q + 2 * kv) + q * h + 3 * h * d(spec.intermediate_size) + 8 * h;
+  const double embeddings =
+      (d(spec.vocab_size) + d(spec.max_positions) + d(spec.type_vocab_size) + d(spec.num_labels)) * h;
+  const double bytes = 20 * (d(spec.num_layers) * per_layer + 2 * embeddings);
+  if (bytes <= limits::kMaxStepBytes) return std::nullopt;
+  return MakeError(fmt::format(
+      "model '{}' is too large to plan: its weights, gradients and optimizer state exceed 2^62 "
+      "bytes",
+      spec.name));
+}
+
+}  // namespace
 
 Result<ModelSpec> Validate(ModelSpec spec) {
   auto positive = [&](int64_t v, const char* field) -> std::optional<Error> {
@@ -22,6 +66,7 @@ Result<ModelSpec> Validate(ModelSpec spec) {
                           {spec.max_positions, "max_positions"}}) {
     if (auto e = positive(v, field)) return *e;
   }
+  if (auto e = CheckBounds(spec)) return *e;
   if (spec.head_dim == 0) {
     if (spec.hidden_size % spec.num_heads != 0) {
       return MakeError(
@@ -65,7 +110,7 @@ Result<ModelSpec> Validate(ModelSpec spec) {
   }
   for (auto [p, field] : {std::pair{spec.hidden_dropout, "hidden_dropout"},
                           {spec.attention_dropout, "attention_dropout"}}) {
-    if (p < 0.0 || p >= 1.0)
+    if (!(p >= 0.0 && p < 1.0))
       return MakeError(
           fmt::format("model '{}': {} must be in [0, 1) (got {})", spec.name, field, p));
   }
@@ -73,7 +118,9 @@ Result<ModelSpec> Validate(ModelSpec spec) {
     if (auto e = positive(spec.type_vocab_size, "type_vocab_size")) return *e;
     if (auto e = positive(spec.num_labels, "num_labels")) return *e;
   }
-  if (!(spec.rope.theta > 0) || spec.rope.llama3_factor < 0 ||
+  if (!(spec.rope.theta > 0) || !std::isfinite(spec.rope.theta) ||
+      !(spec.rope.llama3_factor >= 0) || !std::isfinite(spec.rope.llama3_factor) ||
+      !std::isfinite(spec.rope.high_freq_factor) ||
       (spec.rope.llama3_factor > 0 &&
        (!(spec.rope.high_freq_factor > spec.rope.low_freq_factor) ||
         spec.rope.low_freq_factor <= 0 || spec.rope.original_max_positions <= 0))) {
@@ -82,8 +129,9 @@ Result<ModelSpec> Validate(ModelSpec spec) {
         "with high_freq_factor > low_freq_factor",
         spec.name));
   }
-  if (spec.norm_eps <= 0)
-    return MakeError(fmt::format("model '{}': norm_eps must be positive", spec.name));
+  if (!(spec.norm_eps > 0) || !std::isfinite(spec.norm_eps))
+    return MakeError(fmt::format("model '{}': norm_eps must be a positive number", spec.name));
+  if (auto e = CheckParameterBytes(spec)) return *e;
   return spec;
 }
 
@@ -119,7 +167,9 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  "rope_scaling",
                                  "source"};
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar())
+      return MakeError(fmt::format("{}: a model spec's keys must be field names", origin));
+    const std::string key = kv.first.Scalar();
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return MakeError(fmt::format("{}: unknown field '{}' in model spec", origin, key));
     }

@@ -6,7 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "runtime/atomic_file.h"
+#include "planner/core/file_io.h"
+#include "runtime/errors.h"
 
 namespace headroom {
 namespace {
@@ -133,7 +134,7 @@ void SavePeftAdapter(const std::filesystem::path& dir, const ModelSpec& spec,
     config["modules_to_save"] =
         std::vector<std::string>(modules_to_save.begin(), modules_to_save.end());
   const std::string text = config.dump(2) + "\n";
-  WriteFileAtomically(dir / "adapter_config.json", [&](std::ostream& out) { out << text; });
+  ThrowIfError(WriteFileAtomically(dir / "adapter_config.json", text));
 }
 
 }  // namespace headroom

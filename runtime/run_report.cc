@@ -2,7 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/atomic_file.h"
+#include "planner/core/file_io.h"
+#include "runtime/errors.h"
 
 namespace headroom {
 
@@ -52,7 +53,7 @@ void WriteRunReport(const std::filesystem::path& path, const std::string& model,
       {"skipped_steps", r.skipped_steps},
       {"oom_retries", r.oom_retries},
   };
-  WriteFileAtomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+  ThrowIfError(WriteFileAtomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; }));
 }
 
 }  // namespace headroom

@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "runtime/atomic_file.h"
+#include "planner/core/file_io.h"
+#include "runtime/errors.h"
 
 namespace headroom {
 namespace {
@@ -39,6 +40,7 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 
 SafetensorsFile::SafetensorsFile(std::filesystem::path path) : path_(std::move(path)) {
   const std::string where = path_.string();
+  ThrowIfError(CheckRegularFile(path_));
   std::ifstream in(path_, std::ios::binary);
   if (!in) throw std::runtime_error(where + ": cannot open");
   const int64_t file_size = static_cast<int64_t>(std::filesystem::file_size(path_));
@@ -130,7 +132,8 @@ void WriteSafetensors(const std::filesystem::path& path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  WriteFileAtomically(path, [&](std::ostream& out) {
+  ThrowIfError(CreateParentDirectories(path));
+  ThrowIfError(WriteFileAtomically(path, [&](std::ostream& out) {
     unsigned char size_bytes[8];
     for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(text.size() >> (8 * i));
     out.write(reinterpret_cast<const char*>(size_bytes), 8);
@@ -138,7 +141,7 @@ void WriteSafetensors(const std::filesystem::path& path,
     for (const at::Tensor& t : data)
       out.write(static_cast<const char*>(t.const_data_ptr()),
                 static_cast<std::streamsize>(t.numel() * static_cast<int64_t>(t.element_size())));
-  });
+  }));
 }
 
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& path) : origin_(path) {
@@ -152,12 +155,12 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& path) 
       throw std::runtime_error(path.string() +
                                ": no model.safetensors or model.safetensors.index.json in it");
   }
-  if (!std::filesystem::exists(file)) throw std::runtime_error(file.string() + ": no such file");
   if (file.extension() != ".json") {
     shards_.emplace_back(file);
   } else {
-    std::ifstream in(file);
-    const nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
+    Result<std::string> text = ReadRegularFile(file);
+    ThrowIfError(text ? std::nullopt : std::optional<Error>(text.error()));
+    const nlohmann::json index = nlohmann::json::parse(*text, nullptr, false);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       throw std::runtime_error(file.string() + ": not a safetensors index (no weight_map)");
     std::map<std::string, size_t> shard_index;

@@ -6,6 +6,9 @@
 
 #include <torch/torch.h>
 
+#include "planner/core/file_io.h"
+#include "runtime/errors.h"
+
 namespace headroom {
 namespace {
 
@@ -61,6 +64,7 @@ std::unique_ptr<TokenSource> OpenTokenFile(const std::filesystem::path& path,
                                            TokenFileFormat format, int64_t vocab_size,
                                            int64_t sample_length) {
   const std::string where = path.string();
+  ThrowIfError(CheckRegularFile(path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(where + ": cannot open the data file");
   const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path));

@@ -11,7 +11,8 @@
 #include "planner/simulate/step_prediction.h"
 #include "planner/simulate/tensor_states.h"
 #include "planner/solve/plan_search.h"
-#include "runtime/atomic_file.h"
+#include "planner/core/file_io.h"
+#include "runtime/errors.h"
 #include "runtime/batch_builder.h"
 #include "runtime/graph_executor.h"
 #include "runtime/loss_scaler.h"
@@ -280,12 +281,13 @@ void Trainer::SaveState(const std::filesystem::path& file) const {
   archive.write("rng/cpu", GetRngState(c10::Device(c10::DeviceType::CPU)));
   if (s_->options.device.is_cuda()) archive.write("rng/device", GetRngState(s_->options.device));
   if (s_->scaler) archive.write("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
-  WriteFileAtomically(file, [&](std::ostream& out) { archive.save_to(out); });
+  ThrowIfError(CreateParentDirectories(file));
+  ThrowIfError(WriteFileAtomically(file, [&](std::ostream& out) { archive.save_to(out); }));
 }
 
 void Trainer::LoadState(const std::filesystem::path& file) {
   const std::string where = file.string();
-  if (!std::filesystem::exists(file)) throw std::runtime_error(where + ": no such state file");
+  ThrowIfError(CheckRegularFile(file));
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(where, s_->options.device);

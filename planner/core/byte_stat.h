@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "planner/core/checked_math.h"
+
 namespace headroom {
 
 struct ByteStat {
@@ -14,7 +16,7 @@ struct ByteStat {
 
   // Returns true when this raised the peak.
   bool Increase(int64_t bytes) {
-    current += bytes;
+    current = CheckedAdd(current, bytes, "the live bytes");
     if (current <= peak) return false;
     peak = current;
     return true;

@@ -2,22 +2,24 @@
 
 #include <stdexcept>
 
+#include "planner/core/checked_math.h"
+
 namespace headroom {
 
 int64_t StorageBytes(DType dtype, int64_t numel) {
   switch (dtype) {
     case DType::kF32:
-      return 4 * numel;
+      return CheckedMul(4, numel, "a tensor's bytes");
     case DType::kF16:
     case DType::kBF16:
-      return 2 * numel;
+      return CheckedMul(2, numel, "a tensor's bytes");
     case DType::kI64:
-      return 8 * numel;
+      return CheckedMul(8, numel, "a tensor's bytes");
     case DType::kBool:
     case DType::kU8:
       return numel;
     case DType::kNF4:
-      return (numel + 1) / 2;
+      return numel / 2 + numel % 2;
   }
   throw std::logic_error("StorageBytes: unknown dtype");
 }

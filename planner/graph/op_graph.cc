@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <boost/graph/topological_sort.hpp>
 
+#include "planner/core/checked_math.h"
+
 namespace headroom {
 
 OpGraph::BlockReads OpGraph::ExternalReads(int block) const {
@@ -134,14 +136,14 @@ void OpGraph::CheckWellFormed() const {
 
 int64_t OpGraph::ParameterCount() const {
   int64_t n = 0;
-  for (TensorId p : Parameters()) n += tensor(p).shape.Numel({});
+  for (TensorId p : Parameters()) n = CheckedAdd(n, tensor(p).shape.Numel({}), "the parameter count");
   return n;
 }
 
 int64_t OpGraph::TrainableParameterCount() const {
   int64_t n = 0;
   for (TensorId p : Parameters()) {
-    if (tensor(p).param.trainable) n += tensor(p).shape.Numel({});
+    if (tensor(p).param.trainable) n = CheckedAdd(n, tensor(p).shape.Numel({}), "the parameter count");
   }
   return n;
 }

@@ -2,22 +2,27 @@
 
 #include <tuple>
 
+#include "planner/core/checked_math.h"
+
 namespace headroom {
 
 int64_t SymShape::Numel(const ShapeEnv& env) const {
   int64_t n = 1;
   for (const Dim& d : dims_) {
-    switch (d.kind) {
-      case Dim::Kind::kConst:
-        n *= d.value;
-        break;
-      case Dim::Kind::kBatch:
-        n *= env.micro_batch;
-        break;
-      case Dim::Kind::kSeq:
-        n *= env.seq_len;
-        break;
-    }
+    const int64_t size = d.kind == Dim::Kind::kConst   ? d.value
+                         : d.kind == Dim::Kind::kBatch ? env.micro_batch
+                                                       : env.seq_len;
+    n = CheckedMul(n, size, "a tensor's element count");
+  }
+  return n;
+}
+
+double SymShape::NumelBound(const ShapeEnv& env) const {
+  double n = 1;
+  for (const Dim& d : dims_) {
+    n *= static_cast<double>(d.kind == Dim::Kind::kConst   ? d.value
+                             : d.kind == Dim::Kind::kBatch ? env.micro_batch
+                                                           : env.seq_len);
   }
   return n;
 }

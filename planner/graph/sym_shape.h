@@ -33,7 +33,9 @@ class SymShape {
   SymShape(std::initializer_list<Dim> dims) : dims_(dims) {}
 
   const std::vector<Dim>& dims() const { return dims_; }
+  // Throws SizeOverflow past 2^63; NumelBound cannot overflow, for size checks.
   int64_t Numel(const ShapeEnv& env) const;
+  double NumelBound(const ShapeEnv& env) const;
   // True when the shape does not depend on b or s (parameters, buffers).
   bool IsStatic() const;
   // True when the element count is proportional to the micro-batch (one dimension b).

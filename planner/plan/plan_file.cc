@@ -1,10 +1,14 @@
 #include "planner/plan/plan_file.h"
 
-#include <fstream>
-#include <sstream>
+#include <cmath>
+#include <limits>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "planner/core/file_io.h"
+#include "planner/core/limits.h"
 
 namespace headroom {
 namespace {
@@ -164,6 +168,29 @@ class PlanReader {
   std::string field_;
 };
 
+// The sizes and numbers a plan file may hold; the request-level checks come later.
+std::optional<Error> CheckPlanValues(const PlanFile& p) {
+  using namespace limits;
+  const TrainingConfig& c = p.config;
+  for (auto [value, hi, field] :
+       {std::tuple{c.micro_batch, kMaxBatch, "micro_batch"},
+        {c.grad_accum_steps, kMaxBatch, "grad_accum_steps"},
+        {p.global_batch, kMaxBatch, "global_batch"},
+        {c.seq_len, kMaxPositions, "seq_len"},
+        {p.device_memory_bytes, std::numeric_limits<int64_t>::max(), "device.memory_bytes"}}) {
+    if (auto error = CheckRange(value, 1, hi, field)) return error;
+  }
+  if (auto error = CheckRange(c.fine_tune.lora_rank, 0, kMaxLoraRank, "lora_rank")) return error;
+  for (auto [value, field] : {std::pair{c.fine_tune.lora_alpha, "lora_alpha"},
+                              {c.fine_tune.lora_dropout, "lora_dropout"},
+                              {p.margin, "margin"},
+                              {p.step_seconds, "step_seconds"},
+                              {p.tokens_per_second, "tokens_per_second"}}) {
+    if (!std::isfinite(value)) return MakeError(fmt::format("{} must be a finite number", field));
+  }
+  return std::nullopt;
+}
+
 Result<YAML::Node> LoadPlanRoot(std::string_view text, std::string_view origin) {
   YAML::Node root;
   try {
@@ -210,18 +237,14 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
   } catch (const PlanReader::BadValue& e) {
     return MakeError(fmt::format("{}: {}", origin, e.message));
   }
-  if (p.config.micro_batch <= 0 || p.config.grad_accum_steps <= 0 || p.config.seq_len <= 0) {
-    return MakeError(fmt::format("{}: corrupted plan file: sizes must be positive", origin));
-  }
+  if (auto error = CheckPlanValues(p)) return MakeError(fmt::format("{}: {}", origin, error->message));
   return p;
 }
 
 Result<PlanRequest> ReadPlanRequest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return MakeError("cannot read the plan file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<PlanFile> plan = ParsePlanYaml(text.str(), path);
+  Result<std::string> text = ReadRegularFile(path);
+  if (!text) return MakeError("--plan: " + text.error().message);
+  Result<PlanFile> plan = ParsePlanYaml(*text, path);
   if (!plan) return plan.error();
   PlanRequest r{.model = plan->model, .config = plan->config, .device = {}};
   if (plan->device == "cpu") {

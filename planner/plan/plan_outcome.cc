@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "planner/simulate/step_size_bound.h"
+
 namespace headroom {
 
 Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
@@ -9,6 +11,9 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
   // The stated plan, also when solving: its checkpoint policy must name existing blocks.
   Result<Plan> stated = Plan::FromConfig(request.config, static_cast<int>(graph.blocks().size()));
   if (!stated) return stated.error();
+  // The smallest step the solver would try, or the stated one, must be within bounds.
+  const int64_t micro_batch = options ? 1 : request.config.micro_batch;
+  if (auto error = CheckStepSize(graph, {micro_batch, request.config.seq_len})) return *error;
   PlanOutcome out;
   if (options) {
     out.search = SearchPlan(graph, request.config, request.device, *options);

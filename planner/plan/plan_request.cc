@@ -1,6 +1,12 @@
 #include "planner/plan/plan_request.h"
 
+#include <cmath>
+#include <tuple>
+
 #include <fmt/format.h>
+
+#include "planner/core/limits.h"
+#include "planner/simulate/step_size_bound.h"
 
 namespace headroom {
 
@@ -12,12 +18,12 @@ AttentionImpl AttentionAsExecuted(const ModelSpec& model, AttentionImpl requeste
 }
 
 std::optional<Error> ValidateRequest(const PlanRequest& r) {
+  using namespace limits;
   const TrainingConfig& c = r.config;
-  for (auto [value, flag] : {std::pair{c.micro_batch, "--micro-batch"},
-                             {c.grad_accum_steps, "--grad-accum"},
-                             {c.seq_len, "--seq-len"}}) {
-    if (value <= 0)
-      return MakeError(fmt::format("{} must be a positive integer (got {})", flag, value));
+  for (auto [value, hi, flag] : {std::tuple{c.micro_batch, kMaxBatch, "--micro-batch"},
+                                 {c.grad_accum_steps, kMaxBatch, "--grad-accum"},
+                                 {c.seq_len, kMaxPositions, "--seq-len"}}) {
+    if (auto error = CheckRange(value, 1, hi, flag)) return error;
   }
   if (c.seq_len > r.model.max_positions) {
     return MakeError(fmt::format("--seq-len {} is longer than {} supports ({} positions)",
@@ -33,11 +39,11 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
   }
   const FineTuneConfig& ft = c.fine_tune;
   if (ft.mode != FineTuneMode::kFull) {
-    if (ft.lora_rank <= 0)
-      return MakeError(
-          fmt::format("--lora-rank must be a positive integer (got {})", ft.lora_rank));
-    if (ft.lora_dropout < 0 || ft.lora_dropout >= 1)
-      return MakeError("--lora-dropout must be in [0, 1)");
+    if (auto error = CheckRange(ft.lora_rank, 1, kMaxLoraRank, "--lora-rank")) return error;
+    if (!(ft.lora_dropout >= 0 && ft.lora_dropout < 1))
+      return MakeError(fmt::format("--lora-dropout must be in [0, 1) (got {})", ft.lora_dropout));
+    if (!(ft.lora_alpha > 0) || !std::isfinite(ft.lora_alpha))
+      return MakeError(fmt::format("--lora-alpha must be a positive number (got {})", ft.lora_alpha));
   }
   if (ft.mode == FineTuneMode::kQLora && c.precision == Precision::kFp32) {
     return MakeError(
@@ -53,6 +59,8 @@ Result<StepPrediction> Predict(const PlanRequest& request) {
   if (!graph) return graph.error();
   auto checkpointed = request.config.checkpoint.Resolve(static_cast<int>(graph->blocks().size()));
   if (!checkpointed) return checkpointed.error();
+  if (auto error = CheckStepSize(*graph, {request.config.micro_batch, request.config.seq_len}))
+    return *error;
   return PredictStep(*graph, request.config, *checkpointed, request.device);
 }
 

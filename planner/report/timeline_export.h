@@ -16,7 +16,7 @@ namespace headroom {
 struct TimelineExportInputs {
   const Timeline& timeline;
   const OpGraph& graph;
-  int micro_batches = 1;
+  int64_t micro_batches = 1;
   int64_t budget_bytes = 0;  // drawn as a line when > 0
   std::string title;
 };

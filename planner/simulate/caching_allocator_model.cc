@@ -18,7 +18,7 @@ int64_t CachingAllocatorModel::SegmentSize(int64_t rounded) {
 
 int CachingAllocatorModel::NewSegment(int64_t size, bool small) {
   segments_.push_back({size, small, true, next_address_});
-  next_address_ += size;
+  next_address_ = CheckedAdd(next_address_, size, "the reserved bytes");
   reserved_.Increase(size);
   return AddBlock({static_cast<int>(segments_.size() - 1), 0, size, false, -1, -1});
 }

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "planner/core/checked_math.h"
+
 namespace headroom {
 
 class Granularity {
@@ -17,7 +19,7 @@ class Granularity {
     if (bytes <= 0 || !std::has_single_bit(static_cast<uint64_t>(bytes)))
       throw std::invalid_argument("allocation granularity must be a power of two");
   }
-  int64_t RoundUp(int64_t bytes) const { return (bytes + mask_) & ~mask_; }
+  int64_t RoundUp(int64_t bytes) const { return CheckedAdd(bytes, mask_, "an allocation") & ~mask_; }
 
  private:
   int64_t mask_;

@@ -4,7 +4,7 @@
 
 namespace headroom {
 
-std::string DescribePhase(const Phase& phase, const OpGraph& graph, int micro_batches) {
+std::string DescribePhase(const Phase& phase, const OpGraph& graph, int64_t micro_batches) {
   std::string out = phase.kind == Phase::Kind::kSetup
                         ? "setup"
                         : fmt::format("step {}, {}", phase.step, PhaseKindName(phase.kind));

@@ -19,7 +19,7 @@ struct Phase {
   enum class Kind { kSetup, kForward, kRecompute, kBackward, kOptimizerStep, kZeroGrad };
   Kind kind = Kind::kSetup;
   int step = 0;         // 1-based optimizer step; 0 for setup
-  int micro_batch = 0;  // 1-based within the step; 0 outside forward/backward
+  int64_t micro_batch = 0;  // 1-based within the step; 0 outside forward/backward
   OpId op;              // the op running, when there is one
   int block = -1;
 };
@@ -30,7 +30,7 @@ inline constexpr EnumName<Phase::Kind> kPhaseKindNames[] = {
     {Phase::Kind::kOptimizerStep, "optimizer step"}, {Phase::Kind::kZeroGrad, "zero_grad"}};
 inline std::string_view PhaseKindName(Phase::Kind kind) { return NameIn(kPhaseKindNames, kind); }
 // "step 2, backward, micro-batch 1/4, model.layers.31.mlp.down_proj"
-std::string DescribePhase(const Phase& phase, const OpGraph& graph, int micro_batches);
+std::string DescribePhase(const Phase& phase, const OpGraph& graph, int64_t micro_batches);
 
 struct MemoryEvent {
   enum class Kind : uint8_t { kAlloc, kFree };

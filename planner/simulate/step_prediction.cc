@@ -34,7 +34,7 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   p.allocated_peak_bytes = live.live().peak;
   p.breakdown = live.breakdown_at_peak();
   p.peak_phase = p.timeline.phases[live.peak_phase()];
-  p.peak_phase_text = DescribePhase(p.peak_phase, graph, static_cast<int>(config.grad_accum_steps));
+  p.peak_phase_text = DescribePhase(p.peak_phase, graph, config.grad_accum_steps);
   const auto& by_step = live.peak_by_step();
   p.first_step_peak_bytes = by_step.size() > 1 ? by_step[1] : 0;
   p.steady_step_peak_bytes = by_step.size() > 2 ? by_step[2] : p.first_step_peak_bytes;
@@ -45,7 +45,7 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
     p.fits = !allocator.out_of_memory();
     if (allocator.out_of_memory()) {
       p.oom_phase_text = DescribePhase(p.timeline.phases[allocator.oom_phase()], graph,
-                                       static_cast<int>(config.grad_accum_steps));
+                                       config.grad_accum_steps);
     }
   } else {
     p.reserved_peak_bytes = p.allocated_peak_bytes;

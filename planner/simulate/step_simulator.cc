@@ -83,9 +83,11 @@ class StepSimulator {
     buffers_.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 6);
     Setup();
     for (int step = 1; step <= options_.steps; ++step) {
-      const int last = static_cast<int>(config_.grad_accum_steps);
-      for (int mb = 1; mb <= last; ++mb) {
-        if (mb > 1 && mb < last && !options_.replay_every_micro_batch) continue;
+      // The middle micro-batches repeat the second one's memory: replay the first and
+      // the last unless asked for all (the loop stays O(1) for any accumulation).
+      const int64_t last = config_.grad_accum_steps;
+      for (int64_t mb = 1; mb <= last;
+           mb = options_.replay_every_micro_batch || mb == last ? mb + 1 : last) {
         Forward(step, mb);
         Backward(step, mb);
       }
@@ -134,7 +136,7 @@ class StepSimulator {
   }
   int refs(int64_t id) const { return buffers_[id].refs; }
 
-  void SetPhase(Phase::Kind kind, int step, int mb, OpId op = {}) {
+  void SetPhase(Phase::Kind kind, int step, int64_t mb, OpId op = {}) {
     timeline_.phases.push_back({kind, step, mb, op, op.valid() ? block_of_op_[op.value] : -1});
     phase_ = static_cast<int32_t>(timeline_.phases.size() - 1);
   }
@@ -186,7 +188,7 @@ class StepSimulator {
   }
 
   // ---- forward -------------------------------------------------------------------
-  void Forward(int step, int mb) {
+  void Forward(int step, int64_t mb) {
     step_ = step;
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
@@ -350,7 +352,7 @@ class StepSimulator {
   }
 
   // ---- backward ------------------------------------------------------------------
-  void Backward(int step, int mb) {
+  void Backward(int step, int64_t mb) {
     SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
     const TensorId loss = graph_.loss();
     grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
@@ -567,7 +569,8 @@ class StepSimulator {
 
   Timeline timeline_;
   int32_t phase_ = 0;
-  int step_ = 0, mb_ = 0;
+  int step_ = 0;
+  int64_t mb_ = 0;
   int64_t persistent_bytes_ = 0;
   int64_t live_bytes_ = 0;
   std::vector<Buffer> buffers_;  // indexed by buffer id; refs == 0 once freed

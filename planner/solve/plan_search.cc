@@ -1,5 +1,7 @@
 #include "planner/solve/plan_search.h"
 
+#include "planner/simulate/step_size_bound.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -143,6 +145,8 @@ void AddCandidatesOfPrecision(const OpGraph& graph, TrainingConfig config, const
   std::vector<TrainingConfig> configs;
   std::vector<StepTimeModel> time_models;
   for (int64_t b : micro_batches) {
+    // Too large for any device; so is every larger micro-batch.
+    if (!WithinStepSizeLimit(graph, {b, config.seq_len})) break;
     config.micro_batch = b;
     config.grad_accum_steps = per_gpu / b;
     StepTimeModel time_model(graph, tables.states(), config, device);
