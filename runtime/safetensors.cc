@@ -10,6 +10,7 @@
 
 #include "planner/core/file_io.h"
 #include "runtime/errors.h"
+#include "runtime/formats/safetensors_header.h"
 
 namespace headroom {
 namespace {
@@ -33,9 +34,6 @@ const char* DTypeName(c10::ScalarType type) {
                               c10::toString(type));
 }
 
-// Header lengths above this are not a header but a corrupt or foreign file.
-constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
-
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(std::filesystem::path path) : path_(std::move(path)) {
@@ -43,61 +41,22 @@ SafetensorsFile::SafetensorsFile(std::filesystem::path path) : path_(std::move(p
   ThrowIfError(CheckRegularFile(path_));
   std::ifstream in(path_, std::ios::binary);
   if (!in) throw std::runtime_error(where + ": cannot open");
-  const int64_t file_size = static_cast<int64_t>(std::filesystem::file_size(path_));
-  uint64_t header_size = 0;
-  unsigned char size_bytes[8];
-  if (!in.read(reinterpret_cast<char*>(size_bytes), 8))
-    throw std::runtime_error(where + ": not a safetensors file (shorter than its 8-byte header length)");
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | size_bytes[i];
-  if (header_size > kMaxHeaderBytes || static_cast<int64_t>(8 + header_size) > file_size)
-    throw std::runtime_error(where + ": not a safetensors file or truncated (header of " +
-                             std::to_string(header_size) + " bytes in a file of " +
-                             std::to_string(file_size) + ")");
-  std::string header(header_size, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_size));
-  data_start_ = static_cast<int64_t>(8 + header_size);
-  const int64_t data_size = file_size - data_start_;
-
-  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) throw std::runtime_error(where + ": the header is not a JSON object");
-  for (const auto& [name, value] : j.items()) {
-    if (name == "__metadata__") {
-      if (value.is_object())
-        for (const auto& [k, v] : value.items())
-          if (v.is_string()) metadata_[k] = v.get<std::string>();
-      continue;
-    }
-    const std::string what = where + ": tensor '" + name + "'";
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-        !value.contains("data_offsets") || !value["dtype"].is_string() ||
-        !value["shape"].is_array() || !value["data_offsets"].is_array() ||
-        value["data_offsets"].size() != 2)
-      throw std::runtime_error(what + " has a malformed header entry");
-    Entry e;
-    const std::optional<c10::ScalarType> dtype = ParseDType(value["dtype"].get<std::string>());
-    if (!dtype)
-      throw std::runtime_error(what + " has dtype " + value["dtype"].get<std::string>() +
-                               ", which headroom does not read");
-    e.dtype = *dtype;
-    int64_t elements = 1;
-    for (const auto& d : value["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        throw std::runtime_error(what + " has a malformed shape");
-      e.shape.push_back(d.get<int64_t>());
-      elements *= e.shape.back();
-    }
-    e.begin = value["data_offsets"][0].get<int64_t>();
-    e.end = value["data_offsets"][1].get<int64_t>();
-    const int64_t expected = elements * static_cast<int64_t>(c10::elementSize(e.dtype));
-    if (e.begin < 0 || e.end - e.begin != expected)
-      throw std::runtime_error(what + ": its byte range [" + std::to_string(e.begin) + ", " +
-                               std::to_string(e.end) + ") does not hold its shape and dtype (" +
-                               std::to_string(expected) + " bytes)");
-    if (e.end > data_size)
-      throw std::runtime_error(what + " ends at data byte " + std::to_string(e.end) +
-                               " but the file holds only " + std::to_string(data_size) +
-                               " data bytes: the file is truncated");
-    entries_.emplace(name, std::move(e));
+  const auto file_size = static_cast<int64_t>(std::filesystem::file_size(path_));
+  std::string first(8, '\0');
+  in.read(first.data(), 8);
+  first.resize(static_cast<size_t>(in.gcount()));
+  Result<int64_t> length = SafetensorsHeaderLength(first, file_size, where);
+  if (!length) throw std::runtime_error(length.error().message);
+  std::string json(static_cast<size_t>(*length), '\0');
+  if (!in.read(json.data(), *length)) throw std::runtime_error(where + ": cannot read the header");
+  Result<SafetensorsHeader> header = ParseSafetensorsHeader(json, file_size, where);
+  if (!header) throw std::runtime_error(header.error().message);
+  data_start_ = header->data_start;
+  metadata_ = std::move(header->metadata);
+  for (auto& [name, parsed] : header->entries) {
+    const std::optional<c10::ScalarType> dtype = ParseDType(parsed.dtype);
+    if (!dtype) throw std::logic_error("safetensors: the header parser accepted " + parsed.dtype);
+    entries_.emplace(name, Entry{*dtype, std::move(parsed.shape), parsed.begin, parsed.end});
   }
 }
 

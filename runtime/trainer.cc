@@ -8,18 +8,21 @@
 
 #include "models/build_graph.h"
 #include "planner/core/byte_units.h"
+#include "planner/core/file_io.h"
 #include "planner/simulate/step_prediction.h"
 #include "planner/simulate/tensor_states.h"
 #include "planner/solve/plan_search.h"
-#include "planner/core/file_io.h"
-#include "runtime/errors.h"
 #include "runtime/batch_builder.h"
+#include "runtime/errors.h"
+#include "runtime/formats/training_state_header.h"
 #include "runtime/graph_executor.h"
 #include "runtime/loss_scaler.h"
 #include "runtime/master_weights.h"
 #include "runtime/memory_meter.h"
+#include "runtime/optimizer_state.h"
 #include "runtime/parameter_store.h"
 #include "runtime/rng_state.h"
+#include "runtime/safetensors.h"
 
 namespace headroom {
 
@@ -43,8 +46,6 @@ std::optional<Error> CheckExecutable(const TrainingConfig& config) {
 }
 
 namespace {
-
-constexpr int64_t kStateFormatVersion = 1;
 
 // What a state file must agree on with the run resuming it.
 std::string Fingerprint(const ModelSpec& spec, const TrainingConfig& config, uint64_t seed) {
@@ -263,80 +264,75 @@ void Trainer::SaveWeights(const std::filesystem::path& dir) const {
 }
 
 void Trainer::SaveState(const std::filesystem::path& file) const {
-  torch::serialize::OutputArchive archive;
-  archive.write("format_version", c10::IValue(kStateFormatVersion));
-  archive.write("fingerprint",
-                c10::IValue(Fingerprint(s_->spec, s_->plan.config, s_->options.seed)));
-  archive.write("steps", c10::IValue(s_->steps));
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const auto& [name, tensor] : s_->params->Named())
-    if (tensor.requires_grad()) archive.write("param/" + name, tensor.detach());
+    if (tensor.requires_grad()) tensors.emplace_back("param/" + name, tensor.detach());
   if (s_->masters) {
     const std::vector<at::Tensor>& masters = s_->masters->masters();
     for (size_t i = 0; i < masters.size(); ++i)
-      archive.write("master/" + std::to_string(i), masters[i]);
+      tensors.emplace_back("master/" + std::to_string(i), masters[i]);
   }
-  torch::serialize::OutputArchive optimizer;
-  s_->optimizer->save(optimizer);
-  archive.write("optimizer", optimizer);
-  archive.write("rng/cpu", GetRngState(c10::Device(c10::DeviceType::CPU)));
-  if (s_->options.device.is_cuda()) archive.write("rng/device", GetRngState(s_->options.device));
-  if (s_->scaler) archive.write("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
-  ThrowIfError(CreateParentDirectories(file));
-  ThrowIfError(WriteFileAtomically(file, [&](std::ostream& out) { archive.save_to(out); }));
+  for (auto& named : ExportOptimizerState(*s_->optimizer)) tensors.push_back(std::move(named));
+  tensors.emplace_back("rng/cpu", GetRngState(c10::Device(c10::DeviceType::CPU)));
+  if (s_->options.device.is_cuda()) tensors.emplace_back("rng/device", GetRngState(s_->options.device));
+  if (s_->scaler) tensors.emplace_back("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
+  const TrainingStateInfo info{Fingerprint(s_->spec, s_->plan.config, s_->options.seed), s_->steps};
+  WriteSafetensors(file, tensors, TrainingStateMetadata(info));
 }
+
+namespace {
+
+// The saved tensor `name`, of `like`'s shape and dtype, on `like`'s device.
+at::Tensor ReadLike(const SafetensorsFile& state, const std::string& name, const at::Tensor& like) {
+  if (!state.contains(name))
+    throw std::runtime_error(state.path().string() + ": no tensor " + name);
+  at::Tensor saved = state.Read(name);
+  if (saved.sizes() != like.sizes() || saved.scalar_type() != like.scalar_type())
+    throw std::runtime_error(state.path().string() + ": " + name + " is " +
+                             c10::str(saved.scalar_type(), saved.sizes()) + ", this run's " +
+                             c10::str(like.scalar_type(), like.sizes()));
+  return saved;
+}
+
+}  // namespace
 
 void Trainer::LoadState(const std::filesystem::path& file) {
   const std::string where = file.string();
-  ThrowIfError(CheckRegularFile(file));
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(where, s_->options.device);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(where + ": not a headroom training state (" +
-                             e.what_without_backtrace() + ")");
-  }
-  c10::IValue value;
-  if (!archive.try_read("format_version", value) || value.toInt() > kStateFormatVersion)
-    throw std::runtime_error(where + ": a training state of another headroom version");
-  archive.read("fingerprint", value);
+  const SafetensorsFile state(file);  // the header is checked against the file here
+  Result<TrainingStateInfo> info = ReadTrainingStateInfo(state.metadata(), where);
+  if (!info) throw std::runtime_error(info.error().message);
   const std::string expected = Fingerprint(s_->spec, s_->plan.config, s_->options.seed);
-  if (value.toStringRef() != expected)
-    throw std::runtime_error(where + ": saved by a run of " + value.toStringRef() +
+  if (info->fingerprint != expected)
+    throw std::runtime_error(where + ": saved by a run of " + info->fingerprint +
                              ", not this one (" + expected + ")");
-  archive.read("steps", value);
-  s_->steps = value.toInt();
   torch::NoGradGuard no_grad;
-  for (const auto& [name, tensor] : s_->params->Named()) {
-    if (!tensor.requires_grad()) continue;
-    at::Tensor saved;
-    if (!archive.try_read("param/" + name, saved))
-      throw std::runtime_error(where + ": no tensor for the trainable parameter " + name);
-    tensor.copy_(saved);
-  }
+  for (const auto& [name, tensor] : s_->params->Named())
+    if (tensor.requires_grad()) tensor.copy_(ReadLike(state, "param/" + name, tensor));
   if (s_->masters) {
     const std::vector<at::Tensor>& masters = s_->masters->masters();
-    for (size_t i = 0; i < masters.size(); ++i) {
-      at::Tensor saved;
-      if (!archive.try_read("master/" + std::to_string(i), saved))
-        throw std::runtime_error(where + ": no fp32 master weight " + std::to_string(i));
-      masters[i].copy_(saved);
-    }
+    for (size_t i = 0; i < masters.size(); ++i)
+      masters[i].copy_(ReadLike(state, "master/" + std::to_string(i), masters[i]));
   }
-  torch::serialize::InputArchive optimizer;
-  archive.read("optimizer", optimizer);
-  s_->optimizer->load(optimizer);
-  at::Tensor rng;
-  archive.read("rng/cpu", rng);
-  SetRngState(c10::Device(c10::DeviceType::CPU), rng.cpu());
-  if (s_->options.device.is_cuda() && archive.try_read("rng/device", rng))
-    SetRngState(s_->options.device, rng.cpu());
+  try {
+    ImportOptimizerState(*s_->optimizer, [&](const std::string& name) -> std::optional<at::Tensor> {
+      if (!state.contains(name)) return std::nullopt;
+      return state.Read(name);
+    });
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(where + ": " + e.what());
+  }
+  const at::Tensor cpu_rng = GetRngState(c10::Device(c10::DeviceType::CPU));
+  SetRngState(c10::Device(c10::DeviceType::CPU), ReadLike(state, "rng/cpu", cpu_rng));
+  if (s_->options.device.is_cuda() && state.contains("rng/device"))
+    SetRngState(s_->options.device,
+                ReadLike(state, "rng/device", GetRngState(s_->options.device)));
   if (s_->scaler) {
-    at::Tensor scaler;
-    archive.read("loss_scaler", scaler);
-    const at::Tensor cpu = scaler.cpu().contiguous();
+    const std::vector<double> now = s_->scaler->State();
+    const at::Tensor saved = ReadLike(state, "loss_scaler", torch::tensor(now, torch::kDouble));
     s_->scaler->Restore(
-        std::vector<double>(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel()));
+        std::vector<double>(saved.data_ptr<double>(), saved.data_ptr<double>() + saved.numel()));
   }
+  s_->steps = info->steps;
 }
 
 }  // namespace headroom
