@@ -1,6 +1,8 @@
 // headroom: predict and plan the memory of LLM fine-tuning. This file only parses the
 // command line and prints; the work lives in headroom::planner and headroom::models.
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <new>
 
 #include <fmt/format.h>
@@ -78,6 +80,12 @@ int Main(int argc, char** argv) {
   auto* models = app.add_subcommand("models", "List the built-in model catalog");
   auto* gpus = app.add_subcommand("gpus", "List the GPU catalog");
 
+  const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
+  const auto named = [&](const CLI::App* c) { return argc > 1 && c->get_name() == argv[1]; };
+  if (argc > 1 && argv[1][0] != '-' && std::none_of(commands.begin(), commands.end(), named))
+    return ReportUsageError(fmt::format(
+        "unknown command '{}'; use plan, simulate, train, models or gpus (see `headroom --help`)",
+        argv[1]));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -3,8 +3,9 @@
 # package is already present it only checks and returns.
 #   scripts/setup.sh          the planner's dependencies (apt)
 #   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel,
-#                             transformers + peft for the reference tests, and lizard
-#                             for the function-length check
+#                             transformers + peft for the reference tests, lizard for
+#                             the function-length check, and clang for the sanitizer
+#                             build and the fuzzers (scripts/fuzz.sh)
 set -euo pipefail
 
 with_torch=0
@@ -15,6 +16,9 @@ packages=(
   libyaml-cpp-dev libboost-graph-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# The test suite's sanitizer build and the fuzzers: clang with its ASan, UBSan and
+# libFuzzer runtimes.
+[ "${1:-}" = "--torch" ] && packages+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,40 +1,14 @@
 // The `headroom` command end to end: the acceptance cases of the plan command, its JSON
 // fields, and one-line errors with exit code 2 for bad input.
-#include <array>
-#include <cstdio>
 #include <string>
-
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_runner.h"
+
 namespace headroom {
 namespace {
-
-struct CommandResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CommandResult RunCli(const std::string& args) {
-  // Per process: ctest -j runs these tests side by side.
-  const std::string err_file =
-      testing::TempDir() + "/headroom_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = std::string(HEADROOM_CLI_PATH) + " " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  std::string err;
-  if (FILE* f = fopen(err_file.c_str(), "r")) {
-    while (size_t n = fread(buf.data(), 1, buf.size(), f)) err.append(buf.data(), n);
-    fclose(f);
-  }
-  return {WEXITSTATUS(status), out, err};
-}
 
 nlohmann::json RunJson(const std::string& args) {
   const CommandResult r = RunCli(args + " --json");
