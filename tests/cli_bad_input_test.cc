@@ -360,7 +360,7 @@ std::vector<BadInput> TrainCases() {
       {kTrain + "--json", "--json"},
       {kTrain + "-o {d}/x.yaml", "-o"},
       {kTrain + "--emit hf", "--emit"},
-      {kTrain + "--precision auto", "--precision auto"},
+      {"train --model tiny-gpt2 --device cpu --precision auto", "--precision auto"},
       {kTrain + "--stack pytorch", "--stack"},
       {kTrain + "--optimizer adafactor", "adafactor"},
       {kTrain + "--qlora", "QLoRA"},
