@@ -68,13 +68,19 @@ std::unique_ptr<TokenSource> OpenTokenFile(const std::filesystem::path& path,
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(where + ": cannot open the data file");
   const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  // Read whole and widened to int64 ids: 5x its size in host memory.
+  constexpr int64_t kMaxTokenFileBytes = int64_t{4} << 30;
+  if (bytes > kMaxTokenFileBytes)
+    throw std::runtime_error(where + ": " + std::to_string(bytes) + " bytes is more than the " +
+                             std::to_string(kMaxTokenFileBytes) + " a token file may have");
   const int64_t width = format == TokenFileFormat::kUint32 ? 4 : format == TokenFileFormat::kUint16 ? 2 : 1;
   if (bytes % width != 0)
     throw std::runtime_error(where + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
                              std::to_string(8 * width) + "-bit token ids (wrong --data-format?)");
   const at::ScalarType stored = width == 4 ? torch::kUInt32 : width == 2 ? torch::kUInt16 : torch::kByte;
   at::Tensor raw = torch::empty({bytes / width}, torch::TensorOptions().dtype(stored));
-  in.read(static_cast<char*>(raw.data_ptr()), bytes);
+  if (!in.read(static_cast<char*>(raw.data_ptr()), bytes))
+    throw std::runtime_error(where + ": reading the data file failed");
   at::Tensor ids = raw.to(torch::kLong);
   if (format == TokenFileFormat::kText && vocab_size < 256)
     throw std::runtime_error(where + ": byte-level text needs a vocabulary of at least 256 ids; the "
