@@ -1,6 +1,6 @@
 """Writes the binary seed files of fuzz/corpus/: small safetensors files and training
-states, valid and slightly broken, in the layout runtime/formats/ reads. Run it from the
-repository root to regenerate them (they are committed)."""
+states, valid and slightly broken, in the layout runtime/formats/ reads. They are
+committed (as .st: *.safetensors is ignored as weights); run this to regenerate them."""
 import json
 import struct
 from pathlib import Path
@@ -33,10 +33,10 @@ def main():
         "empty": ("F16", [0, 3], b""),
     }
     st = CORPUS / "safetensors_header"
-    (st / "weights.safetensors").write_bytes(safetensors(weights, {"format": "pt"}))
-    (st / "no-metadata.safetensors").write_bytes(safetensors({"x": ("U8", [3], b"abc")}))
-    (st / "truncated.safetensors").write_bytes(safetensors(weights)[:-5])
-    (st / "bad-dtype.safetensors").write_bytes(safetensors({"x": ("F8_E4M3", [1], b"a")}))
+    (st / "weights.st").write_bytes(safetensors(weights, {"format": "pt"}))
+    (st / "no-metadata.st").write_bytes(safetensors({"x": ("U8", [3], b"abc")}))
+    (st / "truncated.st").write_bytes(safetensors(weights)[:-5])
+    (st / "bad-dtype.st").write_bytes(safetensors({"x": ("F8_E4M3", [1], b"a")}))
 
     state = {
         "param/h.0.attn.c_attn.weight": ("F32", [2, 2], floats(4)),
@@ -48,10 +48,10 @@ def main():
     meta = {"format": "headroom-training-state", "format_version": "2",
             "fingerprint": "tiny-gpt2|seed0|fp32|adamw|full|r0|s64|g2", "steps": "3"}
     ts = CORPUS / "training_state"
-    (ts / "state.safetensors").write_bytes(safetensors(state, meta))
-    (ts / "newer-version.safetensors").write_bytes(safetensors(state, {**meta, "format_version": "9"}))
-    (ts / "bad-steps.safetensors").write_bytes(safetensors(state, {**meta, "steps": "-1"}))
-    (ts / "not-a-state.safetensors").write_bytes(safetensors(weights, {"format": "pt"}))
+    (ts / "state.st").write_bytes(safetensors(state, meta))
+    (ts / "newer-version.st").write_bytes(safetensors(state, {**meta, "format_version": "9"}))
+    (ts / "bad-steps.st").write_bytes(safetensors(state, {**meta, "steps": "-1"}))
+    (ts / "not-a-state.st").write_bytes(safetensors(weights, {"format": "pt"}))
 
 
 if __name__ == "__main__":
