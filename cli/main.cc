@@ -2,8 +2,8 @@
 // command line and prints; the work lives in headroom::planner and headroom::models.
 #include <algorithm>
 #include <cstdio>
-#include <vector>
 #include <new>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -123,8 +123,9 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     return ReportRunFailure("out of host memory");
   } catch (const std::exception& e) {
-    return ReportRunFailure(fmt::format("internal error, please report it with the command you "
-                                        "ran: {}",
-                                        FirstLine(e.what())));
+    return ReportRunFailure(
+        fmt::format("internal error, please report it with the command you "
+                    "ran: {}",
+                    FirstLine(e.what())));
   }
 }

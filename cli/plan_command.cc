@@ -32,14 +32,16 @@ void PrintOutcome(const PlanFlags& flags, const PlanRequest& request, const Plan
 int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, const OpGraph& graph,
                   const PlanOutcome& outcome, bool quiet) {
   const StepPrediction& p = outcome.prediction;
-  const TimelineExportInputs in{
-      p.timeline, graph, outcome.plan.config.grad_accum_steps, p.budget_bytes,
-      fmt::format("{} on {}: memory over two training steps", request.model.name,
-                  request.device.name)};
+  const TimelineExportInputs in{p.timeline, graph, outcome.plan.config.grad_accum_steps,
+                                p.budget_bytes,
+                                fmt::format("{} on {}: memory over two training steps",
+                                            request.model.name, request.device.name)};
   auto csv = [&](std::ostream& out) { WriteTimelineCsv(in, out); };
   auto svg = [&](std::ostream& out) { WriteTimelineSvg(in, out); };
-  if (auto error = WriteFileAtomically(paths.csv_path, csv)) return ReportRunFailure(error->message);
-  if (auto error = WriteFileAtomically(paths.svg_path, svg)) return ReportRunFailure(error->message);
+  if (auto error = WriteFileAtomically(paths.csv_path, csv))
+    return ReportRunFailure(error->message);
+  if (auto error = WriteFileAtomically(paths.svg_path, svg))
+    return ReportRunFailure(error->message);
   if (!quiet) {
     fmt::print("\ntimeline: {} ({} events), chart: {}\n", paths.csv_path, p.timeline.events.size(),
                paths.svg_path);

@@ -100,9 +100,10 @@ Result<DeviceSpec> ToDevice(const PlanFlags& f) {
     if (!bytes) return MakeError("--gpu-mem: " + bytes.error().message);
     DeviceSpec gpu = CustomGpu(*bytes);
     if (gpu.memory_bytes <= gpu.ContextBytes())
-      return MakeError(fmt::format("--gpu-mem {} leaves nothing for training: the CUDA context "
-                                   "alone takes {}",
-                                   *f.gpu_mem, FormatBytes(gpu.ContextBytes())));
+      return MakeError(
+          fmt::format("--gpu-mem {} leaves nothing for training: the CUDA context "
+                      "alone takes {}",
+                      *f.gpu_mem, FormatBytes(gpu.ContextBytes())));
     return gpu;
   }
   if (f.device == "cpu") return CpuDevice(HostMemoryBytes());
@@ -136,10 +137,10 @@ std::optional<Error> ApplyFineTune(const PlanFlags& f, const ModelSpec& model, T
 // Flags that conflict, or that the chosen mode would ignore, are errors.
 std::optional<Error> CheckModeFlags(const PlanFlags& f, bool solving) {
   if (f.json && f.emit) return Error{"--json and --emit both choose the output; give one"};
-  const char* solver_only = f.global_batch    ? "--global-batch"
-                            : f.margin        ? "--margin"
+  const char* solver_only = f.global_batch      ? "--global-batch"
+                            : f.margin          ? "--margin"
                             : f.solve_precision ? "--precision auto"
-                                              : nullptr;
+                                                : nullptr;
   if (!solving && solver_only) {
     return Error{fmt::format(
         "{} applies when the solver chooses the plan (--auto, or without --micro-batch); a "

@@ -38,9 +38,9 @@ struct PlanFlags {
   std::optional<DType> base_dtype;              // unset: the stack's recipe
   std::optional<CpuBf16> cpu_bf16;              // unset: this machine's CPU (--device cpu)
   bool json = false;
-  bool auto_plan = false;               // --auto; also implied without --micro-batch
-  std::optional<int64_t> global_batch;  // unset: micro-batch x grad-accum, or the default
-  std::optional<double> margin;  // unset: kDefaultMargin
+  bool auto_plan = false;                  // --auto; also implied without --micro-batch
+  std::optional<int64_t> global_batch;     // unset: micro-batch x grad-accum, or the default
+  std::optional<double> margin;            // unset: kDefaultMargin
   std::optional<std::string> output_plan;  // -o plan.yaml
   std::optional<ExportTarget> emit;
 };

@@ -46,8 +46,8 @@ Result<TrainOptions> ToTrainOptions(const TrainFlags& flags, const PlanRequest& 
     Result<TokenFileFormat> format = DataFormat(flags);
     if (!format) return format.error();
     try {
-      data = OpenTokenFile(flags.data, *format, request.model.vocab_size,
-                           request.config.seq_len + 1);
+      data =
+          OpenTokenFile(flags.data, *format, request.model.vocab_size, request.config.seq_len + 1);
     } catch (const std::exception& e) {
       return MakeError("--data: " + FirstLine(e.what()));
     }
@@ -174,8 +174,9 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
                  std::string(OptimizerImplName(*flags.plan.optimizer_impl)) +
                  " is for `headroom plan`"};
   if (flags.plan.solve_precision)
-    return Error{"train runs a stated plan; --precision auto is for `headroom plan` (write the "
-                 "solved plan with -o and run it with --plan)"};
+    return Error{
+        "train runs a stated plan; --precision auto is for `headroom plan` (write the "
+        "solved plan with -o and run it with --plan)"};
   if (!flags.data_format.empty() && flags.data.empty())
     return Error{"--data-format applies to a --data file; give --data"};
   if (flags.state_given && flags.save_every == 0)
@@ -191,8 +192,8 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
 void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   AddRequestFlags(command, flags.plan);
   // A plan file states the whole request: with --plan, every request flag is an error.
-  std::vector<CLI::Option*> request_flags = command.get_options(
-      [](const CLI::Option* o) { return o->get_name() != "--help"; });
+  std::vector<CLI::Option*> request_flags =
+      command.get_options([](const CLI::Option* o) { return o->get_name() != "--help"; });
   CLI::Option* plan = command.add_option(
       "--plan", flags.plan_file,
       "Execute a plan file written by `headroom plan -o` (instead of planner flags)");
@@ -221,14 +222,13 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                      "PEFT adapter (adapter_model.safetensors + adapter_config.json)");
   AddIntegerOption(command, "--save-every", flags.save_every, 1, limits::kMaxSteps,
                    "Write a resumable training state every N steps");
-  command
-      .add_option_function<std::string>(
-          "--state",
-          [&flags](const std::string& path) {
-            flags.state = path;
-            flags.state_given = true;
-          },
-          "Where --save-every writes the training state (default " + flags.state + ")");
+  command.add_option_function<std::string>(
+      "--state",
+      [&flags](const std::string& path) {
+        flags.state = path;
+        flags.state_given = true;
+      },
+      "Where --save-every writes the training state (default " + flags.state + ")");
   command.add_option("--resume", flags.resume, "Continue the run saved in this training state");
   command.add_option("--report", flags.report, "Write the run report as JSON to this file");
 }

@@ -16,11 +16,11 @@ struct TrainFlags {
   int64_t steps = 10;
   int64_t seed = 0;
   double learning_rate = 1e-3;
-  std::string weights;      // HF safetensors file, index or directory
-  std::string data;         // token file or text; empty: synthetic
-  std::string data_format;  // u16 | u32 | text; empty: by extension
-  std::string memory_limit; // enforce a budget on the device allocator
-  std::string save;         // directory for the final weights / PEFT adapter
+  std::string weights;       // HF safetensors file, index or directory
+  std::string data;          // token file or text; empty: synthetic
+  std::string data_format;   // u16 | u32 | text; empty: by extension
+  std::string memory_limit;  // enforce a budget on the device allocator
+  std::string save;          // directory for the final weights / PEFT adapter
   int64_t save_every = 0;
   std::string state = "headroom-train.state";
   bool state_given = false;

@@ -1,5 +1,6 @@
 // The Hugging Face config.json import (--model config.json): any bytes either fail with
-// an error or give a spec whose graph builds, without overflow or an escaped exception, and one short step of it predicts.
+// an error or give a spec whose graph builds, without overflow or an escaped exception, and one
+// short step of it predicts.
 #include <algorithm>
 
 #include "fuzz/fuzz_input.h"

@@ -100,9 +100,10 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
       spec.rope.high_freq_factor = number("high_freq_factor", 4.0);
       const double original = number("original_max_position_embeddings", 8192);
       if (!(original >= 1 && original <= static_cast<double>(limits::kMaxPositions)))
-        return MakeError(fmt::format("rope_scaling original_max_position_embeddings {} is out of "
-                                     "range (1 to {})",
-                                     original, limits::kMaxPositions));
+        return MakeError(
+            fmt::format("rope_scaling original_max_position_embeddings {} is out of "
+                        "range (1 to {})",
+                        original, limits::kMaxPositions));
       spec.rope.original_max_positions = static_cast<int64_t>(original);
     } else if (!kind.empty() && kind != "default") {
       return MakeError(

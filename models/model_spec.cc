@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -17,18 +17,18 @@ namespace {
 // derived from them and every shape stay far from overflow.
 std::optional<Error> CheckBounds(const ModelSpec& spec) {
   using namespace limits;
-  for (auto [v, hi, field] : {std::tuple{spec.num_layers, kMaxLayers, "num_layers"},
-                              {spec.vocab_size, kMaxVocab, "vocab_size"},
-                              {spec.hidden_size, kMaxWidth, "hidden_size"},
-                              {spec.num_heads, kMaxHeads, "num_heads"},
-                              {spec.num_kv_heads, kMaxHeads, "num_kv_heads"},
-                              {spec.head_dim, kMaxWidth, "head_dim"},
-                              {spec.intermediate_size, kMaxWidth, "intermediate_size"},
-                              {spec.max_positions, kMaxPositions, "max_positions"},
-                              {spec.type_vocab_size, kMaxVocab, "type_vocab_size"},
-                              {spec.num_labels, kMaxVocab, "num_labels"},
-                              {spec.rope.original_max_positions, kMaxPositions,
-                               "rope_scaling.original_max_positions"}}) {
+  for (auto [v, hi, field] :
+       {std::tuple{spec.num_layers, kMaxLayers, "num_layers"},
+        {spec.vocab_size, kMaxVocab, "vocab_size"},
+        {spec.hidden_size, kMaxWidth, "hidden_size"},
+        {spec.num_heads, kMaxHeads, "num_heads"},
+        {spec.num_kv_heads, kMaxHeads, "num_kv_heads"},
+        {spec.head_dim, kMaxWidth, "head_dim"},
+        {spec.intermediate_size, kMaxWidth, "intermediate_size"},
+        {spec.max_positions, kMaxPositions, "max_positions"},
+        {spec.type_vocab_size, kMaxVocab, "type_vocab_size"},
+        {spec.num_labels, kMaxVocab, "num_labels"},
+        {spec.rope.original_max_positions, kMaxPositions, "rope_scaling.original_max_positions"}}) {
     if (auto e = CheckRange(v, 0, hi, fmt::format("model '{}': {}", spec.name, field))) return e;
   }
   return std::nullopt;
@@ -41,7 +41,8 @@ std::optional<Error> CheckParameterBytes(const ModelSpec& spec) {
   const double h = d(spec.hidden_size), q = d(spec.q_dim()), kv = d(spec.kv_dim());
   const double per_layer = h * (q + 2 * kv) + q * h + 3 * h * d(spec.intermediate_size) + 8 * h;
   const double embeddings =
-      (d(spec.vocab_size) + d(spec.max_positions) + d(spec.type_vocab_size) + d(spec.num_labels)) * h;
+      (d(spec.vocab_size) + d(spec.max_positions) + d(spec.type_vocab_size) + d(spec.num_labels)) *
+      h;
   const double bytes = 20 * (d(spec.num_layers) * per_layer + 2 * embeddings);
   if (bytes <= limits::kMaxStepBytes) return std::nullopt;
   return MakeError(fmt::format(

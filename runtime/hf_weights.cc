@@ -3,8 +3,8 @@
 #include <set>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "planner/core/file_io.h"
 #include "runtime/errors.h"
@@ -17,8 +17,8 @@ bool IsAdapter(const std::string& name) { return name.find(".lora_") != std::str
 // GPT-2's Conv1D stores [in, out]; the graph (like nn.Linear) uses [out, in].
 bool StoredTransposed(const ModelSpec& spec, const std::string& name) {
   if (spec.family != ModelFamily::kGpt2 || IsAdapter(name)) return false;
-  for (const char* conv : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight",
-                           ".mlp.c_proj.weight"})
+  for (const char* conv :
+       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
     if (name.ends_with(conv)) return true;
   return false;
 }

@@ -21,8 +21,7 @@ std::vector<std::pair<std::string, at::Tensor>> ExportOptimizerState(
 // `read` returns the saved tensor of a name, if the file has it. A parameter without
 // saved state starts fresh (none is saved before the first step); a tensor whose shape
 // does not match its parameter throws std::runtime_error naming it.
-void ImportOptimizerState(
-    torch::optim::Optimizer& optimizer,
-    const std::function<std::optional<at::Tensor>(const std::string&)>& read);
+void ImportOptimizerState(torch::optim::Optimizer& optimizer,
+                          const std::function<std::optional<at::Tensor>(const std::string&)>& read);
 
 }  // namespace headroom

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "planner/core/file_io.h"
 #include "runtime/errors.h"
@@ -16,8 +16,8 @@ namespace headroom {
 namespace {
 
 constexpr std::pair<const char*, c10::ScalarType> kDTypes[] = {
-    {"F64", c10::kDouble}, {"F32", c10::kFloat}, {"F16", c10::kHalf},   {"BF16", c10::kBFloat16},
-    {"I64", c10::kLong},   {"I32", c10::kInt},   {"I16", c10::kShort},  {"I8", c10::kChar},
+    {"F64", c10::kDouble}, {"F32", c10::kFloat}, {"F16", c10::kHalf},  {"BF16", c10::kBFloat16},
+    {"I64", c10::kLong},   {"I32", c10::kInt},   {"I16", c10::kShort}, {"I8", c10::kChar},
     {"U8", c10::kByte},    {"BOOL", c10::kBool},
 };
 
@@ -30,8 +30,7 @@ std::optional<c10::ScalarType> ParseDType(const std::string& name) {
 const char* DTypeName(c10::ScalarType type) {
   for (const auto& [text, t] : kDTypes)
     if (t == type) return text;
-  throw std::invalid_argument(std::string("safetensors cannot store dtype ") +
-                              c10::toString(type));
+  throw std::invalid_argument(std::string("safetensors cannot store dtype ") + c10::toString(type));
 }
 
 }  // namespace
@@ -62,8 +61,7 @@ SafetensorsFile::SafetensorsFile(std::filesystem::path path) : path_(std::move(p
 
 at::Tensor SafetensorsFile::Read(const std::string& name) const {
   auto it = entries_.find(name);
-  if (it == entries_.end())
-    throw std::runtime_error(path_.string() + ": no tensor '" + name + "'");
+  if (it == entries_.end()) throw std::runtime_error(path_.string() + ": no tensor '" + name + "'");
   const Entry& e = it->second;
   at::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
   std::ifstream in(path_, std::ios::binary);
@@ -146,8 +144,7 @@ const SafetensorsFile::Entry& SafetensorsCheckpoint::entry(const std::string& na
 
 at::Tensor SafetensorsCheckpoint::Read(const std::string& name) const {
   auto it = shard_of_.find(name);
-  if (it == shard_of_.end())
-    throw std::runtime_error(description() + ": no tensor '" + name + "'");
+  if (it == shard_of_.end()) throw std::runtime_error(description() + ": no tensor '" + name + "'");
   return shards_[it->second].Read(name);
 }
 

@@ -39,7 +39,8 @@ class SyntheticTokens final : public TokenSource {
 // the model, and checking every id against the vocabulary up front beats failing mid-run.
 class TokenFile final : public TokenSource {
  public:
-  TokenFile(std::filesystem::path path, at::Tensor ids) : path_(std::move(path)), ids_(std::move(ids)) {}
+  TokenFile(std::filesystem::path path, at::Tensor ids)
+      : path_(std::move(path)), ids_(std::move(ids)) {}
   at::Tensor Sample(int64_t index, int64_t length) const override {
     const int64_t windows = std::max<int64_t>(1, (ids_.numel() - 1) / length);
     const int64_t start = (index % windows) * length;
@@ -73,30 +74,38 @@ std::unique_ptr<TokenSource> OpenTokenFile(const std::filesystem::path& path,
   if (bytes > kMaxTokenFileBytes)
     throw std::runtime_error(where + ": " + std::to_string(bytes) + " bytes is more than the " +
                              std::to_string(kMaxTokenFileBytes) + " a token file may have");
-  const int64_t width = format == TokenFileFormat::kUint32 ? 4 : format == TokenFileFormat::kUint16 ? 2 : 1;
+  const int64_t width = format == TokenFileFormat::kUint32   ? 4
+                        : format == TokenFileFormat::kUint16 ? 2
+                                                             : 1;
   if (bytes % width != 0)
-    throw std::runtime_error(where + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
-                             std::to_string(8 * width) + "-bit token ids (wrong --data-format?)");
-  const at::ScalarType stored = width == 4 ? torch::kUInt32 : width == 2 ? torch::kUInt16 : torch::kByte;
+    throw std::runtime_error(where + ": " + std::to_string(bytes) +
+                             " bytes is not a whole number of " + std::to_string(8 * width) +
+                             "-bit token ids (wrong --data-format?)");
+  const at::ScalarType stored = width == 4   ? torch::kUInt32
+                                : width == 2 ? torch::kUInt16
+                                             : torch::kByte;
   at::Tensor raw = torch::empty({bytes / width}, torch::TensorOptions().dtype(stored));
   if (!in.read(static_cast<char*>(raw.data_ptr()), bytes))
     throw std::runtime_error(where + ": reading the data file failed");
   at::Tensor ids = raw.to(torch::kLong);
   if (format == TokenFileFormat::kText && vocab_size < 256)
-    throw std::runtime_error(where + ": byte-level text needs a vocabulary of at least 256 ids; the "
-                             "model has " + std::to_string(vocab_size));
+    throw std::runtime_error(where +
+                             ": byte-level text needs a vocabulary of at least 256 ids; the "
+                             "model has " +
+                             std::to_string(vocab_size));
   if (ids.numel() > 0) {
     const int64_t max_id = ids.max().item<int64_t>();
     if (max_id >= vocab_size) {
       const int64_t at = (ids >= vocab_size).nonzero()[0][0].item<int64_t>();
-      throw std::runtime_error(where + ": token id " + std::to_string(max_id) + " (first bad id at position " +
-                               std::to_string(at) + ") is outside the model's vocabulary of " +
+      throw std::runtime_error(where + ": token id " + std::to_string(max_id) +
+                               " (first bad id at position " + std::to_string(at) +
+                               ") is outside the model's vocabulary of " +
                                std::to_string(vocab_size) + " (wrong --data-format or tokenizer?)");
     }
   }
   if (ids.numel() < sample_length)
-    throw std::runtime_error(where + ": " + std::to_string(ids.numel()) + " tokens, fewer than one sample of " +
-                             std::to_string(sample_length));
+    throw std::runtime_error(where + ": " + std::to_string(ids.numel()) +
+                             " tokens, fewer than one sample of " + std::to_string(sample_length));
   return std::make_unique<TokenFile>(path, ids);
 }
 

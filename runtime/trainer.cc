@@ -274,8 +274,10 @@ void Trainer::SaveState(const std::filesystem::path& file) const {
   }
   for (auto& named : ExportOptimizerState(*s_->optimizer)) tensors.push_back(std::move(named));
   tensors.emplace_back("rng/cpu", GetRngState(c10::Device(c10::DeviceType::CPU)));
-  if (s_->options.device.is_cuda()) tensors.emplace_back("rng/device", GetRngState(s_->options.device));
-  if (s_->scaler) tensors.emplace_back("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
+  if (s_->options.device.is_cuda())
+    tensors.emplace_back("rng/device", GetRngState(s_->options.device));
+  if (s_->scaler)
+    tensors.emplace_back("loss_scaler", torch::tensor(s_->scaler->State(), torch::kDouble));
   const TrainingStateInfo info{Fingerprint(s_->spec, s_->plan.config, s_->options.seed), s_->steps};
   WriteSafetensors(file, tensors, TrainingStateMetadata(info));
 }
@@ -324,8 +326,7 @@ void Trainer::LoadState(const std::filesystem::path& file) {
   const at::Tensor cpu_rng = GetRngState(c10::Device(c10::DeviceType::CPU));
   SetRngState(c10::Device(c10::DeviceType::CPU), ReadLike(state, "rng/cpu", cpu_rng));
   if (s_->options.device.is_cuda() && state.contains("rng/device"))
-    SetRngState(s_->options.device,
-                ReadLike(state, "rng/device", GetRngState(s_->options.device)));
+    SetRngState(s_->options.device, ReadLike(state, "rng/device", GetRngState(s_->options.device)));
   if (s_->scaler) {
     const std::vector<double> now = s_->scaler->State();
     const at::Tensor saved = ReadLike(state, "loss_scaler", torch::tensor(now, torch::kDouble));

@@ -112,8 +112,10 @@ const std::string& FixtureDir() {
     write("big.yaml", "");
     fs::resize_file(d + "/big.yaml", uintmax_t{64} << 20);
     // A valid plan file, and the same with a wrapped size and a NaN.
-    RunCli("plan --model tiny-gpt2 --device cpu --micro-batch 1 --seq-len 32 --precision fp32 "
-           "-o " + d + "/p.yaml");
+    RunCli(
+        "plan --model tiny-gpt2 --device cpu --micro-batch 1 --seq-len 32 --precision fp32 "
+        "-o " +
+        d + "/p.yaml");
     std::ifstream in(d + "/p.yaml");
     const std::string plan((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto variant = [&](const std::string& name, const std::string& replace,
@@ -125,8 +127,8 @@ const std::string& FixtureDir() {
     };
     variant("huge-plan.yaml", "micro_batch: 1", "micro_batch: 4611686018427387904");
     variant("nan-plan.yaml", "lora_alpha: 32", "lora_alpha: .nan");
-    for (const char* fifo : {"fifo.yaml", "fifo.json", "fifo-plan.yaml", "fifo.safetensors",
-                             "fifo.bin", "fifo.state"})
+    for (const char* fifo :
+         {"fifo.yaml", "fifo.json", "fifo-plan.yaml", "fifo.safetensors", "fifo.bin", "fifo.state"})
       mkfifo((d + "/" + fifo).c_str(), 0600);
     return d;
   }();
@@ -142,8 +144,7 @@ struct BadInput {
 void PrintTo(const BadInput& in, std::ostream* out) { *out << "headroom " << in.args; }
 
 std::string Expand(std::string text) {
-  for (size_t at; (at = text.find("{d}")) != std::string::npos;)
-    text.replace(at, 3, FixtureDir());
+  for (size_t at; (at = text.find("{d}")) != std::string::npos;) text.replace(at, 3, FixtureDir());
   return text;
 }
 
@@ -272,29 +273,49 @@ std::vector<BadInput> PlanCases() {
       {kFixed + "--checkpoint every:99999999999", "--checkpoint"},
       {kFixed + "--checkpoint sometimes", "--checkpoint"},
       // Model specs with sizes past their bounds, or too large as a whole.
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-2-62.yaml", "vocab_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/hidden-2-40.yaml", "hidden_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-1e9.yaml", "num_layers"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-1e6.yaml", "num_layers"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-negative.yaml", "num_layers"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/heads-2-20.yaml", "num_heads"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/mlp-2-62.yaml", "intermediate_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/positions-2-62.yaml", "max_positions"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-2-64.yaml", "{d}/vocab-2-64.yaml"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-2-62.yaml",
+       "vocab_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/hidden-2-40.yaml",
+       "hidden_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-1e9.yaml",
+       "num_layers"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-1e6.yaml",
+       "num_layers"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-negative.yaml",
+       "num_layers"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/heads-2-20.yaml",
+       "num_heads"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/mlp-2-62.yaml",
+       "intermediate_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/positions-2-62.yaml",
+       "max_positions"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-2-64.yaml",
+       "{d}/vocab-2-64.yaml"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/eps-nan.yaml", "norm_eps"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/eps-inf.yaml", "norm_eps"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/dropout-nan.yaml", "attention_dropout"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/dropout-1.5.yaml", "attention_dropout"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/dropout-nan.yaml",
+       "attention_dropout"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/dropout-1.5.yaml",
+       "attention_dropout"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/theta-inf.yaml", "rope"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/kv-heads-negative.yaml", "num_kv_heads"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/head-dim-2-40.yaml", "head_dim"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/unknown-field.yaml", "sparkle"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/unknown-family.yaml", "{d}/unknown-family.yaml"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/params-2-64.yaml", "too large to plan"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/every-dim-huge.yaml", "{d}/every-dim-huge.yaml"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/map-key.yaml", "{d}/map-key.yaml"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/a-list.yaml", "{d}/a-list.yaml"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/empty.yaml", "{d}/empty.yaml"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/kv-heads-negative.yaml",
+       "num_kv_heads"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/head-dim-2-40.yaml",
+       "head_dim"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/unknown-field.yaml",
+       "sparkle"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/unknown-family.yaml",
+       "{d}/unknown-family.yaml"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/params-2-64.yaml",
+       "too large to plan"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/every-dim-huge.yaml",
+       "{d}/every-dim-huge.yaml"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/map-key.yaml",
+       "{d}/map-key.yaml"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/a-list.yaml",
+       "{d}/a-list.yaml"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/empty.yaml",
+       "{d}/empty.yaml"},
       // A step too large for 64 bits, from sizes each within bounds: never FITS.
       {"plan --model {d}/long-context.yaml --gpu a100-80gb --micro-batch 1048576 --seq-len "
        "16777216",
@@ -304,25 +325,36 @@ std::vector<BadInput> PlanCases() {
        "too large to plan"},
       {"plan --model llama-3-8b --gpu-mem 8EiB --micro-batch 1 --seq-len 8192", "--gpu-mem"},
       // HF config.json imports.
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/n-embd-2-62.json", "hidden_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/1e400.json", "{d}/1e400.json"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-u64.json", "vocab_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-2-62.json", "vocab_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-1e6.json", "num_layers"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/n-embd-2-62.json",
+       "hidden_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/1e400.json",
+       "{d}/1e400.json"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-u64.json",
+       "vocab_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/vocab-2-62.json",
+       "vocab_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/layers-1e6.json",
+       "num_layers"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/model-type.json", "mamba"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/string-size.json", "n_embd"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/missing-field.json", "n_head"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/n-inner-negative.json", "intermediate_size"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/truncated.json", "{d}/truncated.json"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/a-list.json", "{d}/a-list.json"},
-      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/rope.json", "original_max_position_embeddings"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/missing-field.json",
+       "n_head"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/n-inner-negative.json",
+       "intermediate_size"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/truncated.json",
+       "{d}/truncated.json"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/a-list.json",
+       "{d}/a-list.json"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/rope.json",
+       "original_max_position_embeddings"},
       // Files that are not regular files, or too large: an error, not a hang.
       {"plan --gpu a100-80gb --micro-batch 1 --model /dev/zero", "/dev/zero"},
       {"plan --gpu a100-80gb --micro-batch 1 --model /dev/null", "/dev/null"},
       {"plan --gpu a100-80gb --micro-batch 1 --model {d}/fifo.yaml", "{d}/fifo.yaml"},
       {"plan --gpu a100-80gb --micro-batch 1 --model {d}/fifo.json", "{d}/fifo.json"},
       {"plan --gpu a100-80gb --micro-batch 1 --model {d}/dir-config", "{d}/dir-config/config.json"},
-      {"plan --gpu a100-80gb --micro-batch 1 --model {d}/a-directory", "{d}/a-directory/config.json"},
+      {"plan --gpu a100-80gb --micro-batch 1 --model {d}/a-directory",
+       "{d}/a-directory/config.json"},
       {"plan --gpu a100-80gb --micro-batch 1 --model {d}/missing.yaml", "{d}/missing.yaml"},
       {"plan --gpu a100-80gb --micro-batch 1 --model {d}/big.yaml", "{d}/big.yaml"},
       // Outputs that cannot be written: refused before any work.

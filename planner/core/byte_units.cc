@@ -27,9 +27,8 @@ Result<int64_t> ParseBytes(std::string_view text) {
       unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
   }
   static constexpr std::pair<const char*, double> kUnits[] = {
-      {"", 1},        {"b", 1},         {"kb", 1e3},           {"mb", 1e6},
-      {"gb", 1e9},    {"tb", 1e12},     {"kib", 0x1p10},       {"mib", 0x1p20},
-      {"gib", 0x1p30}, {"tib", 0x1p40},
+      {"", 1},      {"b", 1},        {"kb", 1e3},     {"mb", 1e6},     {"gb", 1e9},
+      {"tb", 1e12}, {"kib", 0x1p10}, {"mib", 0x1p20}, {"gib", 0x1p30}, {"tib", 0x1p40},
   };
   const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
                                    [&](const auto& u) { return unit == u.first; });

@@ -29,10 +29,4 @@ inline int64_t CheckedAdd(int64_t a, int64_t b, const char* what = "a size") {
   return out;
 }
 
-inline int64_t CheckedSub(int64_t a, int64_t b, const char* what = "a size") {
-  int64_t out = 0;
-  if (__builtin_sub_overflow(a, b, &out)) throw SizeOverflow(what);
-  return out;
-}
-
 }  // namespace headroom

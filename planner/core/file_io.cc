@@ -41,11 +41,11 @@ Result<std::string> ReadRegularFile(const std::filesystem::path& path, int64_t m
   if (::fstat(file.fd, &st) != 0)
     return MakeError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
   if (!S_ISREG(st.st_mode))
-    return MakeError(fmt::format("cannot read {}: it is {}, not a regular file", name,
-                                 KindOf(st.st_mode)));
+    return MakeError(
+        fmt::format("cannot read {}: it is {}, not a regular file", name, KindOf(st.st_mode)));
   if (st.st_size > max_bytes)
-    return MakeError(fmt::format("cannot read {}: {} bytes is more than the {} a {} may have",
-                                 name, st.st_size, max_bytes, "file of this kind"));
+    return MakeError(fmt::format("cannot read {}: it is {} bytes, more than the {} allowed", name,
+                                 st.st_size, max_bytes));
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < text.size()) {
@@ -76,8 +76,8 @@ std::optional<Error> CheckWritableTarget(const std::filesystem::path& path) {
                                  KindOf(st.st_mode)));
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return MakeError(fmt::format("cannot write {}: the directory {} does not exist",
-                                 path.string(), dir.string()));
+    return MakeError(fmt::format("cannot write {}: the directory {} does not exist", path.string(),
+                                 dir.string()));
   return std::nullopt;
 }
 
@@ -85,8 +85,8 @@ std::optional<Error> CreateParentDirectories(const std::filesystem::path& path) 
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   if (ec)
-    return MakeError(fmt::format("cannot create the directory {}: {}",
-                                 path.parent_path().string(), ec.message()));
+    return MakeError(fmt::format("cannot create the directory {}: {}", path.parent_path().string(),
+                                 ec.message()));
   return std::nullopt;
 }
 

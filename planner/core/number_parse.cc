@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/core/limits.h"
+
 namespace headroom {
 
 Result<int64_t> ParseInteger(std::string_view text, int64_t lo, int64_t hi, std::string_view what) {
@@ -15,11 +17,7 @@ Result<int64_t> ParseInteger(std::string_view text, int64_t lo, int64_t hi, std:
     return MakeError(fmt::format("{} must be between {} and {} (got {})", what, lo, hi, text));
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     return MakeError(fmt::format("{}: '{}' is not an integer", what, text));
-  if (value < lo || value > hi) {
-    if (lo == 1 && value < 1)
-      return MakeError(fmt::format("{} must be a positive integer (got {})", what, text));
-    return MakeError(fmt::format("{} must be between {} and {} (got {})", what, lo, hi, text));
-  }
+  if (auto error = limits::CheckRange(value, lo, hi, what)) return *error;
   return value;
 }
 

@@ -95,9 +95,10 @@ Result<CheckpointPolicy> CheckpointPolicy::Parse(std::string_view text) {
             fmt::format("--checkpoint '{}': '{}' is not a layer index or range", text, item));
       }
       if (*hi >= limits::kMaxLayers) {
-        return MakeError(fmt::format("--checkpoint '{}': layer {} is past the {} layers a model "
-                                     "may have",
-                                     text, *hi, limits::kMaxLayers));
+        return MakeError(
+            fmt::format("--checkpoint '{}': layer {} is past the {} layers a model "
+                        "may have",
+                        text, *hi, limits::kMaxLayers));
       }
       for (int i = *lo; i <= *hi; ++i) p.layers.push_back(i);
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);

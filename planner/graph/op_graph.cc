@@ -136,14 +136,16 @@ void OpGraph::CheckWellFormed() const {
 
 int64_t OpGraph::ParameterCount() const {
   int64_t n = 0;
-  for (TensorId p : Parameters()) n = CheckedAdd(n, tensor(p).shape.Numel({}), "the parameter count");
+  for (TensorId p : Parameters())
+    n = CheckedAdd(n, tensor(p).shape.Numel({}), "the parameter count");
   return n;
 }
 
 int64_t OpGraph::TrainableParameterCount() const {
   int64_t n = 0;
   for (TensorId p : Parameters()) {
-    if (tensor(p).param.trainable) n = CheckedAdd(n, tensor(p).shape.Numel({}), "the parameter count");
+    if (tensor(p).param.trainable)
+      n = CheckedAdd(n, tensor(p).shape.Numel({}), "the parameter count");
   }
   return n;
 }

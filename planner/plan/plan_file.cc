@@ -73,8 +73,7 @@ std::string WritePlanYaml(const PlanFile& p) {
   out << YAML::Key << "seq_len" << YAML::Value << c.seq_len;
   out << YAML::Key << "precision" << YAML::Value << std::string(PrecisionName(c.precision));
   out << YAML::Key << "optimizer" << YAML::Value << std::string(OptimizerName(c.optimizer));
-  out << YAML::Key << "attention" << YAML::Value
-      << std::string(AttentionName(c.attention));
+  out << YAML::Key << "attention" << YAML::Value << std::string(AttentionName(c.attention));
   out << YAML::Key << "checkpoint" << YAML::Value << c.checkpoint.ToString();
   out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
   if (c.optimizer_impl)
@@ -237,7 +236,8 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
   } catch (const PlanReader::BadValue& e) {
     return MakeError(fmt::format("{}: {}", origin, e.message));
   }
-  if (auto error = CheckPlanValues(p)) return MakeError(fmt::format("{}: {}", origin, error->message));
+  if (auto error = CheckPlanValues(p))
+    return MakeError(fmt::format("{}: {}", origin, error->message));
   return p;
 }
 

@@ -43,7 +43,8 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     if (!(ft.lora_dropout >= 0 && ft.lora_dropout < 1))
       return MakeError(fmt::format("--lora-dropout must be in [0, 1) (got {})", ft.lora_dropout));
     if (!(ft.lora_alpha > 0) || !std::isfinite(ft.lora_alpha))
-      return MakeError(fmt::format("--lora-alpha must be a positive number (got {})", ft.lora_alpha));
+      return MakeError(
+          fmt::format("--lora-alpha must be a positive number (got {})", ft.lora_alpha));
   }
   if (ft.mode == FineTuneMode::kQLora && c.precision == Precision::kFp32) {
     return MakeError(

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <ostream>
 
-#include "planner/simulate/memory_timeline.h"
 #include "planner/graph/op_graph.h"
+#include "planner/simulate/memory_timeline.h"
 
 namespace headroom {
 

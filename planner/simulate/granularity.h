@@ -19,7 +19,9 @@ class Granularity {
     if (bytes <= 0 || !std::has_single_bit(static_cast<uint64_t>(bytes)))
       throw std::invalid_argument("allocation granularity must be a power of two");
   }
-  int64_t RoundUp(int64_t bytes) const { return CheckedAdd(bytes, mask_, "an allocation") & ~mask_; }
+  int64_t RoundUp(int64_t bytes) const {
+    return CheckedAdd(bytes, mask_, "an allocation") & ~mask_;
+  }
 
  private:
   int64_t mask_;

@@ -10,24 +10,27 @@
 #include <string>
 #include <vector>
 
-#include "planner/simulate/memory_category.h"
 #include "planner/graph/op_graph.h"
+#include "planner/simulate/memory_category.h"
 
 namespace headroom {
 
 struct Phase {
   enum class Kind { kSetup, kForward, kRecompute, kBackward, kOptimizerStep, kZeroGrad };
   Kind kind = Kind::kSetup;
-  int step = 0;         // 1-based optimizer step; 0 for setup
+  int step = 0;             // 1-based optimizer step; 0 for setup
   int64_t micro_batch = 0;  // 1-based within the step; 0 outside forward/backward
-  OpId op;              // the op running, when there is one
+  OpId op;                  // the op running, when there is one
   int block = -1;
 };
 
 inline constexpr EnumName<Phase::Kind> kPhaseKindNames[] = {
-    {Phase::Kind::kSetup, "setup"},          {Phase::Kind::kForward, "forward"},
-    {Phase::Kind::kRecompute, "recompute"},  {Phase::Kind::kBackward, "backward"},
-    {Phase::Kind::kOptimizerStep, "optimizer step"}, {Phase::Kind::kZeroGrad, "zero_grad"}};
+    {Phase::Kind::kSetup, "setup"},
+    {Phase::Kind::kForward, "forward"},
+    {Phase::Kind::kRecompute, "recompute"},
+    {Phase::Kind::kBackward, "backward"},
+    {Phase::Kind::kOptimizerStep, "optimizer step"},
+    {Phase::Kind::kZeroGrad, "zero_grad"}};
 inline std::string_view PhaseKindName(Phase::Kind kind) { return NameIn(kPhaseKindNames, kind); }
 // "step 2, backward, micro-batch 1/4, model.layers.31.mlp.down_proj"
 std::string DescribePhase(const Phase& phase, const OpGraph& graph, int64_t micro_batches);

@@ -44,8 +44,8 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
     p.device_peak_bytes = p.reserved_peak_bytes + device.context_bytes;
     p.fits = !allocator.out_of_memory();
     if (allocator.out_of_memory()) {
-      p.oom_phase_text = DescribePhase(p.timeline.phases[allocator.oom_phase()], graph,
-                                       config.grad_accum_steps);
+      p.oom_phase_text =
+          DescribePhase(p.timeline.phases[allocator.oom_phase()], graph, config.grad_accum_steps);
     }
   } else {
     p.reserved_peak_bytes = p.allocated_peak_bytes;

@@ -396,7 +396,8 @@ class StepSimulator {
   void Recompute(int block) {
     const BlockSegment& seg = graph_.blocks()[block];
     const int64_t rng_bytes = tables_.states.target().checkpoint_rng_state_bytes;
-    const int64_t forked_rng = rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
+    const int64_t forked_rng =
+        rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
     }
@@ -578,8 +579,8 @@ class StepSimulator {
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;
   std::vector<int64_t> param_grad_;
-  std::vector<int64_t> pending_grad_;  // a gradient waiting for the parameter's others
-  int64_t leaf_grad_ = kNoBuffer;     // the hooked embedding output's .grad
+  std::vector<int64_t> pending_grad_;        // a gradient waiting for the parameter's others
+  int64_t leaf_grad_ = kNoBuffer;            // the hooked embedding output's .grad
   std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
   std::vector<int> grad_arrivals_;
   HoldLists op_holds_;                     // per op: what its forward saved for its backward

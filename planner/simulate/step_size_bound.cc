@@ -8,7 +8,8 @@ namespace headroom {
 
 double StepBytesCeiling(const OpGraph& graph, const ShapeEnv& env) {
   double elements = 0;
-  for (int t = 0; t < graph.num_tensors(); ++t) elements += graph.tensor(TensorId{t}).shape.NumelBound(env);
+  for (int t = 0; t < graph.num_tensors(); ++t)
+    elements += graph.tensor(TensorId{t}).shape.NumelBound(env);
   double parameters = 0;
   for (TensorId p : graph.Parameters()) parameters += graph.tensor(p).shape.NumelBound(env);
   return 24 * elements + 16 * parameters;

@@ -37,9 +37,10 @@ Result<SafetensorsEntry> ParseEntry(const nlohmann::json& value, int64_t data_si
   }
   for (const auto& offset : value["data_offsets"]) {
     if (!offset.is_number_unsigned() || offset.get<uint64_t>() > uint64_t(data_size))
-      return MakeError(fmt::format("has data offsets {} outside the {} data bytes of the file "
-                                   "(truncated?)",
-                                   value["data_offsets"].dump(), data_size));
+      return MakeError(
+          fmt::format("has data offsets {} outside the {} data bytes of the file "
+                      "(truncated?)",
+                      value["data_offsets"].dump(), data_size));
   }
   e.begin = value["data_offsets"][0].get<int64_t>();
   e.end = value["data_offsets"][1].get<int64_t>();
@@ -63,11 +64,12 @@ Result<int64_t> SafetensorsHeaderLength(std::string_view first_8_bytes, int64_t 
     return MakeError(
         fmt::format("{}: not a safetensors file (shorter than its 8-byte header length)", where));
   uint64_t length = 0;
-  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(first_8_bytes[i]);
+  for (int i = 7; i >= 0; --i)
+    length = (length << 8) | static_cast<unsigned char>(first_8_bytes[i]);
   if (length > uint64_t{kMaxSafetensorsHeaderBytes} || static_cast<int64_t>(8 + length) > file_size)
-    return MakeError(fmt::format(
-        "{}: not a safetensors file or truncated (header of {} bytes in a file of {})", where,
-        length, file_size));
+    return MakeError(
+        fmt::format("{}: not a safetensors file or truncated (header of {} bytes in a file of {})",
+                    where, length, file_size));
   return static_cast<int64_t>(length);
 }
 
@@ -87,7 +89,8 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view json_text, int
       continue;
     }
     Result<SafetensorsEntry> entry = ParseEntry(value, data_size);
-    if (!entry) return MakeError(fmt::format("{}: tensor '{}' {}", where, name, entry.error().message));
+    if (!entry)
+      return MakeError(fmt::format("{}: tensor '{}' {}", where, name, entry.error().message));
     h.entries.emplace(name, std::move(*entry));
   }
   return h;

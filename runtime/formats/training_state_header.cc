@@ -14,8 +14,8 @@ std::map<std::string, std::string> TrainingStateMetadata(const TrainingStateInfo
           {"steps", std::to_string(info.steps)}};
 }
 
-Result<TrainingStateInfo> ReadTrainingStateInfo(
-    const std::map<std::string, std::string>& metadata, std::string_view where) {
+Result<TrainingStateInfo> ReadTrainingStateInfo(const std::map<std::string, std::string>& metadata,
+                                                std::string_view where) {
   const auto field = [&](const char* key) -> const std::string* {
     auto it = metadata.find(key);
     return it == metadata.end() ? nullptr : &it->second;
@@ -32,9 +32,11 @@ Result<TrainingStateInfo> ReadTrainingStateInfo(
   const std::string* fingerprint = field("fingerprint");
   const std::string* steps = field("steps");
   if (!fingerprint || !steps)
-    return MakeError(fmt::format("{}: a corrupted training state (no fingerprint or steps)", where));
+    return MakeError(
+        fmt::format("{}: a corrupted training state (no fingerprint or steps)", where));
   Result<int64_t> n = ParseInteger(*steps, 0, limits::kMaxSteps, "steps");
-  if (!n) return MakeError(fmt::format("{}: a corrupted training state ({})", where, n.error().message));
+  if (!n)
+    return MakeError(fmt::format("{}: a corrupted training state ({})", where, n.error().message));
   return TrainingStateInfo{*fingerprint, *n};
 }
 

@@ -28,7 +28,7 @@ std::map<std::string, std::string> TrainingStateMetadata(const TrainingStateInfo
 
 // Checks that a safetensors file's metadata is a training state's, of this version, and
 // returns what it records; the error names `where`.
-Result<TrainingStateInfo> ReadTrainingStateInfo(
-    const std::map<std::string, std::string>& metadata, std::string_view where);
+Result<TrainingStateInfo> ReadTrainingStateInfo(const std::map<std::string, std::string>& metadata,
+                                                std::string_view where);
 
 }  // namespace headroom
