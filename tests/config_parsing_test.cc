@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "planner/core/byte_units.h"
+#include "planner/core/number_parse.h"
 #include "models/catalog.h"
 #include "planner/plan/plan_request.h"
 #include "planner/core/training_config.h"
@@ -17,6 +20,35 @@ TEST(ParseBytes, UnitsArePowersOfTenOrTwo) {
   EXPECT_FALSE(ParseBytes("0GiB").ok());
   EXPECT_FALSE(ParseBytes("-3GB").ok());
   EXPECT_FALSE(ParseBytes("12 parsecs").ok());
+}
+
+TEST(ParseBytes, AtLeastOneByteAndAtMost63Bits) {
+  EXPECT_FALSE(ParseBytes("0.4B").ok());  // rounds to 0: was "no limit"
+  EXPECT_EQ(*ParseBytes("0.6B"), 1);
+  EXPECT_EQ(*ParseBytes("8388607TiB"), int64_t{8388607} << 40);  // just below 2^63
+  EXPECT_FALSE(ParseBytes("8388608TiB").ok());                     // 2^63
+  EXPECT_FALSE(ParseBytes("18446744073709551616").ok());
+  EXPECT_FALSE(ParseBytes("1e400").ok());
+  EXPECT_FALSE(ParseBytes("1.2.3GB").ok());
+  EXPECT_FALSE(ParseBytes("nan").ok());
+}
+
+TEST(ParseInteger, WholeTextWithinRangeNeverClamped) {
+  EXPECT_EQ(*ParseInteger("42", 1, 100, "--x"), 42);
+  for (const char* bad : {"", "0", "101", "4.0", "0x10", "+4", " 4", "4 ", "1e3",
+                          "18446744073709551616", "-9223372036854775809"}) {
+    const Result<int64_t> r = ParseInteger(bad, 1, 100, "--x");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("--x"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(*ParseInteger("-9223372036854775808", INT64_MIN, INT64_MAX, "--seed"), INT64_MIN);
+}
+
+TEST(ParseReal, FiniteWithinRange) {
+  EXPECT_DOUBLE_EQ(*ParseReal("0.05", 0, 0.5, "--margin"), 0.05);
+  EXPECT_DOUBLE_EQ(*ParseReal("1e-3", 0, 1, "--lr"), 1e-3);
+  for (const char* bad : {"nan", "inf", "-inf", "0.6", "-0.1", "1e-400", "0.1x", ""})
+    EXPECT_FALSE(ParseReal(bad, 0, 0.5, "--margin").ok()) << bad;
 }
 
 TEST(CheckpointPolicy, ParsesAndResolves) {
