@@ -187,8 +187,10 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
   mem->excludes(device);
   AddIntegerOption(cmd, "--seq-len", f.seq_len, 1, limits::kMaxPositions,
                    "Sequence length in tokens (default 512)");
-  AddIntegerOption(cmd, "--micro-batch", f.micro_batch, 1, limits::kMaxBatch,
-                   "Sequences per forward/backward pass (omit it and the solver chooses)");
+  AddIntegerOption(
+      cmd, "--micro-batch", f.micro_batch, 1, limits::kMaxBatch,
+      "Sequences per forward/backward pass (plan: omit it and the solver chooses; train: "
+      "default 1)");
   AddIntegerOption(cmd, "--grad-accum", f.grad_accum, 1, limits::kMaxBatch,
                    "Micro-batches accumulated per optimizer step (default 1)");
   AddPrecisionFlag(cmd, f);
