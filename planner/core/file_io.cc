@@ -19,7 +19,13 @@ const char* KindOf(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
   if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
+  return "something else";
+}
+
+// "cannot read X: it is a FIFO, not a regular file".
+Error NotRegular(const char* verb, const std::string& name, mode_t mode) {
+  return MakeError(
+      fmt::format("cannot {} {}: it is {}, not a regular file", verb, name, KindOf(mode)));
 }
 
 // Closes a descriptor on every path out.
@@ -40,9 +46,7 @@ Result<std::string> ReadRegularFile(const std::filesystem::path& path, int64_t m
   struct stat st {};
   if (::fstat(file.fd, &st) != 0)
     return MakeError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    return MakeError(
-        fmt::format("cannot read {}: it is {}, not a regular file", name, KindOf(st.st_mode)));
+  if (!S_ISREG(st.st_mode)) return NotRegular("read", name, st.st_mode);
   if (st.st_size > max_bytes)
     return MakeError(fmt::format("cannot read {}: it is {} bytes, more than the {} allowed", name,
                                  st.st_size, max_bytes));
@@ -63,17 +67,14 @@ std::optional<Error> CheckRegularFile(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return MakeError(fmt::format("cannot read {}: {}", path.string(), std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    return MakeError(fmt::format("cannot read {}: it is {}, not a regular file", path.string(),
-                                 KindOf(st.st_mode)));
+  if (!S_ISREG(st.st_mode)) return NotRegular("read", path.string(), st.st_mode);
   return std::nullopt;
 }
 
 std::optional<Error> CheckWritableTarget(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    return MakeError(fmt::format("cannot write {}: it is {}, not a regular file", path.string(),
-                                 KindOf(st.st_mode)));
+    return NotRegular("write", path.string(), st.st_mode);
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return MakeError(fmt::format("cannot write {}: the directory {} does not exist", path.string(),
