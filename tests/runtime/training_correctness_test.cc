@@ -37,13 +37,23 @@ TEST(TrainingCorrectness, CheckpointingLeavesGradientsIdentical) {
   // tiny-gpt2 has dropout: the recomputation must replay the same masks.
   const ModelSpec spec = *LoadCatalogModel("tiny-gpt2");
   Trainer plain(spec, SmallConfig(), {false, false}, {.seed = 3});
-  plain.ForwardBackward();
+  const double plain_loss = plain.ForwardBackward();
   Trainer checkpointed(spec, SmallConfig(), {true, true}, {.seed = 3});
-  checkpointed.ForwardBackward();
+  const double checkpointed_loss = checkpointed.ForwardBackward();
+  // The forward passes draw the same masks (a checkpointed block runs without grad).
+  EXPECT_NEAR(checkpointed_loss, plain_loss, 1e-6 * plain_loss);
   const auto a = Snapshot(plain, true), b = Snapshot(checkpointed, true);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GT(a.size(), 10u);
-  for (const auto& [name, g] : a) EXPECT_TRUE(torch::equal(g, b.at(name))) << name;
+  // Within rounding, not bitwise: one CI machine (never this one) gave gradients that
+  // differed in every tensor. Rounding differences are about 2e-7 of a tensor's largest
+  // entry (the layer norms' sums over 1 and 2 threads); masks replayed from the wrong
+  // RNG state move every tensor by 0.4 to 0.9 of it. 1e-5 tells the two apart.
+  for (const auto& [name, g] : a) {
+    const double scale = g.abs().max().item<double>();
+    const double diff = (g - b.at(name)).abs().max().item<double>();
+    EXPECT_LE(diff, 1e-5 * scale) << name << ": largest entry " << scale;
+  }
 }
 
 TEST(TrainingCorrectness, AccumulationMatchesOneLargeBatch) {
