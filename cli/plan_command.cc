@@ -1,8 +1,6 @@
 #include "cli/plan_command.h"
 
 #include <iostream>
-#include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -49,24 +47,13 @@ int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, cons
   return 0;
 }
 
-// Output paths are checked before the work, so a bad one costs no solver time.
-std::optional<Error> CheckOutputPaths(const PlanFlags& flags, const TimelineOutputs* timeline) {
-  std::vector<std::pair<std::string, std::string>> outputs;
-  if (flags.output_plan) outputs.emplace_back("-o", *flags.output_plan);
-  if (timeline) {
-    outputs.emplace_back("--csv", timeline->csv_path);
-    outputs.emplace_back("--svg", timeline->svg_path);
-  }
-  for (const auto& [flag, path] : outputs) {
-    if (auto error = CheckWritableTarget(path)) return MakeError(flag + ": " + error->message);
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
-  if (auto error = CheckOutputPaths(flags, timeline)) return Fail(error->message);
+  if (auto error = CheckOutputFlags({{"-o", flags.output_plan.value_or("")},
+                                     {"--csv", timeline ? timeline->csv_path : ""},
+                                     {"--svg", timeline ? timeline->svg_path : ""}}))
+    return Fail(error->message);
   auto request = ToPlanRequest(flags);
   if (!request) return Fail(request.error().message);
   if (auto error = ValidateRequest(*request)) return Fail(error->message);

@@ -5,6 +5,7 @@
 #include "cli/numeric_option.h"
 #include "models/catalog.h"
 #include "planner/core/byte_units.h"
+#include "planner/core/file_io.h"
 #include "planner/core/gpu_catalog.h"
 #include "planner/core/limits.h"
 #include "planner/report/plan_report.h"
@@ -164,6 +165,15 @@ std::string FirstLine(const std::string& text) { return text.substr(0, text.find
 int ReportUsageError(const std::string& message) {
   fmt::print(stderr, "headroom: error: {}\n", FirstLine(message));
   return kUsageError;
+}
+
+std::optional<Error> CheckOutputFlags(
+    const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    if (auto error = CheckWritableTarget(path)) return MakeError(flag + ": " + error->message);
+  }
+  return std::nullopt;
 }
 
 int ReportRunFailure(const std::string& message) {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -53,6 +54,11 @@ inline constexpr int kRunFailure = 1;
 int ReportRunFailure(const std::string& message);
 // The first line of an exception's message (LibTorch appends a backtrace).
 std::string FirstLine(const std::string& text);
+// Files a command will write, as (flag, path); an empty path is a flag not given. The
+// error names the flag of the first that cannot be written; checked before the work, so
+// a bad path costs no solver or training time.
+std::optional<Error> CheckOutputFlags(
+    const std::vector<std::pair<std::string, std::string>>& outputs);
 
 // The flags that state a request (model, device, training config): plan, simulate, train.
 void AddRequestFlags(CLI::App& command, PlanFlags& flags);

@@ -8,7 +8,6 @@
 #include "cli/numeric_option.h"
 #include "models/build_graph.h"
 #include "planner/core/byte_units.h"
-#include "planner/core/file_io.h"
 #include "planner/core/limits.h"
 #include "planner/plan/plan_file.h"
 #include "planner/simulate/step_size_bound.h"
@@ -111,8 +110,8 @@ RunReport RunSteps(const TrainFlags& flags, Trainer& trainer) {
                 s.skipped ? "  (skipped: overflow)" : "");
     std::fflush(stdout);
     if (flags.save_every > 0 && s.step % flags.save_every == 0) {
-      trainer.SaveState(flags.state);
-      std::printf("  saved the training state to %s\n", flags.state.c_str());
+      trainer.SaveState(flags.state_path());
+      std::printf("  saved the training state to %s\n", flags.state_path().c_str());
     }
   }
   report.Finish(trainer);
@@ -179,7 +178,7 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
         "solved plan with -o and run it with --plan)"};
   if (!flags.data_format.empty() && flags.data.empty())
     return Error{"--data-format applies to a --data file; give --data"};
-  if (flags.state_given && flags.save_every == 0)
+  if (flags.state && flags.save_every == 0)
     return Error{"--state is where --save-every writes; give --save-every N"};
   if (flags.save_every > flags.steps)
     return Error{"--save-every " + std::to_string(flags.save_every) + " is past --steps " +
@@ -222,13 +221,9 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                      "PEFT adapter (adapter_model.safetensors + adapter_config.json)");
   AddIntegerOption(command, "--save-every", flags.save_every, 1, limits::kMaxSteps,
                    "Write a resumable training state every N steps");
-  command.add_option_function<std::string>(
-      "--state",
-      [&flags](const std::string& path) {
-        flags.state = path;
-        flags.state_given = true;
-      },
-      "Where --save-every writes the training state (default " + flags.state + ")");
+  command.add_option("--state", flags.state,
+                     std::string("Where --save-every writes the training state (default ") +
+                         TrainFlags::kDefaultStatePath + ")");
   command.add_option("--resume", flags.resume, "Continue the run saved in this training state");
   command.add_option("--report", flags.report, "Write the run report as JSON to this file");
 }
@@ -246,12 +241,9 @@ int RunTrainCommand(const TrainFlags& flags) {
   if (!graph) return ReportUsageError(graph.error().message);
   Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
   if (!plan) return ReportUsageError(plan.error().message);
-  for (const auto& [flag, path] : {std::pair{"--report", flags.report},
-                                   {"--state", flags.save_every > 0 ? flags.state : ""}}) {
-    if (path.empty()) continue;
-    if (auto error = CheckWritableTarget(path))
-      return ReportUsageError(std::string(flag) + ": " + error->message);
-  }
+  if (auto error = CheckOutputFlags({{"--report", flags.report},
+                                     {"--state", flags.save_every > 0 ? flags.state_path() : ""}}))
+    return ReportUsageError(error->message);
   if (auto error = CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))
     return ReportUsageError(error->message);
   try {

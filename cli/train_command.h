@@ -2,6 +2,7 @@
 // measured peak memory against the prediction. Built only with HEADROOM_WITH_TORCH.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -22,10 +23,12 @@ struct TrainFlags {
   std::string memory_limit;  // enforce a budget on the device allocator
   std::string save;          // directory for the final weights / PEFT adapter
   int64_t save_every = 0;
-  std::string state = "headroom-train.state";
-  bool state_given = false;
+  std::optional<std::string> state;  // --state; unset: kDefaultStatePath
   std::string resume;
   std::string report;  // --report run.json
+
+  static constexpr const char* kDefaultStatePath = "headroom-train.state";
+  std::string state_path() const { return state.value_or(kDefaultStatePath); }
 };
 
 void AddTrainFlags(CLI::App& command, TrainFlags& flags);

@@ -14,15 +14,6 @@ void ForEachParameter(torch::optim::Optimizer& optimizer, Visit visit) {
     for (at::Tensor& p : group.params()) visit(index++, p);
 }
 
-// The saved tensor, on the parameter's device and of the parameter's shape.
-at::Tensor Restored(const at::Tensor& saved, const at::Tensor& param, const std::string& name) {
-  if (saved.sizes() != param.sizes() || saved.scalar_type() != param.scalar_type())
-    throw std::runtime_error("the optimizer state " + name + " is " +
-                             c10::str(saved.scalar_type(), saved.sizes()) + ", its parameter " +
-                             c10::str(param.scalar_type(), param.sizes()));
-  return saved.to(param.device());
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> ExportOptimizerState(
@@ -46,26 +37,27 @@ std::vector<std::pair<std::string, at::Tensor>> ExportOptimizerState(
   return out;
 }
 
-void ImportOptimizerState(
-    torch::optim::Optimizer& optimizer,
-    const std::function<std::optional<at::Tensor>(const std::string&)>& read) {
+void ImportOptimizerState(torch::optim::Optimizer& optimizer, const ReadSaved& read,
+                          const std::string& origin) {
   const bool adam = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   ForEachParameter(optimizer, [&](int i, const at::Tensor& p) {
     const std::string prefix = "optim/" + std::to_string(i) + "/";
     if (adam) {
-      std::optional<at::Tensor> step = read(prefix + "step"), exp_avg = read(prefix + "exp_avg"),
-                                exp_avg_sq = read(prefix + "exp_avg_sq");
+      std::optional<at::Tensor> step = read(prefix + "step", torch::zeros({1}, torch::kLong)),
+                                exp_avg = read(prefix + "exp_avg", p),
+                                exp_avg_sq = read(prefix + "exp_avg_sq", p);
       if (!step && !exp_avg && !exp_avg_sq) return;
-      if (!step || !exp_avg || !exp_avg_sq || step->numel() != 1)
-        throw std::runtime_error("incomplete AdamW state for parameter " + std::to_string(i));
+      if (!step || !exp_avg || !exp_avg_sq)
+        throw std::runtime_error(origin + ": incomplete AdamW state for parameter " +
+                                 std::to_string(i));
       auto state = std::make_unique<torch::optim::AdamWParamState>();
-      state->step(step->to(torch::kLong).item<int64_t>());
-      state->exp_avg(Restored(*exp_avg, p, prefix + "exp_avg"));
-      state->exp_avg_sq(Restored(*exp_avg_sq, p, prefix + "exp_avg_sq"));
+      state->step(step->item<int64_t>());
+      state->exp_avg(exp_avg->to(p.device()));
+      state->exp_avg_sq(exp_avg_sq->to(p.device()));
       optimizer.state()[p.unsafeGetTensorImpl()] = std::move(state);
-    } else if (std::optional<at::Tensor> buffer = read(prefix + "momentum_buffer")) {
+    } else if (std::optional<at::Tensor> buffer = read(prefix + "momentum_buffer", p)) {
       auto state = std::make_unique<torch::optim::SGDParamState>();
-      state->momentum_buffer(Restored(*buffer, p, prefix + "momentum_buffer"));
+      state->momentum_buffer(buffer->to(p.device()));
       optimizer.state()[p.unsafeGetTensorImpl()] = std::move(state);
     }
   });

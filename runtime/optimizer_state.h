@@ -18,10 +18,14 @@ namespace headroom {
 std::vector<std::pair<std::string, at::Tensor>> ExportOptimizerState(
     torch::optim::Optimizer& optimizer);
 
-// `read` returns the saved tensor of a name, if the file has it. A parameter without
-// saved state starts fresh (none is saved before the first step); a tensor whose shape
-// does not match its parameter throws std::runtime_error naming it.
-void ImportOptimizerState(torch::optim::Optimizer& optimizer,
-                          const std::function<std::optional<at::Tensor>(const std::string&)>& read);
+// The saved tensor of a name, if the file has it, checked to have the shape and dtype of
+// the second argument (it throws otherwise).
+using ReadSaved =
+    std::function<std::optional<at::Tensor>(const std::string& name, const at::Tensor& like)>;
+
+// A parameter without saved state starts fresh (none is saved before the first step);
+// a parameter with part of its AdamW state throws std::runtime_error naming `origin`.
+void ImportOptimizerState(torch::optim::Optimizer& optimizer, const ReadSaved& read,
+                          const std::string& origin);
 
 }  // namespace headroom

@@ -44,15 +44,13 @@ SafetensorsFile::SafetensorsFile(std::filesystem::path path) : path_(std::move(p
   std::string first(8, '\0');
   in.read(first.data(), 8);
   first.resize(static_cast<size_t>(in.gcount()));
-  Result<int64_t> length = SafetensorsHeaderLength(first, file_size, where);
-  if (!length) throw std::runtime_error(length.error().message);
-  std::string json(static_cast<size_t>(*length), '\0');
-  if (!in.read(json.data(), *length)) throw std::runtime_error(where + ": cannot read the header");
-  Result<SafetensorsHeader> header = ParseSafetensorsHeader(json, file_size, where);
-  if (!header) throw std::runtime_error(header.error().message);
-  data_start_ = header->data_start;
-  metadata_ = std::move(header->metadata);
-  for (auto& [name, parsed] : header->entries) {
+  const int64_t length = ValueOrThrow(SafetensorsHeaderLength(first, file_size, where));
+  std::string json(static_cast<size_t>(length), '\0');
+  if (!in.read(json.data(), length)) throw std::runtime_error(where + ": cannot read the header");
+  SafetensorsHeader header = ValueOrThrow(ParseSafetensorsHeader(json, file_size, where));
+  data_start_ = header.data_start;
+  metadata_ = std::move(header.metadata);
+  for (auto& [name, parsed] : header.entries) {
     const std::optional<c10::ScalarType> dtype = ParseDType(parsed.dtype);
     if (!dtype) throw std::logic_error("safetensors: the header parser accepted " + parsed.dtype);
     entries_.emplace(name, Entry{*dtype, std::move(parsed.shape), parsed.begin, parsed.end});
@@ -115,9 +113,8 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& path) 
   if (file.extension() != ".json") {
     shards_.emplace_back(file);
   } else {
-    Result<std::string> text = ReadRegularFile(file);
-    ThrowIfError(text ? std::nullopt : std::optional<Error>(text.error()));
-    const nlohmann::json index = nlohmann::json::parse(*text, nullptr, false);
+    const std::string text = ValueOrThrow(ReadRegularFile(file));
+    const nlohmann::json index = nlohmann::json::parse(text, nullptr, false);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       throw std::runtime_error(file.string() + ": not a safetensors index (no weight_map)");
     std::map<std::string, size_t> shard_index;

@@ -301,11 +301,10 @@ at::Tensor ReadLike(const SafetensorsFile& state, const std::string& name, const
 void Trainer::LoadState(const std::filesystem::path& file) {
   const std::string where = file.string();
   const SafetensorsFile state(file);  // the header is checked against the file here
-  Result<TrainingStateInfo> info = ReadTrainingStateInfo(state.metadata(), where);
-  if (!info) throw std::runtime_error(info.error().message);
+  const TrainingStateInfo info = ValueOrThrow(ReadTrainingStateInfo(state.metadata(), where));
   const std::string expected = Fingerprint(s_->spec, s_->plan.config, s_->options.seed);
-  if (info->fingerprint != expected)
-    throw std::runtime_error(where + ": saved by a run of " + info->fingerprint +
+  if (info.fingerprint != expected)
+    throw std::runtime_error(where + ": saved by a run of " + info.fingerprint +
                              ", not this one (" + expected + ")");
   torch::NoGradGuard no_grad;
   for (const auto& [name, tensor] : s_->params->Named())
@@ -315,14 +314,13 @@ void Trainer::LoadState(const std::filesystem::path& file) {
     for (size_t i = 0; i < masters.size(); ++i)
       masters[i].copy_(ReadLike(state, "master/" + std::to_string(i), masters[i]));
   }
-  try {
-    ImportOptimizerState(*s_->optimizer, [&](const std::string& name) -> std::optional<at::Tensor> {
-      if (!state.contains(name)) return std::nullopt;
-      return state.Read(name);
-    });
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(where + ": " + e.what());
-  }
+  ImportOptimizerState(
+      *s_->optimizer,
+      [&](const std::string& name, const at::Tensor& like) -> std::optional<at::Tensor> {
+        if (!state.contains(name)) return std::nullopt;
+        return ReadLike(state, name, like);
+      },
+      where);
   const at::Tensor cpu_rng = GetRngState(c10::Device(c10::DeviceType::CPU));
   SetRngState(c10::Device(c10::DeviceType::CPU), ReadLike(state, "rng/cpu", cpu_rng));
   if (s_->options.device.is_cuda() && state.contains("rng/device"))
@@ -333,7 +331,7 @@ void Trainer::LoadState(const std::filesystem::path& file) {
     s_->scaler->Restore(
         std::vector<double>(saved.data_ptr<double>(), saved.data_ptr<double>() + saved.numel()));
   }
-  s_->steps = info->steps;
+  s_->steps = info.steps;
 }
 
 }  // namespace headroom

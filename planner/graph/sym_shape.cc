@@ -6,24 +6,25 @@
 
 namespace headroom {
 
+namespace {
+
+int64_t SizeIn(const Dim& d, const ShapeEnv& env) {
+  return d.kind == Dim::Kind::kConst   ? d.value
+         : d.kind == Dim::Kind::kBatch ? env.micro_batch
+                                       : env.seq_len;
+}
+
+}  // namespace
+
 int64_t SymShape::Numel(const ShapeEnv& env) const {
   int64_t n = 1;
-  for (const Dim& d : dims_) {
-    const int64_t size = d.kind == Dim::Kind::kConst   ? d.value
-                         : d.kind == Dim::Kind::kBatch ? env.micro_batch
-                                                       : env.seq_len;
-    n = CheckedMul(n, size, "a tensor's element count");
-  }
+  for (const Dim& d : dims_) n = CheckedMul(n, SizeIn(d, env), "a tensor's element count");
   return n;
 }
 
 double SymShape::NumelBound(const ShapeEnv& env) const {
   double n = 1;
-  for (const Dim& d : dims_) {
-    n *= static_cast<double>(d.kind == Dim::Kind::kConst   ? d.value
-                             : d.kind == Dim::Kind::kBatch ? env.micro_batch
-                                                           : env.seq_len);
-  }
+  for (const Dim& d : dims_) n *= static_cast<double>(SizeIn(d, env));
   return n;
 }
 
