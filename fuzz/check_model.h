@@ -1,6 +1,6 @@
-// What the two model readers' harnesses check of a spec they accepted: its graph builds
-// with parameters, and one short step predicts or is refused as too large, never a
-// wrapped size.
+// What the two model readers' harnesses check: a rejected input has an error that says
+// what is wrong; an accepted spec's graph builds with parameters, and one short step
+// predicts or is refused as too large, never a wrapped size.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +20,13 @@ inline void CheckModel(const ModelSpec& spec) {
   request.config.seq_len = std::min<int64_t>(16, spec.max_positions);
   const Result<StepPrediction> step = Predict(request);
   if (step) Require(step->allocated_peak_bytes > 0, "a step allocates");
+}
+
+inline void CheckModelOrError(const Result<ModelSpec>& spec) {
+  if (spec)
+    CheckModel(*spec);
+  else
+    Require(!spec.error().message.empty(), "an error says what is wrong");
 }
 
 }  // namespace headroom::fuzz
