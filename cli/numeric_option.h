@@ -12,26 +12,30 @@
 
 namespace headroom {
 
-template <typename Target>  // int64_t, uint64_t-compatible or std::optional<int64_t>
-CLI::Option* AddIntegerOption(CLI::App& cmd, const std::string& flag, Target& target, int64_t lo,
-                              int64_t hi, const std::string& help) {
-  auto store = [&target, flag, lo, hi](const std::string& text) {
-    Result<int64_t> value = ParseInteger(text, lo, hi, flag);
+// `parse` maps the flag's text to a Result; its error becomes CLI11's parse error.
+template <typename Target, typename Parse>
+CLI::Option* AddParsedOption(CLI::App& cmd, const std::string& flag, Target& target, Parse parse,
+                             const std::string& type_name, const std::string& help) {
+  auto store = [&target, parse](const std::string& text) {
+    auto value = parse(text);
     if (!value) throw CLI::ValidationError(value.error().message);
     target = *value;
   };
-  return cmd.add_option_function<std::string>(flag, store, help)->type_name("INT");
+  return cmd.add_option_function<std::string>(flag, store, help)->type_name(type_name);
+}
+
+template <typename Target>  // int64_t or std::optional<int64_t>
+CLI::Option* AddIntegerOption(CLI::App& cmd, const std::string& flag, Target& target, int64_t lo,
+                              int64_t hi, const std::string& help) {
+  auto parse = [flag, lo, hi](const std::string& text) { return ParseInteger(text, lo, hi, flag); };
+  return AddParsedOption(cmd, flag, target, parse, "INT", help);
 }
 
 template <typename Target>  // double or std::optional<double>
 CLI::Option* AddRealOption(CLI::App& cmd, const std::string& flag, Target& target, double lo,
                            double hi, const std::string& help) {
-  auto store = [&target, flag, lo, hi](const std::string& text) {
-    Result<double> value = ParseReal(text, lo, hi, flag);
-    if (!value) throw CLI::ValidationError(value.error().message);
-    target = *value;
-  };
-  return cmd.add_option_function<std::string>(flag, store, help)->type_name("NUMBER");
+  auto parse = [flag, lo, hi](const std::string& text) { return ParseReal(text, lo, hi, flag); };
+  return AddParsedOption(cmd, flag, target, parse, "NUMBER", help);
 }
 
 }  // namespace headroom
