@@ -235,13 +235,13 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.stack = f.stack.value_or(Stack::kPytorch);
   c.optimizer_impl = f.optimizer_impl;
   if (f.cpu_bf16 && r.device.is_cuda) return MakeError("--cpu-bf16 applies to --device cpu");
-  c.kernels = {.cuda = r.device.is_cuda, .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16())};
+  c.kernels = {.cuda = r.device.is_cuda,
+               .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16()),
+               .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
-  c.attention = f.attention == AttentionImpl::kSdpa
-                    ? AttentionAsExecuted(r.model, AttentionImpl::kSdpa, r.device)
-                    : AttentionImpl::kEager;
+  c.attention = AttentionAsExecuted(r.model, f.attention, r.device);
   return r;
 }
 

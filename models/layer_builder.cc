@@ -10,10 +10,9 @@ namespace headroom {
 
 GraphOptions GraphOptionsOf(const TrainingConfig& config) {
   const bool python = RunsPythonStack(config.stack);
-  return {.attention = config.attention,
-          .fine_tune = config.fine_tune,
+  return {.fine_tune = config.fine_tune,
           .kv_cache = KeepsKvCache(config),
-          .sdpa_gqa = python,
+          .attention_call = AttentionCallOf(config),
           .copy_head_views = python && config.micro_batch > 1,
           .peft_casts = python,
           .hold_model_outputs = python};
@@ -140,7 +139,7 @@ TensorId LayerBuilder::View(const std::string& name, TensorId x, SymShape shape)
 }
 
 TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden) {
-  if (options_.attention != AttentionImpl::kEager) return TensorId{};
+  if (options_.attention_call.impl != AttentionImpl::kEager) return TensorId{};
   return graph_.AddOp(
       {.kind = OpKind::kCausalMask, .name = "causal_mask", .inputs = {hidden}},
       {{.name = "causal_mask", .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
@@ -165,18 +164,19 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
     graph_.HoldUntilForwardEnd(k);
     graph_.HoldUntilForwardEnd(v);
   }
-  const bool gqa_in_kernel = options_.sdpa_gqa && options_.attention == AttentionImpl::kSdpa;
-  if (spec_.num_kv_heads != heads && !gqa_in_kernel) {
+  const AttentionKernelChoice kernel = ChooseAttentionKernel(spec_, options_.attention_call);
+  if (kernel.repeats_kv) {
     k = Op(OpKind::kRepeatKv, prefix + ".repeat_k", {k}, HeadsShape(heads, d));
     v = Op(OpKind::kRepeatKv, prefix + ".repeat_v", {v}, HeadsShape(heads, d));
   }
   TensorId context;
-  if (options_.attention == AttentionImpl::kSdpa) {
+  if (kernel.kernel != AttentionKernel::kEager) {
     context = graph_.AddOp({.kind = OpKind::kSdpa,
                             .name = prefix + ".sdpa",
                             .inputs = {q, k, v},
                             .dropout_p = spec_.attention_dropout,
-                            .causal = causal},
+                            .causal = causal,
+                            .attention_kernel = kernel.kernel},
                            {{.name = prefix + ".sdpa", .shape = HeadsShape(heads, d)}})[0];
   } else {
     auto matmul_operand = [&](TensorId t, const char* name) {

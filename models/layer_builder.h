@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "models/attention_kernel_choice.h"
 #include "models/model_spec.h"
 #include "planner/graph/op_graph.h"
 #include "planner/core/training_config.h"
@@ -16,14 +17,13 @@
 namespace headroom {
 
 struct GraphOptions {
-  AttentionImpl attention = AttentionImpl::kSdpa;
   FineTuneConfig fine_tune;
   // Decoders copy K and V into a DynamicCache that attention reads and the model output
   // holds until the forward returns (transformers with use_cache, no checkpointing).
   bool kv_cache = false;
-  // SDPA reads grouped K/V itself (enable_gqa, transformers >= 4.5x without a mask)
-  // instead of after repeat_kv copies.
-  bool sdpa_gqa = false;
+  // The attention implementation and what its call looks like to PyTorch's dispatcher
+  // (dtype, device, stack), from which the kernel and its grouped K/V handling follow.
+  AttentionCall attention_call;
   // Eager attention's matmul reshapes [b, heads, s, d] views of a projection into
   // [b * heads, s, d]: a copy when b > 1 (the copy is what autograd saves, and the
   // projection output is no longer held). Set from the micro-batch for the Python

@@ -42,6 +42,11 @@ std::optional<Error> CheckExecutable(const TrainingConfig& config) {
         "QLoRA (4-bit NF4 base weights) is modelled by the planner but not executed by `train`; "
         "use --lora-rank without --qlora");
   }
+  if (config.attention == AttentionImpl::kFlash2) {
+    return MakeError(
+        "--attention flash2 (the flash-attn package) is modelled by the planner but not executed "
+        "by `train`; use sdpa");
+  }
   return std::nullopt;
 }
 
@@ -103,7 +108,10 @@ Trainer::Trainer(const ModelSpec& spec, const Plan& plan, const TrainOptions& op
   // What this runtime executes: LibTorch's per-parameter optimizers, its own dropout,
   // and the device's kernels.
   s_->plan.config.stack = Stack::kHeadroom;
-  s_->plan.config.kernels = {.cuda = options.device.is_cuda(), .cpu_bf16 = HostCpuBf16()};
+  // The GPU's compute capability comes from the plan (the catalog entry it targets).
+  s_->plan.config.kernels = {.cuda = options.device.is_cuda(),
+                             .cpu_bf16 = HostCpuBf16(),
+                             .compute_capability = config.kernels.compute_capability};
   s_->options = options;
   s_->meter = MakeMemoryMeter(options.device);
   Result<OpGraph> graph = BuildGraph(spec, GraphOptionsOf(s_->plan.config));

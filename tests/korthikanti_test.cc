@@ -21,7 +21,7 @@ namespace headroom {
 namespace {
 
 int64_t ActivationBytesAtBackwardStart(const ModelSpec& spec, const TrainingConfig& config) {
-  const OpGraph graph = *BuildGraph(spec, {.attention = AttentionImpl::kEager});
+  const OpGraph graph = *BuildGraph(spec, {.attention_call = {.impl = AttentionImpl::kEager}});
   const Timeline t =
       SimulateSteps(graph, config, std::vector<bool>(graph.blocks().size(), false), {.steps = 1});
   return BreakdownAtBackwardStart(t)[static_cast<int>(Category::kActivations)];

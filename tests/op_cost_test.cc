@@ -132,8 +132,9 @@ TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
   EXPECT_TRUE(f.saves_output);
   ASSERT_EQ(f.internals.size(), 1u);
   EXPECT_EQ(f.internals[0].bytes, 2 * 2 * 3 * 4);  // fp32 logsumexp [b, heads, s]
-  // Backward: fp32 dq accumulator the size of q (2*2*3*8 * 4 B).
-  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 384);
+  // Backward (flash's mha_bwd): dq_accum fp32 [b, round128(s), heads, d rounded to 32]
+  // = 2*128*2*32 * 4 B, and softmax_d fp32 [b, heads, round128(s)] = 2*2*128 * 4 B.
+  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 65536 + 2048);
   // The split's backward builds one full-size gradient of x.
   EXPECT_EQ(CostBackward(g, g.op(OpId{1}), states, kEnv).input_grads[0], GradFlow::kNew);
 }

@@ -74,9 +74,11 @@ struct FineTuneConfig {
   bool operator==(const FineTuneConfig&) const = default;
 };
 
-enum class AttentionImpl { kEager, kSdpa };
+// transformers' attn_implementation: "eager", "sdpa" or "flash_attention_2" (flash2).
+enum class AttentionImpl { kEager, kSdpa, kFlash2 };
 inline constexpr EnumName<AttentionImpl> kAttentionNames[] = {{AttentionImpl::kEager, "eager"},
-                                                              {AttentionImpl::kSdpa, "sdpa"}};
+                                                              {AttentionImpl::kSdpa, "sdpa"},
+                                                              {AttentionImpl::kFlash2, "flash2"}};
 inline std::string_view AttentionName(AttentionImpl a) { return NameIn(kAttentionNames, a); }
 inline Result<AttentionImpl> ParseAttention(std::string_view name) {
   return ParseIn(kAttentionNames, name, "attention");

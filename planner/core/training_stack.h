@@ -59,6 +59,9 @@ inline Result<CpuBf16> ParseCpuBf16(std::string_view name) {
 struct KernelTarget {
   bool cuda = true;
   CpuBf16 cpu_bf16 = CpuBf16::kAmx;  // CPU only
+  // CUDA only: the GPU's compute capability, which sets the attention kernels available
+  // (flash needs sm80+). 0: not known, planned as a current data-centre GPU (sm80+).
+  double compute_capability = 0;
   bool operator==(const KernelTarget&) const = default;
 };
 

@@ -20,6 +20,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 
+#include "planner/core/attention_kernel.h"
 #include "planner/core/dtype.h"
 #include "planner/graph/op_kinds.h"
 #include "planner/graph/sym_shape.h"
@@ -77,6 +78,7 @@ struct OpNode {
   int block = -1;
   double dropout_p = 0.0;  // kDropout
   bool causal = false;     // kSdpa
+  AttentionKernel attention_kernel = AttentionKernel::kFlash;  // kSdpa: the backend that runs
   double scalar = 1.0;     // kScale: the factor; kAddScalar: the addend
   double eps = 0.0;        // kLayerNorm, kRmsNorm
   bool upcast = false;     // kSoftmax: softmax(..., dtype=torch.float32)

@@ -37,6 +37,15 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
                     "mixed-fp16",
                     r.device.name, r.device.compute_capability));
   }
+  if (c.attention == AttentionImpl::kFlash2) {
+    // transformers' flash_attention_2 needs flash-attn, a CUDA package for fp16/bf16.
+    if (!r.device.is_cuda) return MakeError("--attention flash2 (flash-attn) runs on CUDA only");
+    if (c.precision == Precision::kFp32)
+      return MakeError("--attention flash2 (flash-attn) computes in fp16/bf16, not fp32");
+    if (r.device.compute_capability < 8.0)
+      return MakeError(fmt::format("--attention flash2 (flash-attn 2) needs sm80+; {} is sm{:.0f}",
+                                   r.device.name, r.device.compute_capability * 10));
+  }
   const FineTuneConfig& ft = c.fine_tune;
   if (ft.mode != FineTuneMode::kFull) {
     if (auto error = CheckRange(ft.lora_rank, 1, kMaxLoraRank, "--lora-rank")) return error;

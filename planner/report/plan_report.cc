@@ -17,7 +17,8 @@ ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
           o.prediction,
           o.time,
           o.plan.global_batch,
-          o.search ? &*o.search : nullptr};
+          o.search ? &*o.search : nullptr,
+          ChooseAttentionKernel(request.model, AttentionCallOf(o.plan.config))};
 }
 
 bool NothingFits(const PlanOutcome& o) { return o.search && !o.search->feasible; }

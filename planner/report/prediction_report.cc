@@ -74,6 +74,8 @@ std::string RequestLines(const ReportInputs& in) {
                      OptimizerName(c.optimizer), DescribeFineTune(c.fine_tune));
   out += fmt::format("  attention {}, checkpointed blocks: {} of {}\n", AttentionName(c.attention),
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
+  out += fmt::format("  attention kernel {}{}\n", AttentionKernelName(in.attention_kernel.kernel),
+                     in.attention_kernel.reason.empty() ? "" : ": " + in.attention_kernel.reason);
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
   if (c.fine_tune.mode != FineTuneMode::kFull)
@@ -200,6 +202,8 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
       {"optimizer", OptimizerName(c.optimizer)},
       {"fine_tune", FineTuneName(c.fine_tune.mode)},
       {"attention", AttentionName(c.attention)},
+      {"attention_kernel", AttentionKernelName(in.attention_kernel.kernel)},
+      {"attention_kernel_reason", in.attention_kernel.reason},
       {"checkpoint", c.checkpoint.ToString()},
       {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
       {"stack", StackName(c.stack)},

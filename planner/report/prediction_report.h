@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/attention_kernel_choice.h"
 #include "planner/core/gpu_catalog.h"
 #include "planner/solve/plan_search.h"
 #include "planner/simulate/step_prediction.h"
@@ -25,6 +26,7 @@ struct ReportInputs {
   const StepTime& time;
   int64_t global_batch = 0;
   const SearchResult* search = nullptr;  // set when the solver chose the plan
+  AttentionKernelChoice attention_kernel;  // the kernel the plan assumes, and why
 };
 
 std::string FormatPredictionText(const ReportInputs& in);

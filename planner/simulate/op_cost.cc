@@ -361,9 +361,13 @@ struct CostRule<OpKind::kMergeHeads> : FlopsOfClass {
   // SDPA's flash kernels return [b, heads, s, d] as a transpose of a [b, s, heads, d]
   // buffer, so transpose(1, 2).contiguous() is a view; eager's bmm output is copied.
   static void Forward(ForwardRule& r) {
-    r.cost.output_aliases_input = r.v.produced_by(0, OpKind::kSdpa);
+    r.cost.output_aliases_input = FromHeadsLastKernel(r.v);
   }
-  static void Backward(BackwardRule& r) { r.PassThroughIf(0, r.v.produced_by(0, OpKind::kSdpa)); }
+  static void Backward(BackwardRule& r) { r.PassThroughIf(0, FromHeadsLastKernel(r.v)); }
+  static bool FromHeadsLastKernel(const OpView& v) {
+    return v.produced_by(0, OpKind::kSdpa) &&
+           ReturnsHeadsLastLayout(v.graph.op(v.graph.tensor(v.in(0)).producer).attention_kernel);
+  }
 };
 
 template <>
@@ -399,19 +403,123 @@ struct CostRule<OpKind::kSoftmax> : SavesOutput, FlopsOfClass {
   }
 };
 
+// scaled_dot_product_attention (or flash-attn) by the kernel that runs it
+// (models/attention_kernel_choice.cc); docs/memory-model.md cites each rule's source.
+struct SdpaShape {
+  int64_t b, heads, kv_heads, s, d;
+  DType dtype;  // q, k, v as the kernel receives them
+
+  static SdpaShape Of(const OpView& v) {
+    const auto& q = v.graph.tensor(v.in(0)).shape.dims();
+    const auto& k = v.graph.tensor(v.in(1)).shape.dims();
+    return {v.env.micro_batch, q.at(1).value, k.at(1).value, v.env.seq_len, q.back().value,
+            v.states.UsedDType(v.op, 0)};
+  }
+  int64_t q_numel() const { return b * heads * s * d; }
+  int64_t scores_numel() const { return b * heads * s * s; }
+  bool grouped() const { return kv_heads != heads; }
+};
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp), a
+// composite: autograd records its ops. 16-bit inputs are upcast to fp32; q and k^T are
+// each scaled by sqrt(scale) (MulBackward saves nothing, the bmm saves both products'
+// operands); is_causal builds a bool [s, s] tril and converts it to an fp32 additive mask;
+// grouped K/V are repeat_interleave'd to every query head; the scores get the mask in
+// place; _safe_softmax saves only its result (its softmax, eq(-inf) and all() temporaries
+// live until it returns). Every C++ local lives until the function returns.
+void MathAttentionForward(ForwardRule& r, const SdpaShape& a) {
+  const int64_t q_f32 = StorageBytes(DType::kF32, a.q_numel());
+  const int64_t kv_f32 = StorageBytes(DType::kF32, a.b * a.kv_heads * a.s * a.d);
+  const bool upcast = a.dtype != DType::kF32;
+  if (upcast) {
+    r.Internal("math sdpa q fp32", q_f32, Lifetime::kTransient);
+    r.Internal("math sdpa k fp32", kv_f32, Lifetime::kTransient);
+    r.Internal("math sdpa v fp32", kv_f32, r.SavedOr(!a.grouped()));
+  } else {
+    r.SaveIf(2, !a.grouped());
+  }
+  r.Internal("math sdpa q * sqrt(scale)", q_f32, r.SavedOr(true));
+  if (r.v.op.causal) {
+    const int64_t ss = a.s * a.s;
+    for (auto [label, bytes] : {std::pair{"causal ones", StorageBytes(DType::kBool, ss)},
+                                {"causal tril", StorageBytes(DType::kBool, ss)},
+                                {"causal logical_not", StorageBytes(DType::kBool, ss)},
+                                {"causal additive mask", StorageBytes(DType::kF32, ss)}})
+      r.cost.internals.push_back(
+          {.label = label, .bytes = bytes, .lifetime = Lifetime::kTransient, .per_sample = false});
+  }
+  if (a.grouped()) {
+    r.Internal("math sdpa repeat_interleave k", q_f32, Lifetime::kTransient);
+    r.Internal("math sdpa repeat_interleave v", q_f32, r.SavedOr(true));
+  }
+  r.Internal("math sdpa k^T * sqrt(scale)", q_f32, r.SavedOr(true));
+  const int64_t scores = StorageBytes(DType::kF32, a.scores_numel());
+  r.Internal("math sdpa scores", scores, Lifetime::kTransient);
+  r.Internal("_safe_softmax softmax", scores, Lifetime::kTransient);
+  r.Internal("_safe_softmax eq(-inf)", StorageBytes(DType::kBool, a.scores_numel()),
+             Lifetime::kTransient);
+  r.Internal("_safe_softmax all()", StorageBytes(DType::kBool, a.b * a.heads * a.s),
+             Lifetime::kTransient);
+  r.Internal("_safe_softmax result", scores, r.SavedOr(true));
+  // The fp32 product before .to(origin_dtype).
+  if (upcast) r.Internal("math sdpa fp32 output", q_f32, Lifetime::kTransient);
+}
+
 template <>
 struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
   static void Forward(ForwardRule& r) {
+    const SdpaShape a = SdpaShape::Of(r.v);
+    const AttentionKernel kernel = r.v.op.attention_kernel;
+    if (kernel == AttentionKernel::kMath) return MathAttentionForward(r, a);
+    // The fused kernels save q, k, v (grouped K/V as passed), their output and an fp32
+    // logsumexp: [b, h, s] (flash, cuDNN's [b, h, s, 1], the CPU's, flash-attn's
+    // softmax_lse); the memory-efficient kernel pads s to a multiple of 32 (kAlignLSE).
     for (size_t i = 0; i < 3; ++i) r.SaveIf(i, true);
     r.cost.saves_output = r.record;
-    const int64_t rows = r.v.in_numel(0) / r.v.last_dim(0);  // b * heads * s
-    r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, rows), r.SavedOr(true));
+    const int64_t lse_s = kernel == AttentionKernel::kMemEfficient ? RoundUp(a.s, 32) : a.s;
+    r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, a.b * a.heads * lse_s),
+               r.SavedOr(true));
   }
-  // The flash backward's fp32 scratch: the size of q on CUDA; of k on the CPU
-  // (measured; the same unless K/V are grouped).
   static void Backward(BackwardRule& r) {
-    r.cost.workspace_bytes =
-        r.v.states.target().cuda_autocast ? r.f32_in() : StorageBytes(DType::kF32, r.v.in_numel(1));
+    const SdpaShape a = SdpaShape::Of(r.v);
+    const int64_t q_f32 = StorageBytes(DType::kF32, a.q_numel());
+    // K/V gradients at every query head before the sum over each group.
+    const int64_t expanded_kv = a.grouped() ? 2 * StorageBytes(a.dtype, a.q_numel()) : 0;
+    switch (r.v.op.attention_kernel) {
+      case AttentionKernel::kFlash:
+      case AttentionKernel::kFlashAttn2: {
+        // mha_bwd: dq_accum fp32 [b, round128(s), h, d rounded to 32 (64 past 128)],
+        // softmax_d fp32 [b, h, round128(s)], and under GQA dk/dv_expanded.
+        const int64_t s128 = RoundUp(a.s, 128);
+        const int64_t d_round = RoundUp(a.d, a.d <= 128 ? 32 : 64);
+        r.cost.workspace_bytes = StorageBytes(DType::kF32, a.b * s128 * a.heads * d_round) +
+                                 StorageBytes(DType::kF32, a.b * a.heads * s128) + expanded_kv;
+        break;
+      }
+      case AttentionKernel::kMemEfficient:
+        // gQ's fp32 staging (split keys) and dK/dV written per query head.
+        r.cost.workspace_bytes = q_f32 + expanded_kv;
+        break;
+      case AttentionKernel::kCudnn:
+        // dq/dk/dv are empty_like(q/k/v); cuDNN's own workspace is not modelled.
+        r.cost.workspace_bytes = 0;
+        break;
+      case AttentionKernel::kCpuFlash:
+        // Measured: an fp32 buffer the size of k.
+        r.cost.workspace_bytes = StorageBytes(DType::kF32, r.v.in_numel(1));
+        break;
+      case AttentionKernel::kMath: {
+        // Autograd of the composite: the gradients of the softmax result and of the
+        // scores ([b, h, s, s] fp32 each) meet, then q's and k's fp32 gradients.
+        const int64_t scores = StorageBytes(DType::kF32, a.scores_numel());
+        r.cost.workspace_bytes = 2 * scores + 2 * q_f32;
+        break;
+      }
+      case AttentionKernel::kEager:
+        throw std::logic_error("eager attention is not an sdpa op");
+    }
   }
 };
 

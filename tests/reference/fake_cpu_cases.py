@@ -1,0 +1,58 @@
+"""The configurations fake_cpu_step.py runs on fake CPU tensors at real size (1B-8B
+parameters), and the small real runs it checks the fake count against."""
+
+import dataclasses
+
+from cases import Case, TINY_GPT2, TINY_LLAMA
+
+
+@dataclasses.dataclass
+class FakeCase(Case):
+    def fake_plan_flags(self):
+        # Fake tensors see no kernel scratch: plan bf16 matmuls as the kernel modelled
+        # with none (AMX).
+        return self.plan_flags(("--device", "cpu", "--cpu-bf16", "amx"))
+
+
+LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
+LLAMA_ALL = LLAMA_QKVO + ("gate_proj", "up_proj", "down_proj")
+
+CASES = [
+    # Llama-3.2-1B (1.24B, tied embeddings).
+    FakeCase("llama-3.2-1b fp32 adamw sdpa s512", "llama-3.2-1b.json", seq_len=512),
+    FakeCase("llama-3.2-1b bf16 adamw ckpt-all mb2 s1024 k2", "llama-3.2-1b.json",
+             precision="bf16", checkpoint="all", micro_batch=2, seq_len=1024, grad_accum=2),
+    FakeCase("llama-3.2-1b amp-bf16 adamw-fused mb2 s512", "llama-3.2-1b.json",
+             precision="amp-bf16", optimizer_impl="fused", micro_batch=2, seq_len=512),
+    # Qwen2.5-1.5B (1.54B, tied embeddings, qkv bias).
+    FakeCase("qwen2.5-1.5b fp32 adamw-foreach s512 k2", "qwen2.5-1.5b.json",
+             optimizer_impl="foreach", seq_len=512, grad_accum=2),
+    FakeCase("qwen2.5-1.5b amp-bf16 sgd eager s512", "qwen2.5-1.5b.json",
+             precision="amp-bf16", optimizer="sgd", attention="eager", seq_len=512),
+    # Llama-3.2-3B (3.21B, tied embeddings).
+    FakeCase("llama-3.2-3b bf16 adamw ckpt-all s1024", "llama-3.2-3b.json", precision="bf16",
+             checkpoint="all", seq_len=1024),
+    FakeCase("llama-3.2-3b amp-bf16 lora qkvo ckpt-all mb2 s1024 k2", "llama-3.2-3b.json",
+             precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+             micro_batch=2, seq_len=1024, grad_accum=2),
+    # Qwen2.5-7B (7.62B).
+    FakeCase("qwen2.5-7b bf16 lora r16 all-linear ckpt-all s2048", "qwen2.5-7b.json",
+             precision="bf16", mode="lora", lora_rank=16, lora_targets=LLAMA_ALL,
+             checkpoint="all", seq_len=2048),
+    # Llama-3-8B (8.03B).
+    FakeCase("llama-3-8b bf16 adamw ckpt-all s1024", "llama-3-8b.json", precision="bf16",
+             checkpoint="all", seq_len=1024),
+    FakeCase("llama-3-8b amp-bf16 lora q,v fp32-base mb2 s512 k2", "llama-3-8b.json",
+             precision="amp-bf16", mode="lora", base_dtype="fp32", micro_batch=2,
+             seq_len=512, grad_accum=2),
+    FakeCase("llama-3-8b fp32 lora qkvo sgd ckpt-all mb4 s1024", "llama-3-8b.json",
+             mode="lora", lora_targets=LLAMA_QKVO, optimizer="sgd", checkpoint="all",
+             micro_batch=4, seq_len=1024),
+]
+
+# Small real runs: the fake count against PeakMeter.
+REAL_CHECKS = [
+    FakeCase("tiny-gpt2 fp32 adamw eager mb2", "gpt2.json", TINY_GPT2, attention="eager",
+             micro_batch=2),
+    FakeCase("gpt2 fp32 adamw eager s128", "gpt2.json", attention="eager", seq_len=128),
+]

@@ -1,0 +1,126 @@
+"""The cases of fake_cuda_forward.py: real transformers + PEFT models run forward on
+fake CUDA tensors, compared with `headroom simulate --gpu h100-80gb` at the end of the
+first forward and at its peak. Fields as in cases.Case, plus amp-fp16; no optimizer
+(the forward only)."""
+
+import dataclasses
+import json
+import os
+
+from cases import BERT_QV, GPT2_QKV, LLAMA_QKVO, TINY_BERT, TINY_GPT2, TINY_LLAMA, TINY_QWEN2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+LLAMA_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclasses.dataclass
+class FakeCase:
+    name: str
+    config: str                 # file in configs/
+    overrides: dict = dataclasses.field(default_factory=dict)
+    task: str = "causal-lm"     # causal-lm | seq-cls
+    precision: str = "fp32"     # fp32 | bf16 | amp-bf16 | amp-fp16
+    mode: str = "full"          # full | lora
+    lora_rank: int = 8
+    lora_targets: tuple = ("q_proj", "v_proj")
+    base_dtype: str = ""        # LoRA under AMP: fp32 | bf16 | fp16 (default: the AMP dtype)
+    checkpoint: str = "none"    # none | all
+    attention: str = "sdpa"     # eager | sdpa
+    micro_batch: int = 1
+    seq_len: int = 64
+    slow: bool = False          # real size: more than a few seconds
+
+    def hf_config(self):
+        with open(os.path.join(HERE, "configs", self.config)) as f:
+            cfg = json.load(f)
+        cfg.update(self.overrides)
+        if self.task == "seq-cls":
+            cfg.setdefault("num_labels", 2)
+        return cfg
+
+    def amp_dtype(self):
+        return {"amp-bf16": "bf16", "amp-fp16": "fp16"}.get(self.precision)
+
+    def effective_base_dtype(self):
+        """The dtype the model is loaded in (what from_config gets)."""
+        if self.precision == "bf16":
+            return "bf16"
+        if self.mode == "lora" and self.amp_dtype():
+            return self.base_dtype or self.amp_dtype()
+        return "fp32"
+
+    def simulate_flags(self):
+        flags = ["--gpu", "h100-80gb", "--stack", "pytorch", "--seq-len", str(self.seq_len),
+                 "--micro-batch", str(self.micro_batch), "--grad-accum", "1",
+                 "--precision", self.precision, "--attention", self.attention,
+                 "--checkpoint", self.checkpoint, "--optimizer", "adamw"]
+        if self.mode == "lora":
+            flags += ["--lora-rank", str(self.lora_rank),
+                      "--lora-targets", ",".join(self.lora_targets)]
+            if self.amp_dtype():
+                flags += ["--base-dtype", self.effective_base_dtype()]
+        return flags
+
+
+QWEN = "qwen2.5-0.5b.json"
+L1B = "llama-3.2-1b.json"
+L8B = "llama-3-8b.json"
+L70B = "llama-3-70b.json"
+
+CASES = [
+    # Tiny models of each family (a few seconds each).
+    FakeCase("tiny-gpt2 fp32 eager mb2", "gpt2.json", TINY_GPT2, attention="eager", micro_batch=2),
+    FakeCase("tiny-gpt2 amp-fp16 sdpa mb2", "gpt2.json", TINY_GPT2, precision="amp-fp16",
+             micro_batch=2),
+    FakeCase("tiny-gpt2 fp32 lora ckpt-all eager mb2", "gpt2.json", TINY_GPT2, mode="lora",
+             lora_targets=GPT2_QKV, checkpoint="all", attention="eager", micro_batch=2),
+    FakeCase("tiny-llama fp32 sdpa mb2", L1B, TINY_LLAMA, micro_batch=2),
+    FakeCase("tiny-llama bf16 sdpa mb2", L1B, TINY_LLAMA, precision="bf16", micro_batch=2),
+    FakeCase("tiny-llama amp-bf16 eager mb2", L1B, TINY_LLAMA, precision="amp-bf16",
+             attention="eager", micro_batch=2),
+    FakeCase("tiny-llama amp-bf16 lora qkvo ckpt-all sdpa mb2", L1B, TINY_LLAMA,
+             precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+             micro_batch=2),
+    FakeCase("tiny-qwen2 amp-fp16 sdpa mb2", QWEN, TINY_QWEN2, precision="amp-fp16",
+             micro_batch=2),
+    FakeCase("tiny-qwen2 bf16 lora eager mb2", QWEN, TINY_QWEN2, precision="bf16", mode="lora",
+             attention="eager", micro_batch=2),
+    FakeCase("tiny-bert seq-cls amp-bf16 sdpa mb2", "bert-base-uncased.json", TINY_BERT,
+             task="seq-cls", precision="amp-bf16", micro_batch=2),
+    # Real sizes.
+    FakeCase("gpt2 fp32 eager mb2 s512", "gpt2.json", attention="eager", micro_batch=2,
+             seq_len=512, slow=True),
+    FakeCase("gpt2 amp-fp16 sdpa mb4 s1024", "gpt2.json", precision="amp-fp16", micro_batch=4,
+             seq_len=1024, slow=True),
+    FakeCase("bert-base seq-cls amp-bf16 sdpa mb8 s512", "bert-base-uncased.json",
+             task="seq-cls", precision="amp-bf16", micro_batch=8, seq_len=512, slow=True),
+    FakeCase("qwen2.5-0.5b fp32 sdpa s1024", QWEN, seq_len=1024, slow=True),
+    FakeCase("qwen2.5-0.5b bf16 sdpa s1024", QWEN, precision="bf16", seq_len=1024, slow=True),
+    FakeCase("qwen2.5-0.5b amp-bf16 eager s1024", QWEN, precision="amp-bf16",
+             attention="eager", seq_len=1024, slow=True),
+    FakeCase("qwen2.5-0.5b amp-fp16 sdpa s1024", QWEN, precision="amp-fp16", seq_len=1024,
+             slow=True),
+    FakeCase("qwen2.5-0.5b amp-bf16 lora r64 all-linear sdpa s1024", QWEN,
+             precision="amp-bf16", mode="lora", lora_rank=64, lora_targets=LLAMA_ALL,
+             seq_len=1024, slow=True),
+    FakeCase("llama-3.2-1b fp32 sdpa s1024", L1B, seq_len=1024, slow=True),
+    FakeCase("llama-3.2-1b bf16 eager s1024", L1B, precision="bf16", attention="eager",
+             seq_len=1024, slow=True),
+    FakeCase("llama-3.2-1b amp-bf16 lora ckpt-all sdpa s2048", L1B, precision="amp-bf16",
+             mode="lora", checkpoint="all", seq_len=2048, slow=True),
+    FakeCase("llama-3-8b bf16 lora s2048", L8B, precision="bf16", mode="lora", seq_len=2048,
+             slow=True),
+    FakeCase("llama-3-8b bf16 lora ckpt-all s2048", L8B, precision="bf16", mode="lora",
+             checkpoint="all", seq_len=2048, slow=True),
+    FakeCase("llama-3-8b amp-bf16 full s4096", L8B, precision="amp-bf16", seq_len=4096,
+             slow=True),
+    FakeCase("llama-3-8b amp-bf16 full s8192", L8B, precision="amp-bf16", seq_len=8192,
+             slow=True),
+    FakeCase("llama-3-8b amp-bf16 lora s4096", L8B, precision="amp-bf16", mode="lora",
+             seq_len=4096, slow=True),
+    FakeCase("llama-3-8b amp-bf16 lora s8192", L8B, precision="amp-bf16", mode="lora",
+             seq_len=8192, slow=True),
+    FakeCase("llama-3-70b amp-bf16 lora s4096", L70B, precision="amp-bf16", mode="lora",
+             seq_len=4096, slow=True),
+]
