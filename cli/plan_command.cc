@@ -33,7 +33,8 @@ int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, cons
   const TimelineExportInputs in{p.timeline, graph, outcome.plan.config.grad_accum_steps,
                                 p.budget_bytes,
                                 fmt::format("{} on {}: memory over two training steps",
-                                            request.model.name, request.device.name)};
+                                            request.model.name, request.device.name),
+                                request.device.AllocationGranularity()};
   auto csv = [&](std::ostream& out) { WriteTimelineCsv(in, out); };
   auto svg = [&](std::ostream& out) { WriteTimelineSvg(in, out); };
   if (auto error = WriteFileAtomically(paths.csv_path, csv))

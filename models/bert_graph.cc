@@ -31,6 +31,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   x = layers.Binary(OpKind::kAdd, e + ".add_positions", x, pos);
   x = layers.LayerNorm(e + ".LayerNorm", x, h);
   x = layers.Dropout(e + ".dropout", x, spec.hidden_dropout);
+  const TensorId embedding_output = x;
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("bert.encoder.layer.{}", i);
@@ -42,6 +43,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
     k = layers.View(p + ".attention.self.k_heads", k, HeadsShape(heads, d));
     v = layers.View(p + ".attention.self.v_heads", v, HeadsShape(heads, d));
     TensorId attn = layers.Attention(p + ".attention.self", q, k, v, TensorId{}, false);
+    const TensorId attn_weights = layers.last_attention_weights();
     attn = layers.Linear(p + ".attention.output.dense", "o", attn, h, h, true);
     attn = layers.Dropout(p + ".attention.output.dropout", attn, spec.hidden_dropout);
     attn = layers.Binary(OpKind::kAdd, p + ".attention.output.residual", attn, x);
@@ -53,12 +55,20 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
         layers.Linear(p + ".output.dense", "down", act, spec.intermediate_size, h, true);
     down = layers.Dropout(p + ".output.dropout", down, spec.hidden_dropout);
     down = layers.Binary(OpKind::kAdd, p + ".output.residual", down, h1);
+    const TensorId block_input = x;
     x = layers.LayerNorm(p + ".output.LayerNorm", down, h);
+    // BertEncoder's loop variable holds the block input, and BertLayer its
+    // attention_output, until the layer returns (modeling_bert.py:411-418, 439-440).
+    layers.HeldUntilModuleReturns(block_input, x);
+    layers.HeldUntilModuleReturns(h1, x);
+    if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);  // BertLayer's `_`
     g.EndBlock(x);
   }
   TensorId first = layers.View("bert.pooler.first_token", x, {Dim::B(), Dim::C(h)});
   TensorId pooled = layers.Linear("bert.pooler.dense", "pooler", first, h, h, true, false, true);
   pooled = layers.Unary(OpKind::kTanh, "bert.pooler.activation", pooled);
+  // BertModel.forward's embedding_output lives until it returns (modeling_bert.py:657).
+  layers.HeldUntilModuleReturns(embedding_output, pooled);
   layers.HoldAsModelOutput(x);
   layers.HoldAsModelOutput(pooled);
   pooled = layers.Dropout("dropout", pooled, spec.hidden_dropout);

@@ -33,17 +33,29 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId attn =
         layers.Attention(p + ".attn", qkv_heads[0], qkv_heads[1], qkv_heads[2], mask, true);
     attn = layers.Linear(p + ".attn.c_proj", "o", attn, h, h, true);
+    const TensorId attn_weights = layers.last_attention_weights();
     attn = layers.Dropout(p + ".attn.resid_dropout", attn, spec.hidden_dropout);
+    const TensorId attn_output = attn, block_input = x;
     x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
+    layers.HeldUntilModuleReturns(n1, x);  // GPT2Block rebinds hidden_states at the add
     TensorId n2 = layers.LayerNorm(p + ".ln_2", x, h);
     TensorId up = layers.Linear(p + ".mlp.c_fc", "up", n2, h, spec.intermediate_size, true);
     TensorId act = layers.Activation(p + ".mlp.act", up);
     TensorId down = layers.Linear(p + ".mlp.c_proj", "down", act, spec.intermediate_size, h, true);
     down = layers.Dropout(p + ".mlp.dropout", down, spec.hidden_dropout);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);
+    layers.HeldUntilModuleReturns(n2, x);
+    // GPT2Model's loop variable holds the block input, and GPT2Block's locals attn_output
+    // and `_` (the attention weights) live until the block returns (modeling_gpt2.py:275-312).
+    layers.HeldUntilModuleReturns(block_input, x);
+    layers.HeldUntilModuleReturns(attn_output, x);
+    if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);
     g.EndBlock(x);
   }
   x = layers.LayerNorm("transformer.ln_f", x, h);
+  // GPT2Model.forward's inputs_embeds and position_embeds live until it returns.
+  layers.HeldUntilModuleReturns(tok, x);
+  layers.HeldUntilModuleReturns(pos, x);
   TensorId lm_weight = spec.tie_embeddings
                            ? wte
                            : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});

@@ -15,7 +15,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .attention_call = AttentionCallOf(config),
           .copy_head_views = python && config.micro_batch > 1,
           .peft_casts = python,
-          .hold_model_outputs = python};
+          .hold_model_outputs = python,
+          .python_references = python};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -126,7 +127,9 @@ TensorId LayerBuilder::Activation(const std::string& name, TensorId x) {
       ScalarOp(OpKind::kScale, name + ".inner_scaled", inner, std::sqrt(2.0 / std::numbers::pi));
   TensorId tanh = Unary(OpKind::kTanh, name + ".tanh", inner_scaled);
   TensorId one_plus = ScalarOp(OpKind::kAddScalar, name + ".one_plus", tanh, 1.0);
-  return Binary(OpKind::kMul, name, half, one_plus);
+  TensorId y = Binary(OpKind::kMul, name, half, one_plus);
+  HeldUntilModuleReturns(x, y);  // activations.py: `input` is used to the end
+  return y;
 }
 
 TensorId LayerBuilder::Binary(OpKind kind, const std::string& name, TensorId a, TensorId b) {
@@ -170,6 +173,7 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
     v = Op(OpKind::kRepeatKv, prefix + ".repeat_v", {v}, HeadsShape(heads, d));
   }
   TensorId context;
+  last_attention_weights_ = TensorId{};
   if (kernel.kernel != AttentionKernel::kEager) {
     context = graph_.AddOp({.kind = OpKind::kSdpa,
                             .name = prefix + ".sdpa",
@@ -202,6 +206,7 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
       probs = Op(OpKind::kCastLike, prefix + ".softmax_cast", {probs, llama ? q : v}, scores_shape);
     }
     probs = Dropout(prefix + ".attn_dropout", probs, spec_.attention_dropout);
+    last_attention_weights_ = probs;
     v = matmul_operand(v, ".v_copy");
     context = Op(OpKind::kAttnContext, prefix + ".context", {probs, v}, HeadsShape(heads, d));
   }
@@ -212,14 +217,27 @@ void LayerBuilder::HoldAsModelOutput(TensorId t) {
   if (options_.hold_model_outputs) graph_.HoldUntilForwardEnd(t);
 }
 
+void LayerBuilder::HeldUntilModuleReturns(TensorId input, TensorId module_output) {
+  if (options_.python_references)
+    graph_.HoldUntilOpRan(input, graph_.tensor(module_output).producer);
+}
+
 TensorId LayerBuilder::LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels) {
   const int64_t vocab = spec_.vocab_size;
   TensorId logits = LinearWithWeight("lm_head", x, lm_weight, TokenShape(vocab));
   HoldAsModelOutput(x);
   HoldAsModelOutput(logits);
   TensorId logits32 = Op(OpKind::kCastF32, "logits.float", {logits}, TokenShape(vocab));
+  std::vector<TensorId> loss_inputs = {labels};
+  if (options_.hold_model_outputs) {
+    // transformers' ForCausalLMLoss (loss/loss_utils.py:65) pads the labels by one
+    // ignore_index column before shifting them; the padded [b, s + 1] copy lives until
+    // the loss returns (counted here as [b, s]).
+    loss_inputs.push_back(Op(OpKind::kContiguous, "labels.pad", {labels}, {Dim::B(), Dim::S()}));
+  }
   TensorId log_probs = Op(OpKind::kLogSoftmax, "log_softmax", {logits32}, TokenShape(vocab));
-  TensorId loss = Op(OpKind::kNllLoss, "nll_loss", {log_probs, labels}, SymShape{});
+  loss_inputs.insert(loss_inputs.begin(), log_probs);
+  TensorId loss = Op(OpKind::kNllLoss, "nll_loss", std::move(loss_inputs), SymShape{});
   graph_.SetLoss(loss);
   return loss;
 }

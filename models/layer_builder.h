@@ -36,6 +36,10 @@ struct GraphOptions {
   // logits (and the pooled output); the caller drops it once it has taken the loss, so
   // they live until the forward returns, beside the loss's fp32 copies.
   bool hold_model_outputs = false;
+  // A module's input stays referenced by its caller's variable (and the forward's own
+  // argument) until the module returns, after autograd and its other consumers let go of
+  // it: transformers runs in Python. headroom's runtime frees each tensor at its last use.
+  bool python_references = false;
 };
 
 // The graph options a training config implies for its stack.
@@ -89,11 +93,17 @@ class LayerBuilder {
   // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
   TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask,
                      bool causal);
+  // The attention weights (eager: the probabilities after dropout) the last Attention()
+  // returned to Python beside its output; invalid for SDPA, which returns None.
+  TensorId last_attention_weights() const { return last_attention_weights_; }
 
   // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
   TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
   // Keeps `t` until the forward returns when the stack's model output holds it.
   void HoldAsModelOutput(TensorId t);
+  // `input` stays alive until the op that made `module_output` has run (Python stacks):
+  // the caller of a module holds its argument through the call.
+  void HeldUntilModuleReturns(TensorId input, TensorId module_output);
   // Classification loss over [b, num_labels] logits.
   TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
 
@@ -104,6 +114,7 @@ class LayerBuilder {
   TensorId ScalarOp(OpKind kind, const std::string& name, TensorId x, double scalar);
 
   OpGraph& graph_;
+  TensorId last_attention_weights_;
   const ModelSpec& spec_;
   const GraphOptions& options_;
   std::set<std::string> lora_roles_;

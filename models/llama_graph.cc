@@ -16,6 +16,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));
   g.MarkInputEmbeddings(x);
+  const TensorId inputs_embeds = x;
   // HF computes cos/sin once per forward in the hidden states' dtype, from position ids
   // of shape [1, s] (cache_position.unsqueeze(0)): one table for the whole batch.
   auto tables = g.AddOp(
@@ -43,7 +44,10 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
                  .inputs = {k, tables[0], tables[1]}},
                 {{.name = p + ".self_attn.rope_k", .shape = HeadsShape(kv, d)}})[0];
     TensorId attn = layers.Attention(p + ".self_attn", q, k, v, mask, true);
+    const TensorId attn_weights = layers.last_attention_weights();
     attn = layers.Linear(p + ".self_attn.o_proj", "o", attn, heads * d, h, false);
+    layers.HeldUntilModuleReturns(n1, attn);
+    TensorId block_input = x;
     x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
     TensorId n2 = layers.RmsNorm(p + ".post_attention_layernorm", x, h);
     TensorId gate =
@@ -53,10 +57,17 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId prod = layers.Binary(OpKind::kMul, p + ".mlp.gate_mul", act, up);
     TensorId down =
         layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
+    layers.HeldUntilModuleReturns(n2, down);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);
+    // LlamaModel's loop variable holds the block input, and the decoder layer's `_` the
+    // attention weights, until the layer returns (modeling_llama.py:297-314, 393-394).
+    layers.HeldUntilModuleReturns(block_input, x);
+    if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);
     g.EndBlock(x);
   }
   x = layers.RmsNorm("model.norm", x, h);
+  // LlamaModel.forward's inputs_embeds lives until it returns (after the final norm).
+  layers.HeldUntilModuleReturns(inputs_embeds, x);
   TensorId lm_weight = spec.tie_embeddings
                            ? embed
                            : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});

@@ -66,14 +66,16 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
 //   fc: alloc y                   128 ################     (fc saves e)
 //   log_softmax: alloc lp         152 ###################  (saves its output)
 //   log_softmax: free y           128 ################     (float was a view of y)
-//   nll: alloc loss               132 ################     (nll saves labels)
-//   bwd: alloc grad(loss)         136 #################
-//   bwd: free loss                132 ################
-//   nll: alloc grad(lp)           156 ###################
-//   nll: free labels              140 #################
-//   nll: free grad(loss)          136 #################
-//   log_softmax: alloc grad(y32)  160 #################### <- peak: weights 56, ids 16,
-//   log_softmax: free lp          136 #################       e 16, lp 24, two 24 B grads
+//   nll: alloc total_weight       132 ################     (saved, with the labels)
+//   nll: alloc loss               136 #################
+//   bwd: alloc grad(loss)         140 #################
+//   bwd: free loss                136 #################
+//   nll: alloc grad(lp)           160 #################### <- peak: weights 56, ids 16,
+//   nll: free total_weight        156 ###################     labels 16, e 16, lp 24,
+//   nll: free labels              140 #################       total_weight 4, grad(loss)
+//   nll: free grad(loss)          136 #################       4, grad(lp) 24
+//   log_softmax: alloc grad(y32)  160 #################### (the same bytes again)
+//   log_softmax: free lp          136 #################
 //   log_softmax: free grad(lp)    112 ##############
 //   fc: alloc grad(e)             128 ################     (float passed grad(y32) through)
 //   fc: alloc W.grad              152 ###################
@@ -90,9 +92,10 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
   const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
   const std::vector<int64_t> expected = {
       32,  56,                            // setup: E, W
-      72,  88,  104, 128, 152, 128, 132,  // ids, labels, e, y, lp, free y, loss
-      136, 132,                           // grad(loss), loss freed
-      156, 140, 136,                      // nll: grad(lp), labels freed, grad(loss) freed
+      72,  88,  104, 128, 152, 128,       // ids, labels, e, y, lp, free y
+      132, 136,                           // nll: total_weight, loss
+      140, 136,                           // grad(loss), loss freed
+      160, 156, 140, 136,                 // nll: grad(lp), total_weight, labels, grad(loss) freed
       160, 136, 112,                      // log_softmax: grad(y32), lp freed, grad(lp) freed
       128, 152, 136, 112,                 // fc: grad(e), W.grad, e freed, grad(y) freed
       144, 128, 112,                      // embedding: E.grad, ids freed, grad(e) freed
@@ -103,11 +106,11 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
   Replay(t, live);
   EXPECT_EQ(live.live().peak, 160);
   EXPECT_EQ(t.phases[live.peak_phase()].kind, Phase::Kind::kBackward);
-  EXPECT_EQ(g.op(t.phases[live.peak_phase()].op).name, "log_softmax");
+  EXPECT_EQ(g.op(t.phases[live.peak_phase()].op).name, "nll");  // the first to reach it
   const CategoryBytes& at_peak = live.breakdown_at_peak();
   EXPECT_EQ(at_peak[static_cast<int>(Category::kWeights)], 56);
-  EXPECT_EQ(at_peak[static_cast<int>(Category::kActivations)], 56);
-  EXPECT_EQ(at_peak[static_cast<int>(Category::kTemporaries)], 48);
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kActivations)], 76);
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kTemporaries)], 28);
 }
 
 // With AdamW the first step allocates both moments (2 x 56 B) lazily, with a 2 x numel

@@ -38,17 +38,21 @@ inline Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name) {
   return ParseIn(kOptimizerImplNames, name, "optimizer implementation");
 }
 
-// How a CPU multiplies bf16 matrices (oneDNN's kernel for it), which sets the scratch
-// each product allocates.
+// How a CPU multiplies bf16 matrices, which sets the scratch each product allocates.
+// ATen hands bf16 products to oneDNN only when ideep::has_bf16_type_support() (AVX-512
+// BW/VL/DQ, i.e. oneDNN's avx512_core, or AVX-NE-CONVERT); otherwise its own cpublas gemm
+// (aten/src/ATen/native/CPUBlas.cpp, gemm_stub) runs, which allocates no tensor.
 enum class CpuBf16 {
-  kAmx,         // AMX tiles: modelled with no scratch (not measured: no AMX machine here)
-  kAvx512Bf16,  // AVX512-BF16 brgemm: a scratchpad of a row block and an input panel
-  kEmulated,    // no bf16 instructions: the product is computed into fp32
+  kAmx,         // oneDNN on AMX tiles: modelled with no scratch (not measured: no AMX here)
+  kAvx512Bf16,  // oneDNN's AVX512-BF16 brgemm: a scratchpad of a row block and an input panel
+  kEmulated,    // oneDNN on AVX-512 without bf16 instructions: the product computed into fp32
+  kAtenGemm,    // no AVX-512: ATen's own gemm, no scratch (measured on an AVX2-only CPU)
 };
 // "native" is amx.
 inline constexpr EnumName<CpuBf16> kCpuBf16Names[] = {{CpuBf16::kAmx, "amx"},
                                                       {CpuBf16::kAvx512Bf16, "avx512-bf16"},
                                                       {CpuBf16::kEmulated, "emulated"},
+                                                      {CpuBf16::kAtenGemm, "aten"},
                                                       {CpuBf16::kAmx, "native"}};
 inline std::string_view CpuBf16Name(CpuBf16 kind) { return NameIn(kCpuBf16Names, kind); }
 inline Result<CpuBf16> ParseCpuBf16(std::string_view name) {
@@ -65,8 +69,8 @@ struct KernelTarget {
   bool operator==(const KernelTarget&) const = default;
 };
 
-// This machine's CPU: amx_bf16 or avx512_bf16 in /proc/cpuinfo, capped by
-// ONEDNN_MAX_CPU_ISA the way oneDNN caps its own dispatch.
+// This machine's CPU: amx_bf16, avx512_bf16 or avx512bw+vl+dq in /proc/cpuinfo, capped
+// by ONEDNN_MAX_CPU_ISA the way oneDNN caps its own dispatch (and ideep's bf16 check).
 CpuBf16 HostCpuBf16();
 
 }  // namespace headroom

@@ -109,6 +109,10 @@ class OpGraph {
   // The tensor stays alive until the forward pass returns (a KV cache the model output holds).
   void HoldUntilForwardEnd(TensorId t) { held_until_forward_end_.push_back(t); }
   const std::vector<TensorId>& held_until_forward_end() const { return held_until_forward_end_; }
+  // Python holds the tensor (a caller's loop variable, a function's local) until `op`
+  // has run in the forward, after autograd and its other consumers let go of it.
+  void HoldUntilOpRan(TensorId t, OpId op) { held_until_op_.push_back({t, op}); }
+  const std::vector<std::pair<TensorId, OpId>>& held_until_op() const { return held_until_op_; }
   // The output of the model's input embedding (what transformers' get_input_embeddings()
   // returns): enable_input_require_grads() hooks it.
   void MarkInputEmbeddings(TensorId t) { input_embeddings_ = t; }
@@ -156,6 +160,7 @@ class OpGraph {
   int current_block_ = -1;
   TensorId loss_;
   std::vector<TensorId> held_until_forward_end_;
+  std::vector<std::pair<TensorId, OpId>> held_until_op_;
   TensorId input_embeddings_;
 };
 

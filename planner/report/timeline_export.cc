@@ -18,8 +18,8 @@ struct Sample {
   int64_t total;
 };
 
-std::vector<Sample> RunningTotals(const Timeline& timeline) {
-  LiveBytes live(timeline);
+std::vector<Sample> RunningTotals(const Timeline& timeline, int64_t granularity) {
+  LiveBytes live(timeline, granularity);
   std::vector<Sample> samples;
   samples.reserve(timeline.events.size());
   for (size_t i = 0; i < timeline.events.size(); ++i) {
@@ -46,7 +46,7 @@ void WriteTimelineCsv(const TimelineExportInputs& in, std::ostream& out) {
   for (int c = 0; c < kNumCategories; ++c)
     out << "," << CategoryName(static_cast<Category>(c)) << "_bytes";
   out << "\n";
-  const std::vector<Sample> samples = RunningTotals(in.timeline);
+  const std::vector<Sample> samples = RunningTotals(in.timeline, in.granularity);
   for (const Sample& s : samples) {
     const MemoryEvent& e = in.timeline.events[s.event];
     const Phase& p = in.timeline.phases[e.phase];
@@ -72,7 +72,7 @@ struct SvgChart {
   double n_events = 1;
 
   explicit SvgChart(const TimelineExportInputs& inputs) : in(inputs) {
-    const std::vector<Sample> all = RunningTotals(in.timeline);
+    const std::vector<Sample> all = RunningTotals(in.timeline, in.granularity);
     // Downsample keeping each bucket's highest point, so the peak survives.
     const size_t max_points = 1500;
     const size_t bucket = std::max<size_t>(1, (all.size() + max_points - 1) / max_points);

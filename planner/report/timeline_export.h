@@ -19,6 +19,9 @@ struct TimelineExportInputs {
   int64_t micro_batches = 1;
   int64_t budget_bytes = 0;  // drawn as a line when > 0
   std::string title;
+  // The device's allocation granularity (512 B on CUDA): the running totals count each
+  // block as the allocator's statistics do, as `plan` does.
+  int64_t granularity = 1;
 };
 
 void WriteTimelineCsv(const TimelineExportInputs& in, std::ostream& out);

@@ -535,7 +535,15 @@ struct CostRule<OpKind::kCastF32> : FlopsOfClass {
 
 template <>
 struct CostRule<OpKind::kNllLoss> : FlopsOfClass {
-  static void Forward(ForwardRule& r) { r.SaveIf(1, true); }  // the targets
+  // Saves the targets and nll_loss_forward's second output, the fp32 total_weight
+  // scalar (derivatives.yaml: nll_loss_backward(..., total_weight)).
+  static void Forward(ForwardRule& r) {
+    r.SaveIf(1, true);
+    r.cost.internals.push_back({.label = "nll_loss total_weight",
+                                .bytes = StorageBytes(DType::kF32, 1),
+                                .lifetime = r.SavedOr(true),
+                                .per_sample = false});
+  }
   static void Backward(BackwardRule& r) { r.cost.input_grads[1] = GradFlow::kNone; }
 };
 

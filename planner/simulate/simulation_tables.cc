@@ -40,6 +40,11 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
                              : OptimizerParamCost{});
   }
   for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
+  released_after_op.assign(g.num_ops(), {});
+  for (auto [t, op] : g.held_until_op()) {
+    ++forward_uses[t.value];
+    released_after_op[op.value].push_back(t);
+  }
   // The hook's output is a leaf when the embedding weight (the lookup's input 1) is frozen.
   const TensorId e = g.input_embeddings();
   if (e.valid() && states[e].requires_grad &&

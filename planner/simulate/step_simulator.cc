@@ -201,6 +201,7 @@ class StepSimulator {
       const bool ckpt = block >= 0 && checkpointed_[block];
       if (ckpt && graph_.blocks()[block].first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
+      for (TensorId t : tables_.released_after_op[o]) UseDone(t);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
@@ -439,6 +440,13 @@ class StepSimulator {
       }
       grad_of_[out.value] = kNoBuffer;
     }
+    // Autocast's ToCopyBackward0 of a cast weight runs after this node has returned.
+    for (auto [p, used] : cast_weight_grads_) {
+      const int64_t grad = Acquire(Bytes(p), Category::kGradients);
+      Release(used);
+      GradientArrives(p, grad);
+    }
+    cast_weight_grads_.clear();
   }
 
   void ActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {
@@ -471,26 +479,31 @@ class StepSimulator {
   // `scratch_bytes`: the product's transient scratch, beside the fresh gradient.
   void ParamGradient(OpId op_id, const OpNode& op, size_t i, int64_t scratch_bytes) {
     const TensorId p = op.inputs[i];
-    // The product runs in the dtype the op used (then autocast's cast backward converts
-    // it), with its scratch beside it.
-    int64_t used = kNoBuffer;
-    if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast)
-      used = Acquire(cast, Category::kTemporaries);
-    if (used != kNoBuffer && scratch_bytes > 0)
-      Release(Acquire(scratch_bytes, Category::kTemporaries));
-    // The engine sums a parameter's gradients within one backward out of place (a tied
-    // embedding's: both operands and the sum live at once); AccumulateGrad then takes
-    // the sum when all have arrived.
-    int64_t grad = Acquire(Bytes(p), Category::kGradients);
-    if (used == kNoBuffer && scratch_bytes > 0)
-      Release(Acquire(scratch_bytes, Category::kTemporaries));
+    if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast) {
+      // The product runs in the dtype the op used, with its scratch beside it. Autocast's
+      // cast of the weight is its own autograd node (ToCopyBackward0): it converts the
+      // gradient after this node returned, when the engine has freed this node's saved
+      // tensors and output gradient (RunOpBackward).
+      const int64_t used = Acquire(cast, Category::kTemporaries);
+      if (scratch_bytes > 0) Release(Acquire(scratch_bytes, Category::kTemporaries));
+      cast_weight_grads_.push_back({p, used});
+      return;
+    }
+    const int64_t grad = Acquire(Bytes(p), Category::kGradients);
+    if (scratch_bytes > 0) Release(Acquire(scratch_bytes, Category::kTemporaries));
+    GradientArrives(p, grad);
+  }
+
+  // The engine sums a parameter's gradients within one backward out of place (a tied
+  // embedding's: both operands and the sum live at once); AccumulateGrad then takes the
+  // sum when all have arrived.
+  void GradientArrives(TensorId p, int64_t grad) {
     if (const int64_t pending = pending_grad_[p.value]; pending != kNoBuffer) {
       const int64_t sum = Acquire(Bytes(p), Category::kGradients);
       Release(pending);
       Release(grad);
       grad = sum;
     }
-    if (used != kNoBuffer) Release(used);
     if (++grad_arrivals_[p.value] < tables_.param_grad_arrivals[p.value]) {
       pending_grad_[p.value] = grad;
       return;
@@ -560,6 +573,9 @@ class StepSimulator {
   const std::vector<uint8_t> checkpointed_;  // per block
   SimulationOptions options_;
   const std::vector<int>& block_of_op_;
+  // Per-op scratch of RunOpBackward: gradients of autocast-cast weights waiting for their
+  // conversion (parameter, buffer in the dtype the op used).
+  std::vector<std::pair<TensorId, int64_t>> cast_weight_grads_;
   const std::vector<int64_t>& bytes_;
   const std::vector<uint8_t>& per_sample_;
   const std::vector<int>& forward_uses_;

@@ -3,11 +3,24 @@ PEFT training steps in a fresh process, measured by PeakMeter, and `headroom pla
 --json` predicts the same run. Prints the table; exits 1 when a case is outside the
 bound.
 
-    python3 run_reference_suite.py HEADROOM [--fast] [--bound-pct 2] [--only SUBSTR]
-                                             [--markdown docs/reference-suite.md]
+    python3 run_reference_suite.py HEADROOM [--fast | --only-slow] [--default-path]
+                                   [--bound-pct 1] [--only SUBSTR] [--markdown FILE]
+
+Two paths on the CPU:
+  pinned (the default): ONEDNN_MAX_CPU_ISA=AVX512_CORE, 1 thread: every machine with
+      AVX-512 runs oneDNN's emulated bf16 kernels (one without runs ATen's own gemm), and
+      `plan`, given the same environment, reads that cap with the host's CPU;
+  --default-path: no ISA pin (ONEDNN_MAX_CPU_ISA only if the caller's environment sets
+      it), 2 threads, and plan without --cpu-bf16, so that it reads the host's CPU
+      (/proc/cpuinfo, capped by ONEDNN_MAX_CPU_ISA): what a user runs.
+For every bf16 / amp-bf16 case it prints the CPU's bf16 capability, the effective ISA
+cap, the `--cpu-bf16` mode the plan used (plan --json: config.cpu_bf16) and the oneDNN
+matmul kernels the reference process ran (ONEDNN_VERBOSE=1 in that process; none when
+ATen runs its own bf16 gemm).
 """
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -20,32 +33,125 @@ sys.path.insert(0, HERE)
 from cases import CASES  # noqa: E402
 
 
-# oneDNN capped at AVX-512 without BF16: every machine of this kind then runs the same
-# (emulated) bf16 kernels, whatever its own ISA, and `plan --cpu-bf16 emulated` predicts
-# them.
+# oneDNN capped at AVX-512 without BF16: a machine with AVX-512 then runs the emulated
+# bf16 kernels whatever else it has; `plan` run with the same environment reads the cap.
 CPU_ISA = "AVX512_CORE"
+DEFAULT_PATH_THREADS = 2
 
 
-def measure(case, config_dir, threads, device):
+def suite_env(default_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
+               TOKENIZERS_PARALLELISM="false")
+    if not default_path:
+        env["ONEDNN_MAX_CPU_ISA"] = CPU_ISA
+    return env
+
+
+def is_bf16(case):
+    return case.precision in ("bf16", "amp-bf16")
+
+
+def cpuinfo_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+PROBE = """
+import json, torch
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(),
+                  "mkldnn_bf16": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+                  "torch": torch.__version__}))
+"""
+
+
+def cpu_bf16_host(env):
+    """What the reference process sees: torch's CPU capability and whether ATen sends a
+    bf16 matmul to oneDNN (mkldnn_bf16_device_check), under `env`."""
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    info = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
+    flags = cpuinfo_flags()
+    info["avx512_bf16"] = "avx512_bf16" in flags
+    info["amx_bf16"] = "amx_bf16" in flags
+    info["isa_cap"] = env.get("ONEDNN_MAX_CPU_ISA") or "unset (oneDNN: the CPU's best)"
+    return info
+
+
+def onednn_kernels(stdout):
+    """Distinct oneDNN primitives executed, from ONEDNN_VERBOSE=1 lines:
+    {"matmul brg_matmul:avx512_core_bf16 src:bf16": count, ...}."""
+    seen = collections.Counter()
+    for line in stdout.splitlines():
+        if not line.startswith(("onednn_verbose", "dnnl_verbose")):
+            continue
+        fields = line.split(",")
+        if "exec" not in fields:
+            continue
+        i = fields.index("exec")
+        if len(fields) < i + 4:
+            continue
+        kind, impl = fields[i + 2], fields[i + 3]
+        src = next((f.split()[0].split(":")[1] for f in fields[i + 4:] if f.startswith("src")),
+                   "?")
+        seen[f"{kind} {impl} src:{src}"] += 1
+    return seen
+
+
+def measure(case, config_dir, threads, device, env):
     payload = dict(vars(case), config_dir=config_dir, threads=threads, device=device)
     payload["lora_targets"] = list(case.lora_targets)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
-               TOKENIZERS_PARALLELISM="false", ONEDNN_MAX_CPU_ISA=CPU_ISA)
+    env = dict(env)
+    if is_bf16(case) and device == "cpu":
+        env["ONEDNN_VERBOSE"] = "1"  # the kernels it ran (printed to stdout, no tensors)
     out = subprocess.run([sys.executable, os.path.join(HERE, "hf_training_run.py"),
                           json.dumps(payload)], env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{case.name}: reference run failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = next(json.loads(line) for line in reversed(out.stdout.strip().splitlines())
+                  if line.startswith("{"))
+    result["onednn_kernels"] = onednn_kernels(out.stdout)
+    return result
 
 
-def predict(case, headroom, config_path, extra_flags, gpu):
-    target = ["--gpu", gpu] if gpu else ["--device", "cpu", "--cpu-bf16", "emulated"]
+def predict(case, headroom, config_path, extra_flags, gpu, env):
+    # On the CPU the planner reads this machine's CPU and the ISA cap in `env`.
+    target = ["--gpu", gpu] if gpu else ["--device", "cpu"]
     cmd = [headroom, "plan", "--model", config_path, *case.plan_flags(target), *extra_flags,
            "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    for _ in range(60):  # the binary may be mid-rebuild (missing or not yet executable)
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            break
+        except OSError:
+            time.sleep(5)
+    else:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode not in (0, 1):
         raise RuntimeError(f"{case.name}: {' '.join(cmd)}\n{out.stderr.strip()}")
     return json.loads(out.stdout)
+
+
+def kernel_line(host, plan, measured):
+    kernels = measured.get("onednn_kernels") or {}
+    matmuls = {k: n for k, n in kernels.items() if k.split()[0] in ("matmul", "inner_product")}
+    if matmuls:
+        ran = "; ".join(f"{k} x{n}" for k, n in sorted(matmuls.items()))
+    elif host.get("mkldnn_bf16"):
+        ran = "no oneDNN matmul seen"
+    else:
+        ran = "no oneDNN primitive (ATen's own bf16 gemm: mkldnn bf16 unsupported on this CPU)"
+    return (f"    bf16 kernel: torch CPU capability {host.get('capability', '?')}, "
+            f"cpuinfo avx512_bf16={'yes' if host['avx512_bf16'] else 'no'} "
+            f"amx_bf16={'yes' if host['amx_bf16'] else 'no'}, "
+            f"ONEDNN_MAX_CPU_ISA={host['isa_cap']}, "
+            f"ATen->oneDNN bf16={'yes' if host.get('mkldnn_bf16') else 'no'}; "
+            f"plan --cpu-bf16 {plan.get('config', {}).get('cpu_bf16', '(not in plan JSON)')}; "
+            f"ran: {ran}")
 
 
 def main():
@@ -53,20 +159,32 @@ def main():
     parser.add_argument("headroom", help="path to the headroom binary")
     parser.add_argument("--fast", action="store_true", help="skip the real-size models")
     parser.add_argument("--only-slow", action="store_true", help="only the real-size models")
-    parser.add_argument("--bound-pct", type=float, default=2.0)
+    parser.add_argument("--bound-pct", type=float, default=1.0)
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int,
+                        help="torch threads (default: 1 pinned, 2 on the default path)")
+    parser.add_argument("--default-path", action="store_true",
+                        help="no ISA pin, 2 threads, plan reads the host's CPU (no --cpu-bf16)")
     parser.add_argument("--plan-flag", action="append", default=[],
                         help="extra flag for headroom plan (repeatable), e.g. --cpu-bf16=emulated")
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--gpu", help="run on CUDA and predict for this catalog GPU (e.g. h200)")
     parser.add_argument("--tsv", help="also write one row per case (with reserved bytes) here")
     args = parser.parse_args()
+    threads = args.threads or (DEFAULT_PATH_THREADS if args.default_path else 1)
+    env = suite_env(args.default_path)
 
     cases = [c for c in CASES if args.only in c.name and not (args.fast and c.slow)
              and not (args.only_slow and not c.slow)]
     rows = []
     failures = 0
+    host = cpu_bf16_host(env) if not args.gpu else {}
+    if not args.gpu:
+        print(f"path: {'default' if args.default_path else 'pinned'}, {threads} thread(s), "
+              f"ONEDNN_MAX_CPU_ISA={host['isa_cap']}, torch {host.get('torch', '?')} CPU "
+              f"capability {host.get('capability', '?')}, ATen->oneDNN bf16 "
+              f"{'yes' if host.get('mkldnn_bf16') else 'no'}, plan "
+              f"reads the host CPU{'' if args.default_path else ' under the cap'}")
     header = f"{'configuration':<48} {'predicted':>14} {'measured':>14} {'error':>8}  peak (measured / predicted)"
     print(header, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,8 +195,9 @@ def main():
             with open(config_path, "w") as f:
                 json.dump(case.hf_config(), f)
             start = time.time()
-            measured = measure(case, config_dir, args.threads, "cuda" if args.gpu else "cpu")
-            plan = predict(case, args.headroom, config_path, args.plan_flag, args.gpu)
+            measured = measure(case, config_dir, threads, "cuda" if args.gpu else "cpu", env)
+            plan = predict(case, args.headroom, config_path, args.plan_flag, args.gpu,
+                           env)
             predicted_bytes = plan["peak"]["allocated_bytes"]
             measured_bytes = measured["measured_peak_bytes"]
             error = 100.0 * (predicted_bytes - measured_bytes) / measured_bytes
@@ -95,6 +214,8 @@ def main():
             print(f"{case.name:<48} {predicted_bytes:>14,} {measured_bytes:>14,} {error:>+7.2f}%"
                   f"  {measured['phase']} / {plan['peak']['phase']}"
                   f"  ({row[6]:.1f} s){'' if ok else '  OUT OF BOUND'}", flush=True)
+            if is_bf16(case) and not args.gpu:
+                print(kernel_line(host, plan, measured), flush=True)
     print(f"{len(cases) - failures} of {len(cases)} cases within {args.bound_pct}%"
           f" (max |error| {max((abs(r[3]) for r in rows), default=0):.3f}%)")
     if args.markdown:

@@ -36,6 +36,8 @@ struct SimulationTables::Impl {
   // bits costs more than the memory saved.
   std::vector<uint8_t> per_sample;  // scales with b
   std::vector<int> forward_uses;    // consumers in a full forward
+  // Per op: the tensors Python stops holding once the op has run (OpGraph::HoldUntilOpRan).
+  std::vector<std::vector<TensorId>> released_after_op;
   std::vector<uint8_t> is_param;
   std::vector<uint8_t> trainable;     // a parameter that gets a gradient
   std::vector<int> producer_block;    // the block of the op that makes it; -1 if none
