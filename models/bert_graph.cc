@@ -46,17 +46,23 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
     const TensorId attn_weights = layers.last_attention_weights();
     attn = layers.Linear(p + ".attention.output.dense", "o", attn, h, h, true);
     attn = layers.Dropout(p + ".attention.output.dropout", attn, spec.hidden_dropout);
+    const TensorId attn_dropped = attn;
     attn = layers.Binary(OpKind::kAdd, p + ".attention.output.residual", attn, x);
     TensorId h1 = layers.LayerNorm(p + ".attention.output.LayerNorm", attn, h);
+    // BertSelfOutput/BertOutput: LayerNorm(hidden_states + input_tensor) keeps the dropout
+    // output bound to hidden_states until the norm returns.
+    layers.HeldUntilModuleReturns(attn_dropped, h1);
     TensorId up =
         layers.Linear(p + ".intermediate.dense", "up", h1, h, spec.intermediate_size, true);
     TensorId act = layers.Activation(p + ".intermediate.act", up);
     TensorId down =
         layers.Linear(p + ".output.dense", "down", act, spec.intermediate_size, h, true);
     down = layers.Dropout(p + ".output.dropout", down, spec.hidden_dropout);
+    const TensorId down_dropped = down;
     down = layers.Binary(OpKind::kAdd, p + ".output.residual", down, h1);
     const TensorId block_input = x;
     x = layers.LayerNorm(p + ".output.LayerNorm", down, h);
+    layers.HeldUntilModuleReturns(down_dropped, x);
     // BertEncoder's loop variable holds the block input, and BertLayer its
     // attention_output, until the layer returns (modeling_bert.py:411-418, 439-440).
     layers.HeldUntilModuleReturns(block_input, x);
