@@ -63,6 +63,9 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
     const TensorId block_input = x;
     x = layers.LayerNorm(p + ".output.LayerNorm", down, h);
     layers.HeldUntilModuleReturns(down_dropped, x);
+    // BertLayer.feed_forward_chunk's intermediate_output lives until BertOutput returns
+    // (modeling_bert.py:417-418), even where output.dense saves nothing (LoRA).
+    layers.HeldUntilModuleReturns(act, x);
     // BertEncoder's loop variable holds the block input, and BertLayer its
     // attention_output, until the layer returns (modeling_bert.py:411-418, 439-440).
     layers.HeldUntilModuleReturns(block_input, x);

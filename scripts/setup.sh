@@ -32,11 +32,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ $with_torch -eq 1 ] && ! python3 -c "import torch" 2>/dev/null; then
+# The versions the tests measure: a machine with other versions gets these.
+if [ $with_torch -eq 1 ] && ! python3 -c "import torch; assert torch.__version__.split('+')[0] == '2.15.0'" 2>/dev/null; then
   echo "setup: installing torch from PyPI (LibTorch for the runtime; about 3 GB)"
   python3 -m pip install --quiet "torch==2.15.0"
 fi
-if [ $with_torch -eq 1 ] && ! python3 -c "import transformers, peft" 2>/dev/null; then
+if [ $with_torch -eq 1 ] && ! python3 -c "import transformers, peft; assert (transformers.__version__, peft.__version__) == ('5.24.0', '0.21.2')" 2>/dev/null; then
   # The reference the runtime's saved weights and adapters are checked against.
   echo "setup: installing transformers and peft from PyPI (for the Hugging Face reference test)"
   python3 -m pip install --quiet "transformers==5.24.0" "peft==0.21.2"

@@ -230,8 +230,17 @@ struct CostRule<OpKind::kLayerNorm> : NewGradients, FlopsOfClass {
   static void Forward(ForwardRule& r) {
     r.SaveIf(0, true);
     const int64_t rows = r.v.in_numel(0) / r.v.last_dim(0);
-    r.Internal("layer_norm mean", StorageBytes(DType::kF32, rows), r.SavedOr(true));
-    r.Internal("layer_norm rstd", StorageBytes(DType::kF32, rows), r.SavedOr(true));
+    const DType stats = StatsDType(r.v);
+    r.Internal("layer_norm mean", StorageBytes(stats, rows), r.SavedOr(true));
+    r.Internal("layer_norm rstd", StorageBytes(stats, rows), r.SavedOr(true));
+  }
+  // CUDA's layer_norm keeps its statistics in the accumulate type (fp32); the CPU's in the
+  // parameters' type: the input's, or fp32 when a 16-bit input meets fp32 weights
+  // (layer_norm.cpp, layer_norm_cpu: param_scalar_type(input, mixed_type)).
+  static DType StatsDType(const OpView& v) {
+    const DType in = v.states.UsedDType(v.op, 0);
+    if (v.states.target().cuda_autocast || in == DType::kF32) return DType::kF32;
+    return v.states.UsedDType(v.op, 1) == DType::kF32 ? DType::kF32 : in;
   }
 };
 
