@@ -97,9 +97,13 @@ AttentionKernelChoice ChooseCuda(const SdpParams& p, bool repeats_kv) {
   }
   note(flash);
   const auto efficient = MemEfficientRejects(p);
-  if (!efficient) return {AttentionKernel::kMemEfficient, repeats_kv, skipped};
+  if (!efficient) {
+    return {AttentionKernel::kMemEfficient, repeats_kv,
+            fmt::format("{}; the memory-efficient kernel takes {}{}", skipped, dtype,
+                        p.grouped ? " and grouped K/V (enable_gqa, torch 2.15)" : "")};
+  }
   note(efficient);
-  return {AttentionKernel::kMath, repeats_kv, skipped};
+  return {AttentionKernel::kMath, repeats_kv, skipped + "; the math fallback takes anything"};
 }
 
 }  // namespace

@@ -139,6 +139,53 @@ TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
   EXPECT_EQ(CostBackward(g, g.op(OpId{1}), states, kEnv).input_grads[0], GradFlow::kNew);
 }
 
+// q [b=2, 4 heads, s=3, d=8] with grouped k, v [2, 2 heads, 3, 8], in fp32 on CUDA.
+OpGraph GroupedSdpa(AttentionKernel kernel) {
+  OpGraph g;
+  const SymShape q_shape{Dim::B(), Dim::C(4), Dim::S(), Dim::C(8)};
+  const SymShape kv_shape{Dim::B(), Dim::C(2), Dim::S(), Dim::C(8)};
+  TensorId x = TrainableActivation(g, 8);
+  auto qkv = g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
+                     {{.name = "q", .shape = q_shape, .alias_of = x},
+                      {.name = "k", .shape = kv_shape, .alias_of = x},
+                      {.name = "v", .shape = kv_shape, .alias_of = x}});
+  g.AddOp({.kind = OpKind::kSdpa,
+           .name = "sdpa",
+           .inputs = {qkv[0], qkv[1], qkv[2]},
+           .causal = true,
+           .attention_kernel = kernel},
+          {{.name = "o", .shape = q_shape}});
+  return g;
+}
+
+TEST(OpCost, MemoryEfficientSdpaPadsItsLogsumexpTo32Rows) {
+  const OpGraph g = GroupedSdpa(AttentionKernel::kMemEfficient);
+  const TensorStates states(g, RegimeOf(Precision::kFp32));
+  const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
+  EXPECT_EQ(f.saves_input, (std::vector<bool>{true, true, true}));
+  ASSERT_EQ(f.internals.size(), 1u);
+  EXPECT_EQ(f.internals[0].bytes, 2 * 4 * 32 * 4);  // fp32 [b, heads, ceil(s/32)*32]
+  // Backward: fp32 staging the size of q, and dK/dV per query head (2 x 2*4*3*8 * 4 B).
+  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 768 + 2 * 768);
+}
+
+TEST(OpCost, MathSdpaSavesScaledOperandsProbabilitiesAndRepeatedV) {
+  const OpGraph g = GroupedSdpa(AttentionKernel::kMath);
+  const TensorStates states(g, RegimeOf(Precision::kFp32));
+  const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
+  EXPECT_EQ(f.saves_input, (std::vector<bool>{false, false, false}));  // copies are saved
+  EXPECT_FALSE(f.saves_output);
+  int64_t saved = 0, transient = 0;
+  for (const InternalBuffer& b : f.internals)
+    (b.lifetime == Lifetime::kSaved ? saved : transient) += b.bytes;
+  const int64_t q = 2 * 4 * 3 * 8 * 4, scores = 2 * 4 * 3 * 3 * 4;
+  // q * sqrt(scale), k^T * sqrt(scale) and v repeated to 4 heads, and the softmax result.
+  EXPECT_EQ(saved, 3 * q + scores);
+  // The repeated k; the bool ones, tril and logical_not and the fp32 [s, s] causal mask;
+  // the scores, _safe_softmax's softmax, eq(-inf) [bool] and all() [b, h, s] bool.
+  EXPECT_EQ(transient, q + 3 * 9 + 9 * 4 + 2 * scores + scores / 4 + 2 * 4 * 3);
+}
+
 TEST(OpCost, SoftmaxUnderAutocastRunsInFp32) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 3);  // stands in for [b, s, s] scores

@@ -42,6 +42,7 @@ def cuda_bytes(nbytes):
 
 def measure(case):
     import torch
+    from hf_training_run import prepare_for_training
     torch.set_num_threads(1)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -285,17 +286,7 @@ def measure(case):
     with fake, torch.device("cuda"):
         model = auto.from_config(hf_config, attn_implementation=case["attention"],
                                  dtype=dtypes[case["base_dtype"]])
-        model.train()
-        if case["checkpoint"] == "all":
-            model.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False})
-        if case["mode"] == "lora":
-            import peft
-            task = peft.TaskType.SEQ_CLS if case["task"] == "seq-cls" else peft.TaskType.CAUSAL_LM
-            lora = peft.LoraConfig(r=case["lora_rank"], lora_alpha=2 * case["lora_rank"],
-                                   lora_dropout=0.0, target_modules=case["lora_targets"],
-                                   task_type=task)
-            model = peft.get_peft_model(model, lora)
+        model = prepare_for_training(model, case)
     torch.nn.Module._apply = real_apply
     build_s = time.time() - t0
     weights = sum(cuda_bytes(p.untyped_storage().nbytes()) for p in model.parameters())

@@ -28,6 +28,12 @@ def build_model(case, hf_config):
     elif case["mode"] == "lora" and case["precision"] == "amp-bf16":
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[case["base_dtype"]]
     model = auto.from_config(hf_config, attn_implementation=case["attention"], dtype=dtype)
+    return prepare_for_training(model, case)
+
+
+def prepare_for_training(model, case):
+    """Train mode, gradient checkpointing and LoRA adapters as the case asks, the way a
+    transformers + PEFT user sets them up."""
     model.train()
     if case["checkpoint"] == "all":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
