@@ -440,13 +440,18 @@ class StepSimulator {
       }
       grad_of_[out.value] = kNoBuffer;
     }
-    // Autocast's ToCopyBackward0 of a cast weight runs after this node has returned.
-    for (auto [p, used] : cast_weight_grads_) {
-      const int64_t grad = Acquire(Bytes(p), Category::kGradients);
-      Release(used);
-      GradientArrives(p, grad);
+    // The nodes downstream of this one run after it has returned: autocast's
+    // ToCopyBackward0 of a cast weight, then AccumulateGrad (and the engine's sum of a
+    // tied weight's gradients in its input buffer).
+    for (const ParamGradOut& out : param_grads_out_) {
+      int64_t grad = out.buffer;
+      if (out.cast) {
+        grad = Acquire(Bytes(out.param), Category::kGradients);
+        Release(out.buffer);
+      }
+      GradientArrives(out.param, grad);
     }
-    cast_weight_grads_.clear();
+    param_grads_out_.clear();
   }
 
   void ActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {
@@ -486,12 +491,12 @@ class StepSimulator {
       // tensors and output gradient (RunOpBackward).
       const int64_t used = Acquire(cast, Category::kTemporaries);
       if (scratch_bytes > 0) Release(Acquire(scratch_bytes, Category::kTemporaries));
-      cast_weight_grads_.push_back({p, used});
+      param_grads_out_.push_back({p, used, /*cast=*/true});
       return;
     }
     const int64_t grad = Acquire(Bytes(p), Category::kGradients);
     if (scratch_bytes > 0) Release(Acquire(scratch_bytes, Category::kTemporaries));
-    GradientArrives(p, grad);
+    param_grads_out_.push_back({p, grad, /*cast=*/false});
   }
 
   // The engine sums a parameter's gradients within one backward out of place (a tied
@@ -573,9 +578,14 @@ class StepSimulator {
   const std::vector<uint8_t> checkpointed_;  // per block
   SimulationOptions options_;
   const std::vector<int>& block_of_op_;
-  // Per-op scratch of RunOpBackward: gradients of autocast-cast weights waiting for their
-  // conversion (parameter, buffer in the dtype the op used).
-  std::vector<std::pair<TensorId, int64_t>> cast_weight_grads_;
+  // Per-op scratch of RunOpBackward: the parameter gradients a node produced, handed on
+  // once it has returned (in the dtype the op used when autocast cast the weight).
+  struct ParamGradOut {
+    TensorId param;
+    int64_t buffer;
+    bool cast;
+  };
+  std::vector<ParamGradOut> param_grads_out_;
   const std::vector<int64_t>& bytes_;
   const std::vector<uint8_t>& per_sample_;
   const std::vector<int>& forward_uses_;
