@@ -31,13 +31,14 @@ struct SdpParams {
 // CUDA >= 13 build, sm90 and sm10x try cuDNN before flash.
 bool PrefersCudnn(double cc) { return Major(cc) == 9 || Major(cc) == 10; }
 
-// can_use_cudnn_attention: fp16/bf16, sm80..sm121, head_dim a multiple of 8 and <= 128
-// (256 on sm90/sm10x, whose backward takes only d == 256), dropout a multiple of 1/16.
+// can_use_cudnn_attention: fp16/bf16, sm80..sm121, head_dim a multiple of 8 and <= 128,
+// dropout a multiple of 1/16. (check_cudnn_tensor_shapes raises the limit to 256 on
+// sm90/sm10x only with a cudnn-frontend >= 1.24, which the wheel does not say it bundles:
+// not assumed.)
 std::optional<std::string> CudnnRejects(const SdpParams& p) {
   if (!Is16Bit(p.call.dtype)) return "cuDNN takes fp16/bf16 only";
   if (p.d() % 8 != 0) return "cuDNN needs a head size that is a multiple of 8";
-  const bool d256 = PrefersCudnn(p.cc) && p.d() == 256;
-  if (p.d() > 128 && !d256) return fmt::format("cuDNN's head-size limit is 128 (got {})", p.d());
+  if (p.d() > 128) return fmt::format("cuDNN's head-size limit is 128 (got {})", p.d());
   const double sixteenths = p.dropout * 16;
   if (sixteenths != std::floor(sixteenths))
     return fmt::format("cuDNN takes dropout in multiples of 1/16 (got {})", p.dropout);

@@ -169,6 +169,7 @@ class StepSimulator {
     grad_of_.assign(graph_.num_tensors(), kNoBuffer);
     param_grad_.assign(graph_.num_tensors(), kNoBuffer);
     pending_grad_.assign(graph_.num_tensors(), kNoBuffer);
+    pending_owned_.assign(graph_.num_tensors(), 0);
     grad_arrivals_.assign(graph_.num_tensors(), 0);
     op_holds_.Reset(graph_.num_ops());
     block_holds_.Reset(graph_.blocks().size());
@@ -449,7 +450,7 @@ class StepSimulator {
         grad = Acquire(Bytes(out.param), Category::kGradients);
         Release(out.buffer);
       }
-      GradientArrives(out.param, grad);
+      GradientArrives(out.param, grad, /*owned=*/out.cast || op.kind != OpKind::kLinear);
     }
     param_grads_out_.clear();
   }
@@ -499,18 +500,29 @@ class StepSimulator {
     param_grads_out_.push_back({p, grad, /*cast=*/false});
   }
 
-  // The engine sums a parameter's gradients within one backward out of place (a tied
-  // embedding's: both operands and the sum live at once); AccumulateGrad then takes the
-  // sum when all have arrived.
-  void GradientArrives(TensorId p, int64_t grad) {
+  // The engine sums a parameter's gradients within one backward in its input buffer
+  // (torch/csrc/autograd/input_buffer.cpp, accumulate): in place into the first one when
+  // it holds that tensor's only reference and storage (can_accumulate_inplace), as for
+  // the fresh fp32 copy of autocast's ToCopyBackward0; out of place otherwise (both
+  // operands and the sum live at once), as for a linear's weight gradient, TBackward0's
+  // view whose base shares its storage. AccumulateGrad then takes the sum when all
+  // have arrived.
+  void GradientArrives(TensorId p, int64_t grad, bool owned) {
     if (const int64_t pending = pending_grad_[p.value]; pending != kNoBuffer) {
-      const int64_t sum = Acquire(Bytes(p), Category::kGradients);
-      Release(pending);
-      Release(grad);
-      grad = sum;
+      if (pending_owned_[p.value]) {
+        Release(grad);  // added in place into the pending gradient
+        grad = pending;
+      } else {
+        const int64_t sum = Acquire(Bytes(p), Category::kGradients);
+        Release(pending);
+        Release(grad);
+        grad = sum;
+      }
+      owned = true;
     }
     if (++grad_arrivals_[p.value] < tables_.param_grad_arrivals[p.value]) {
       pending_grad_[p.value] = grad;
+      pending_owned_[p.value] = owned;
       return;
     }
     pending_grad_[p.value] = kNoBuffer;
@@ -606,6 +618,7 @@ class StepSimulator {
   std::vector<int64_t> grad_of_;
   std::vector<int64_t> param_grad_;
   std::vector<int64_t> pending_grad_;        // a gradient waiting for the parameter's others
+  std::vector<uint8_t> pending_owned_;       // ... and the engine may add into it in place
   int64_t leaf_grad_ = kNoBuffer;            // the hooked embedding output's .grad
   std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
   std::vector<int> grad_arrivals_;
