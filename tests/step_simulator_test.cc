@@ -55,6 +55,54 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
   return out;
 }
 
+// ids -> embedding(E [16, 4]) -> linear(E, tied) -> float -> log_softmax -> nll: the
+// tied weight gets two gradients in one backward, the linear's first.
+OpGraph TiedEmbeddingGraph() {
+  OpGraph g;
+  const SymShape tokens{Dim::B(), Dim::S()};
+  TensorId ids = g.AddInput("ids", tokens, DType::kI64);
+  TensorId labels = g.AddInput("labels", tokens, DType::kI64);
+  TensorId e_w = g.AddParameter("E", {Dim::C(16), Dim::C(4)}, {});
+  TensorId e = g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, e_w}},
+                       {{.name = "e", .shape = {Dim::B(), Dim::S(), Dim::C(4)}}})[0];
+  const SymShape logits_shape{Dim::B(), Dim::S(), Dim::C(16)};
+  TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "lm_head", .inputs = {e, e_w}},
+                       {{.name = "y", .shape = logits_shape}})[0];
+  TensorId y32 = g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {y}},
+                         {{.name = "y32", .shape = logits_shape}})[0];
+  TensorId lp = g.AddOp({.kind = OpKind::kLogSoftmax, .name = "log_softmax", .inputs = {y32}},
+                        {{.name = "lp", .shape = logits_shape}})[0];
+  TensorId loss = g.AddOp({.kind = OpKind::kNllLoss, .name = "nll", .inputs = {lp, labels}},
+                          {{.name = "loss", .shape = {}}})[0];
+  g.SetLoss(loss);
+  g.CheckWellFormed();
+  return g;
+}
+
+// The most gradient-category bytes live at once during the first step.
+int64_t MostGradientBytes(const Timeline& t) {
+  int64_t live = 0, most = 0;
+  for (const MemoryEvent& e : t.events) {
+    if (e.category != Category::kGradients) continue;
+    live += e.kind == MemoryEvent::Kind::kAlloc ? e.bytes : -e.bytes;
+    most = std::max(most, live);
+  }
+  return most;
+}
+
+// The engine sums a tied weight's two gradients in its input buffer: out of place when the
+// first is the linear's weight gradient (TBackward0's view of the product: its storage
+// is shared), so both and the sum live at once; in place into autocast's fresh fp32 copy
+// (ToCopyBackward0) under AMP (input_buffer.cpp, can_accumulate_inplace).
+TEST(StepSimulator, TiedWeightGradientsSumOutOfPlaceInFp32AndInPlaceUnderAutocast) {
+  const OpGraph g = TiedEmbeddingGraph();
+  constexpr int64_t kWeightFp32 = 16 * 4 * 4;
+  TrainingConfig config = TinyConfig(OptimizerKind::kSgd);
+  EXPECT_EQ(MostGradientBytes(SimulateSteps(g, config, {}, {.steps = 1})), 3 * kWeightFp32);
+  config.precision = Precision::kAmpBf16;
+  EXPECT_EQ(MostGradientBytes(SimulateSteps(g, config, {}, {.steps = 1})), 2 * kWeightFp32);
+}
+
 // fp32, b = 1, s = 2, SGD (no optimizer state), one step. Live bytes after each event
 // (one # per 8 bytes), worked out by hand:
 //
