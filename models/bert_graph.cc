@@ -11,8 +11,21 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size, heads = spec.num_heads, d = spec.head_dim;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
-  TensorId types = g.AddInput("token_type_ids", {Dim::B(), Dim::S()}, DType::kI64);
-  TensorId positions = g.AddInput("position_ids", {Dim::C(1), Dim::S()}, DType::kI64);
+  TensorId types, positions;
+  if (layers.python_references()) {
+    // BertEmbeddings registers position_ids and token_type_ids as int64 [1, max_positions]
+    // buffers (modeling_bert.py:66-67) and reads slices of them: views, no allocation.
+    const SymShape buffer{Dim::C(1), Dim::C(spec.max_positions)};
+    const TensorId type_buffer = g.AddBuffer("bert.embeddings.token_type_ids", buffer, DType::kI64);
+    const TensorId position_buffer =
+        g.AddBuffer("bert.embeddings.position_ids", buffer, DType::kI64);
+    types = layers.View("bert.embeddings.token_type_slice", type_buffer, {Dim::B(), Dim::S()});
+    positions =
+        layers.View("bert.embeddings.position_slice", position_buffer, {Dim::C(1), Dim::S()});
+  } else {
+    types = g.AddInput("token_type_ids", {Dim::B(), Dim::S()}, DType::kI64);
+    positions = g.AddInput("position_ids", {Dim::C(1), Dim::S()}, DType::kI64);
+  }
   TensorId labels = g.AddInput("labels", {Dim::B()}, DType::kI64);
 
   const std::string e = "bert.embeddings";

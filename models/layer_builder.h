@@ -57,6 +57,8 @@ class LayerBuilder {
                std::set<std::string> lora_roles);
 
   OpGraph& graph() { return graph_; }
+  // Python references hold tensors (GraphOptions::python_references).
+  bool python_references() const { return options_.python_references; }
   const ModelSpec& spec() const { return spec_; }
 
   // A parameter outside the LoRA/QLoRA machinery: trainable in full fine-tuning only,

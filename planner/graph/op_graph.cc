@@ -17,7 +17,8 @@ OpGraph::BlockReads OpGraph::ExternalReads(int block) const {
     for (TensorId in : op(OpId{o}).inputs) {
       const TensorInfo& info = tensor(in);
       const bool inside = info.producer.valid() && op(info.producer).block == block;
-      if (info.role == TensorRole::kParameter || inside) continue;
+      if (info.role == TensorRole::kParameter || info.role == TensorRole::kBuffer || inside)
+        continue;
       reads.all.push_back(in);
       if (std::find(reads.distinct.begin(), reads.distinct.end(), in) == reads.distinct.end())
         reads.distinct.push_back(in);
@@ -44,6 +45,13 @@ TensorId OpGraph::AddInput(std::string name, SymShape shape, DType dtype) {
   return AddTensor({.name = std::move(name),
                     .shape = std::move(shape),
                     .role = TensorRole::kInput,
+                    .fixed_dtype = dtype});
+}
+
+TensorId OpGraph::AddBuffer(std::string name, SymShape shape, DType dtype) {
+  return AddTensor({.name = std::move(name),
+                    .shape = std::move(shape),
+                    .role = TensorRole::kBuffer,
                     .fixed_dtype = dtype});
 }
 
@@ -126,6 +134,7 @@ void OpGraph::CheckWellFormed() const {
             t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
                                    graph_[t.producer.value].kind == OpKind::kCausalMask);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
+                             t.role == TensorRole::kBuffer ||
                              t.role == TensorRole::kInput || per_forward_table;
         if (!allowed)
           throw std::logic_error("op graph: block reads an unexpected tensor " + t.name);

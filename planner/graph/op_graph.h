@@ -40,6 +40,7 @@ enum class TensorRole {
   kInput,       // per-micro-batch data: token ids, labels (allocated with the batch)
   kParameter,   // model weights; persistent
   kActivation,  // produced by an op
+  kBuffer,      // a model buffer (position ids): persistent, not a parameter
 };
 
 // Rotary position embedding: the base, and Llama 3.1's frequency scaling ("llama3" in
@@ -98,6 +99,7 @@ class OpGraph {
  public:
   TensorId AddTensor(TensorInfo info);
   TensorId AddInput(std::string name, SymShape shape, DType dtype);
+  TensorId AddBuffer(std::string name, SymShape shape, DType dtype);
   TensorId AddParameter(std::string name, SymShape shape, ParamOptions options);
   // Adds an op and its output tensors (their producer and block are set here); returns
   // the output ids. Inputs must already exist: ops are added in execution order.

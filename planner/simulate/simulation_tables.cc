@@ -24,7 +24,9 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
     bytes.push_back(states.Bytes(g, id, env));
     per_sample.push_back(info.shape.ScalesWithBatch());
     forward_uses.push_back(id == g.loss() ? 1 : static_cast<int>(g.Consumers(id).size()));
-    is_param.push_back(info.role == TensorRole::kParameter);
+    // Buffers, like parameters, live through the whole step whatever reads them.
+    is_param.push_back(info.role == TensorRole::kParameter || info.role == TensorRole::kBuffer);
+    if (info.role == TensorRole::kBuffer) model_buffers.push_back(id);
     trainable.push_back(info.role == TensorRole::kParameter && info.param.trainable);
     producer_block.push_back(info.producer.valid() ? block_of_op[info.producer.value] : -1);
     if (info.role == TensorRole::kInput) data_inputs.push_back(id);

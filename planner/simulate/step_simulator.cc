@@ -182,6 +182,10 @@ class StepSimulator {
         persistent_bytes_ += master;
       }
     }
+    for (TensorId b : tables_.model_buffers) {
+      buffer_of_[b.value] = Acquire(Bytes(b), Category::kWeights);
+      persistent_bytes_ += Bytes(b);
+    }
     if (options_.cublas_workspace_bytes > 0) {
       Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
       persistent_bytes_ += options_.cublas_workspace_bytes;
@@ -194,8 +198,7 @@ class StepSimulator {
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
     for (TensorId t : tables_.data_inputs) {
-      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
-           static_cast<int>(graph_.Consumers(t).size()));
+      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
     }
     for (int o = 0; o < graph_.num_ops(); ++o) {
       const int block = block_of_op_[o];

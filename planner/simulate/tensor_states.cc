@@ -187,7 +187,7 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
                              ? (target.fp32_adapters ? DType::kF32 : AdapterDType(regime))
                          : t.param.trainable ? regime.param_dtype
                                              : target.frozen_dtype.value_or(regime.frozen_dtype);
-    } else if (t.role == TensorRole::kInput) {
+    } else if (t.role == TensorRole::kInput || t.role == TensorRole::kBuffer) {
       states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
     }
   }
