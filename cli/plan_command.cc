@@ -30,7 +30,9 @@ void PrintOutcome(const PlanFlags& flags, const PlanRequest& request, const Plan
 int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, const OpGraph& graph,
                   const PlanOutcome& outcome, bool quiet) {
   const StepPrediction& p = outcome.prediction;
-  const TimelineExportInputs in{p.timeline, graph, outcome.plan.config.grad_accum_steps,
+  const TimelineExportInputs in{p.timeline,
+                                graph,
+                                outcome.plan.config.grad_accum_steps,
                                 p.budget_bytes,
                                 fmt::format("{} on {}: memory over two training steps",
                                             request.model.name, request.device.name),

@@ -69,7 +69,7 @@ std::optional<std::string> MemEfficientRejects(const SdpParams& p) {
   if (p.call.dtype == DType::kBF16 && p.cc < 8.0) return "bf16 needs sm80+";
   const int64_t alignment = p.cc >= 8.0 ? (Is16Bit(p.call.dtype) ? 8 : 4)
                             : Major(p.cc) == 7 && Is16Bit(p.call.dtype) ? 8
-                                                                         : 1;
+                                                                        : 1;
   if (p.d() % alignment != 0)
     return fmt::format("the memory-efficient kernel needs a head size that is a multiple of {}",
                        alignment);
@@ -86,8 +86,9 @@ AttentionKernelChoice ChooseCuda(const SdpParams& p, bool repeats_kv) {
   if (PrefersCudnn(p.cc)) {
     const auto why = CudnnRejects(p);
     if (!why)
-      return {AttentionKernel::kCudnn, repeats_kv,
-              fmt::format("{} on sm{:.0f}: PyTorch 2.15 tries cuDNN first there", dtype, p.cc * 10)};
+      return {
+          AttentionKernel::kCudnn, repeats_kv,
+          fmt::format("{} on sm{:.0f}: PyTorch 2.15 tries cuDNN first there", dtype, p.cc * 10)};
     note(why);
   }
   const auto flash = FlashRejects(p);
@@ -128,8 +129,12 @@ AttentionKernelChoice ChooseAttentionKernel(const ModelSpec& model, const Attent
   const bool enable_gqa =
       grouped_model && call.python_stack && !call.masked && model.head_dim <= 256;
   const bool repeats_kv = grouped_model && !enable_gqa;
-  const SdpParams p{model, call, CapabilityOf(call.device), model.attention_dropout,
-                    grouped_model && !repeats_kv, enable_gqa};
+  const SdpParams p{model,
+                    call,
+                    CapabilityOf(call.device),
+                    model.attention_dropout,
+                    grouped_model && !repeats_kv,
+                    enable_gqa};
   if (!call.device.cuda) {
     // select_sdp_backend_cpp: flash for every dtype, mask and grouped K/V; math only with
     // dropout (which the request already plans as eager attention: AttentionAsExecuted).

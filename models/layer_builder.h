@@ -11,8 +11,8 @@
 
 #include "models/attention_kernel_choice.h"
 #include "models/model_spec.h"
-#include "planner/graph/op_graph.h"
 #include "planner/core/training_config.h"
+#include "planner/graph/op_graph.h"
 
 namespace headroom {
 

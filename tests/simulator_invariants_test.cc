@@ -66,7 +66,8 @@ TEST(SimulatorInvariants, HoldForEveryConfiguration) {
     config.fine_tune.mode = c.mode;
     config.fine_tune.lora_rank = 4;
     config.fine_tune.lora_dropout = 0.05;
-    auto graph = BuildGraph(spec, {.fine_tune = config.fine_tune, .attention_call = {.impl = c.attention}});
+    auto graph =
+        BuildGraph(spec, {.fine_tune = config.fine_tune, .attention_call = {.impl = c.attention}});
     ASSERT_TRUE(graph.ok()) << graph.error().message;
     const auto ckpt =
         *CheckpointPolicy::Parse(c.checkpoint)->Resolve(static_cast<int>(graph->blocks().size()));

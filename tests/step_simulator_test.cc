@@ -139,15 +139,15 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
   TrainingConfig config = TinyConfig(OptimizerKind::kSgd);
   const Timeline t = SimulateSteps(g, config, {}, {.steps = 1});
   const std::vector<int64_t> expected = {
-      32,  56,                            // setup: E, W
-      72,  88,  104, 128, 152, 128,       // ids, labels, e, y, lp, free y
-      132, 136,                           // nll: total_weight, loss
-      140, 136,                           // grad(loss), loss freed
-      160, 156, 140, 136,                 // nll: grad(lp), total_weight, labels, grad(loss) freed
-      160, 136, 112,                      // log_softmax: grad(y32), lp freed, grad(lp) freed
-      128, 152, 136, 112,                 // fc: grad(e), W.grad, e freed, grad(y) freed
-      144, 128, 112,                      // embedding: E.grad, ids freed, grad(e) freed
-      80,  56};                           // zero_grad: E.grad, then W.grad
+      32,  56,                       // setup: E, W
+      72,  88,  104, 128, 152, 128,  // ids, labels, e, y, lp, free y
+      132, 136,                      // nll: total_weight, loss
+      140, 136,                      // grad(loss), loss freed
+      160, 156, 140, 136,            // nll: grad(lp), total_weight, labels, grad(loss) freed
+      160, 136, 112,                 // log_softmax: grad(y32), lp freed, grad(lp) freed
+      128, 152, 136, 112,            // fc: grad(e), W.grad, e freed, grad(y) freed
+      144, 128, 112,                 // embedding: E.grad, ids freed, grad(e) freed
+      80,  56};                      // zero_grad: E.grad, then W.grad
   EXPECT_EQ(LiveAfterEachEvent(t), expected);
 
   LiveBytes live(t);

@@ -34,8 +34,8 @@ inline std::string_view AttentionKernelName(AttentionKernel k) {
 // transformers' transpose(1, 2).contiguous() after attention is a view.
 inline bool ReturnsHeadsLastLayout(AttentionKernel k) {
   return k == AttentionKernel::kFlash || k == AttentionKernel::kCudnn ||
-         k == AttentionKernel::kMemEfficient ||
-         k == AttentionKernel::kCpuFlash || k == AttentionKernel::kFlashAttn2;
+         k == AttentionKernel::kMemEfficient || k == AttentionKernel::kCpuFlash ||
+         k == AttentionKernel::kFlashAttn2;
 }
 
 }  // namespace headroom

@@ -37,10 +37,12 @@ struct PrecisionRegime {
   DType frozen_dtype;
 };
 
-inline constexpr EnumName<Precision> kPrecisionNames[] = {
-    {Precision::kFp32, "fp32"},           {Precision::kAmpBf16, "amp-bf16"},
-    {Precision::kAmpFp16, "amp-fp16"},    {Precision::kBf16, "bf16"},
-    {Precision::kMixedBf16, "mixed-bf16"}, {Precision::kMixedFp16, "mixed-fp16"}};
+inline constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
+                                                          {Precision::kAmpBf16, "amp-bf16"},
+                                                          {Precision::kAmpFp16, "amp-fp16"},
+                                                          {Precision::kBf16, "bf16"},
+                                                          {Precision::kMixedBf16, "mixed-bf16"},
+                                                          {Precision::kMixedFp16, "mixed-fp16"}};
 inline std::string_view PrecisionName(Precision p) { return NameIn(kPrecisionNames, p); }
 inline Result<Precision> ParsePrecision(std::string_view name) {
   return ParseIn(kPrecisionNames, name, "precision");
@@ -52,8 +54,10 @@ DType AdapterDType(const PrecisionRegime& regime);
 
 enum class OptimizerKind { kAdamW, kSgd, kSgdMomentum, kAdafactor, kAdamW8bit };
 inline constexpr EnumName<OptimizerKind> kOptimizerNames[] = {
-    {OptimizerKind::kAdamW, "adamw"},         {OptimizerKind::kSgd, "sgd"},
-    {OptimizerKind::kSgdMomentum, "sgd-momentum"}, {OptimizerKind::kAdafactor, "adafactor"},
+    {OptimizerKind::kAdamW, "adamw"},
+    {OptimizerKind::kSgd, "sgd"},
+    {OptimizerKind::kSgdMomentum, "sgd-momentum"},
+    {OptimizerKind::kAdafactor, "adafactor"},
     {OptimizerKind::kAdamW8bit, "adamw-8bit"}};
 inline std::string_view OptimizerName(OptimizerKind k) { return NameIn(kOptimizerNames, k); }
 inline Result<OptimizerKind> ParseOptimizer(std::string_view name) {

@@ -4,7 +4,6 @@
 #include <fstream>
 #include <string>
 
-
 namespace headroom {
 
 CpuBf16 HostCpuBf16() {

@@ -15,10 +15,13 @@ enum class Stack {
   kHfTrainer,  // transformers' Trainer: adamw_torch_fused
   kHeadroom,   // `headroom train`: LibTorch's per-parameter optimizers, its own dropout
 };
-inline constexpr EnumName<Stack> kStackNames[] = {
-    {Stack::kPytorch, "pytorch"}, {Stack::kHfTrainer, "hf-trainer"}, {Stack::kHeadroom, "headroom"}};
+inline constexpr EnumName<Stack> kStackNames[] = {{Stack::kPytorch, "pytorch"},
+                                                  {Stack::kHfTrainer, "hf-trainer"},
+                                                  {Stack::kHeadroom, "headroom"}};
 inline std::string_view StackName(Stack s) { return NameIn(kStackNames, s); }
-inline Result<Stack> ParseStack(std::string_view name) { return ParseIn(kStackNames, name, "stack"); }
+inline Result<Stack> ParseStack(std::string_view name) {
+  return ParseIn(kStackNames, name, "stack");
+}
 // pytorch and hf-trainer run transformers + PEFT with torch.optim; headroom runs LibTorch.
 inline bool RunsPythonStack(Stack s) { return s != Stack::kHeadroom; }
 
@@ -29,7 +32,8 @@ enum class OptimizerImpl {
   kFused,    // one fused kernel per group: no temporaries
 };
 inline constexpr EnumName<OptimizerImpl> kOptimizerImplNames[] = {
-    {OptimizerImpl::kForLoop, "for-loop"}, {OptimizerImpl::kForeach, "foreach"},
+    {OptimizerImpl::kForLoop, "for-loop"},
+    {OptimizerImpl::kForeach, "foreach"},
     {OptimizerImpl::kFused, "fused"}};
 inline std::string_view OptimizerImplName(OptimizerImpl impl) {
   return NameIn(kOptimizerImplNames, impl);

@@ -134,8 +134,8 @@ void OpGraph::CheckWellFormed() const {
             t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
                                    graph_[t.producer.value].kind == OpKind::kCausalMask);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
-                             t.role == TensorRole::kBuffer ||
-                             t.role == TensorRole::kInput || per_forward_table;
+                             t.role == TensorRole::kBuffer || t.role == TensorRole::kInput ||
+                             per_forward_table;
         if (!allowed)
           throw std::logic_error("op graph: block reads an unexpected tensor " + t.name);
       }

@@ -77,13 +77,13 @@ struct OpNode {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   int block = -1;
-  double dropout_p = 0.0;  // kDropout
-  bool causal = false;     // kSdpa
+  double dropout_p = 0.0;                                      // kDropout
+  bool causal = false;                                         // kSdpa
   AttentionKernel attention_kernel = AttentionKernel::kFlash;  // kSdpa: the backend that runs
-  double scalar = 1.0;     // kScale: the factor; kAddScalar: the addend
-  double eps = 0.0;        // kLayerNorm, kRmsNorm
-  bool upcast = false;     // kSoftmax: softmax(..., dtype=torch.float32)
-  RopeParams rope;         // kRopeTables
+  double scalar = 1.0;  // kScale: the factor; kAddScalar: the addend
+  double eps = 0.0;     // kLayerNorm, kRmsNorm
+  bool upcast = false;  // kSoftmax: softmax(..., dtype=torch.float32)
+  RopeParams rope;      // kRopeTables
 };
 
 // A transformer block: the checkpointable segment [first_op, last_op] whose only

@@ -11,10 +11,10 @@
 
 #include "models/attention_kernel_choice.h"
 #include "planner/core/gpu_catalog.h"
-#include "planner/solve/plan_search.h"
-#include "planner/simulate/step_prediction.h"
-#include "planner/solve/step_time_model.h"
 #include "planner/core/training_config.h"
+#include "planner/simulate/step_prediction.h"
+#include "planner/solve/plan_search.h"
+#include "planner/solve/step_time_model.h"
 
 namespace headroom {
 
@@ -25,7 +25,7 @@ struct ReportInputs {
   const StepPrediction& prediction;
   const StepTime& time;
   int64_t global_batch = 0;
-  const SearchResult* search = nullptr;  // set when the solver chose the plan
+  const SearchResult* search = nullptr;    // set when the solver chose the plan
   AttentionKernelChoice attention_kernel;  // the kernel the plan assumes, and why
 };
 

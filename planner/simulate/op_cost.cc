@@ -369,9 +369,7 @@ template <>
 struct CostRule<OpKind::kMergeHeads> : FlopsOfClass {
   // SDPA's flash kernels return [b, heads, s, d] as a transpose of a [b, s, heads, d]
   // buffer, so transpose(1, 2).contiguous() is a view; eager's bmm output is copied.
-  static void Forward(ForwardRule& r) {
-    r.cost.output_aliases_input = FromHeadsLastKernel(r.v);
-  }
+  static void Forward(ForwardRule& r) { r.cost.output_aliases_input = FromHeadsLastKernel(r.v); }
   static void Backward(BackwardRule& r) { r.PassThroughIf(0, FromHeadsLastKernel(r.v)); }
   static bool FromHeadsLastKernel(const OpView& v) {
     return v.produced_by(0, OpKind::kSdpa) &&
@@ -421,8 +419,8 @@ struct SdpaShape {
   static SdpaShape Of(const OpView& v) {
     const auto& q = v.graph.tensor(v.in(0)).shape.dims();
     const auto& k = v.graph.tensor(v.in(1)).shape.dims();
-    return {v.env.micro_batch, q.at(1).value, k.at(1).value, v.env.seq_len, q.back().value,
-            v.states.UsedDType(v.op, 0)};
+    return {v.env.micro_batch, q.at(1).value,  k.at(1).value,
+            v.env.seq_len,     q.back().value, v.states.UsedDType(v.op, 0)};
   }
   int64_t q_numel() const { return b * heads * s * d; }
   int64_t scores_numel() const { return b * heads * s * s; }
@@ -488,8 +486,7 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
     for (size_t i = 0; i < 3; ++i) r.SaveIf(i, true);
     r.cost.saves_output = r.record;
     const int64_t lse_s = kernel == AttentionKernel::kMemEfficient ? RoundUp(a.s, 32) : a.s;
-    r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, a.b * a.heads * lse_s),
-               r.SavedOr(true));
+    r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, a.b * a.heads * lse_s), r.SavedOr(true));
   }
   static void Backward(BackwardRule& r) {
     const SdpaShape a = SdpaShape::Of(r.v);

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "planner/simulate/op_cost.h"
 #include "planner/graph/op_graph.h"
+#include "planner/simulate/op_cost.h"
 #include "planner/simulate/optimizer_model.h"
 #include "planner/simulate/step_simulator.h"
 #include "planner/simulate/tensor_states.h"
@@ -39,9 +39,9 @@ struct SimulationTables::Impl {
   // Per op: the tensors Python stops holding once the op has run (OpGraph::HoldUntilOpRan).
   std::vector<std::vector<TensorId>> released_after_op;
   std::vector<uint8_t> is_param;
-  std::vector<uint8_t> trainable;     // a parameter that gets a gradient
-  std::vector<int> producer_block;    // the block of the op that makes it; -1 if none
-  std::vector<TensorId> data_inputs;  // token ids, labels
+  std::vector<uint8_t> trainable;       // a parameter that gets a gradient
+  std::vector<int> producer_block;      // the block of the op that makes it; -1 if none
+  std::vector<TensorId> data_inputs;    // token ids, labels
   std::vector<TensorId> model_buffers;  // allocated at setup with the weights
   // The input embedding's output when a hook made it a leaf that requires grad
   // (CostTarget::input_embeddings_require_grad over a frozen embedding): it and its
