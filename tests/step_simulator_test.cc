@@ -10,17 +10,18 @@
 namespace headroom {
 namespace {
 
-// ids -> embedding(E [4, 2]) -> linear(W [3, 2]) -> float -> log_softmax -> nll
-OpGraph TinyClassifierGraph() {
+// ids -> embedding(E [vocab, width]) -> linear(W [classes, width], or E itself when
+// `classes` is 0: a tied weight) -> float -> log_softmax -> nll
+OpGraph EmbedLinearLossGraph(int64_t vocab, int64_t width, int64_t classes) {
   OpGraph g;
   const SymShape tokens{Dim::B(), Dim::S()};
   TensorId ids = g.AddInput("ids", tokens, DType::kI64);
   TensorId labels = g.AddInput("labels", tokens, DType::kI64);
-  TensorId e_w = g.AddParameter("E", {Dim::C(4), Dim::C(2)}, {});
-  TensorId w = g.AddParameter("W", {Dim::C(3), Dim::C(2)}, {});
+  TensorId e_w = g.AddParameter("E", {Dim::C(vocab), Dim::C(width)}, {});
+  TensorId w = classes > 0 ? g.AddParameter("W", {Dim::C(classes), Dim::C(width)}, {}) : e_w;
   TensorId e = g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, e_w}},
-                       {{.name = "e", .shape = {Dim::B(), Dim::S(), Dim::C(2)}}})[0];
-  const SymShape logits_shape{Dim::B(), Dim::S(), Dim::C(3)};
+                       {{.name = "e", .shape = {Dim::B(), Dim::S(), Dim::C(width)}}})[0];
+  const SymShape logits_shape{Dim::B(), Dim::S(), Dim::C(classes > 0 ? classes : vocab)};
   TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {e, w}},
                        {{.name = "y", .shape = logits_shape}})[0];
   TensorId y32 = g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {y}},
@@ -33,6 +34,9 @@ OpGraph TinyClassifierGraph() {
   g.CheckWellFormed();
   return g;
 }
+
+// ids -> embedding(E [4, 2]) -> linear(W [3, 2]) -> float -> log_softmax -> nll
+OpGraph TinyClassifierGraph() { return EmbedLinearLossGraph(4, 2, 3); }
 
 // fp32, b = 1, s = 2: small enough to follow every byte by hand.
 TrainingConfig TinyConfig(OptimizerKind optimizer) {
@@ -55,29 +59,9 @@ std::vector<int64_t> LiveAfterEachEvent(const Timeline& t) {
   return out;
 }
 
-// ids -> embedding(E [16, 4]) -> linear(E, tied) -> float -> log_softmax -> nll: the
-// tied weight gets two gradients in one backward, the linear's first.
-OpGraph TiedEmbeddingGraph() {
-  OpGraph g;
-  const SymShape tokens{Dim::B(), Dim::S()};
-  TensorId ids = g.AddInput("ids", tokens, DType::kI64);
-  TensorId labels = g.AddInput("labels", tokens, DType::kI64);
-  TensorId e_w = g.AddParameter("E", {Dim::C(16), Dim::C(4)}, {});
-  TensorId e = g.AddOp({.kind = OpKind::kEmbedding, .name = "embed", .inputs = {ids, e_w}},
-                       {{.name = "e", .shape = {Dim::B(), Dim::S(), Dim::C(4)}}})[0];
-  const SymShape logits_shape{Dim::B(), Dim::S(), Dim::C(16)};
-  TensorId y = g.AddOp({.kind = OpKind::kLinear, .name = "lm_head", .inputs = {e, e_w}},
-                       {{.name = "y", .shape = logits_shape}})[0];
-  TensorId y32 = g.AddOp({.kind = OpKind::kCastF32, .name = "float", .inputs = {y}},
-                         {{.name = "y32", .shape = logits_shape}})[0];
-  TensorId lp = g.AddOp({.kind = OpKind::kLogSoftmax, .name = "log_softmax", .inputs = {y32}},
-                        {{.name = "lp", .shape = logits_shape}})[0];
-  TensorId loss = g.AddOp({.kind = OpKind::kNllLoss, .name = "nll", .inputs = {lp, labels}},
-                          {{.name = "loss", .shape = {}}})[0];
-  g.SetLoss(loss);
-  g.CheckWellFormed();
-  return g;
-}
+// ids -> embedding(E [16, 4]) -> linear(E, tied): the tied weight gets two gradients in
+// one backward, the linear's first.
+OpGraph TiedEmbeddingGraph() { return EmbedLinearLossGraph(16, 4, 0); }
 
 // The most gradient-category bytes live at once during the first step.
 int64_t MostGradientBytes(const Timeline& t) {

@@ -9,6 +9,17 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def load_hf_config(config, overrides, task):
+    """The published config.json in configs/, with `overrides` applied; a classification
+    task gets two labels unless the config says otherwise."""
+    with open(os.path.join(HERE, "configs", config)) as f:
+        cfg = json.load(f)
+    cfg.update(overrides)
+    if task == "seq-cls":
+        cfg.setdefault("num_labels", 2)
+    return cfg
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -31,12 +42,7 @@ class Case:
     slow: bool = False          # real-size model: seconds to minutes on 2 cores
 
     def hf_config(self):
-        with open(os.path.join(HERE, "configs", self.config)) as f:
-            cfg = json.load(f)
-        cfg.update(self.overrides)
-        if self.task == "seq-cls":
-            cfg.setdefault("num_labels", 2)
-        return cfg
+        return load_hf_config(self.config, self.overrides, self.task)
 
     def plan_flags(self, target=("--device", "cpu")):
         flags = [*target, "--seq-len", str(self.seq_len),

@@ -4,12 +4,9 @@ first forward and at its peak. Fields as in cases.Case, plus amp-fp16; no optimi
 (the forward only)."""
 
 import dataclasses
-import json
-import os
 
-from cases import BERT_QV, GPT2_QKV, LLAMA_QKVO, TINY_BERT, TINY_GPT2, TINY_LLAMA, TINY_QWEN2
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from cases import (BERT_QV, GPT2_QKV, LLAMA_QKVO, TINY_BERT, TINY_GPT2, TINY_LLAMA, TINY_QWEN2,
+                   load_hf_config)
 
 LLAMA_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -32,12 +29,7 @@ class FakeCase:
     slow: bool = False          # real size: more than a few seconds
 
     def hf_config(self):
-        with open(os.path.join(HERE, "configs", self.config)) as f:
-            cfg = json.load(f)
-        cfg.update(self.overrides)
-        if self.task == "seq-cls":
-            cfg.setdefault("num_labels", 2)
-        return cfg
+        return load_hf_config(self.config, self.overrides, self.task)
 
     def amp_dtype(self):
         return {"amp-bf16": "bf16", "amp-fp16": "fp16"}.get(self.precision)
