@@ -74,10 +74,12 @@ TEST(PlanSearch, TightBudgetStillLeavesSomeBlocksUncheckpointed) {
   const DeviceSpec gpu = CustomGpu(static_cast<int64_t>(budget / (1.0 - kDefaultMargin)));
   const SearchResult r = SearchPlan(graph, config, gpu, {.global_batch = 8, .max_micro_batch = 1});
   ASSERT_TRUE(r.feasible);
-  const auto checkpointed = std::count(r.plan.checkpointed.begin(), r.plan.checkpointed.end(), true);
+  const auto checkpointed =
+      std::count(r.plan.checkpointed.begin(), r.plan.checkpointed.end(), true);
   EXPECT_LT(checkpointed, n);
   EXPECT_GT(checkpointed, 0);
-  EXPECT_LE(PredictStep(graph, r.plan.config, r.plan.checkpointed, gpu).device_peak_bytes, r.usable_bytes);
+  EXPECT_LE(PredictStep(graph, r.plan.config, r.plan.checkpointed, gpu).device_peak_bytes,
+            r.usable_bytes);
 }
 
 TEST(PlanSearch, BudgetBelowTheMinimumIsInfeasible) {
@@ -121,6 +123,40 @@ TEST(PlanSearch, AdviceMeasuresTheSmallestPlanAsTheSearchDoes) {
   EXPECT_EQ(r.plan.config.grad_accum_steps, 4);
   EXPECT_EQ(halved->peak_bytes, r.usable_bytes + r.shortfall_bytes);
   EXPECT_EQ(r.usable_bytes, UsableBytes(shorter.device, options.margin));
+}
+
+TEST(PlanSearch, AdviceNamesTheStackWhenTheForeachCopyDecides) {
+  // A plain loop on CUDA runs torch.optim's foreach AdamW, whose step holds a copy of
+  // every exp_avg_sq; HF Trainer's fused AdamW does not. The advice must price the
+  // stack change as the search would plan that stack.
+  PlanRequest request{*LoadCatalogModel("llama-3.2-1b"), {}, *FindGpu("rtx-4090")};
+  request.config.seq_len = 512;
+  request.config.precision = Precision::kAmpBf16;
+  const SearchOptions options{.global_batch = 8};
+  const std::vector<Suggestion> advice = SuggestFixes(request, options);
+  const auto stack = std::find_if(advice.begin(), advice.end(), [](const Suggestion& s) {
+    return s.change.find("--stack hf-trainer") != std::string::npos;
+  });
+  ASSERT_NE(stack, advice.end());
+
+  // The smallest plan of that stack: micro-batch 1, every block checkpointed (and so no
+  // KV cache: transformers turns use_cache off under gradient checkpointing).
+  PlanRequest trainer = request;
+  trainer.config.stack = Stack::kHfTrainer;
+  trainer.config.grad_accum_steps = 8;
+  trainer.config.checkpoint = {.kind = CheckpointPolicy::Kind::kAll};
+  const OpGraph graph = *BuildGraph(trainer.model, GraphOptionsOf(trainer.config));
+  const std::vector<bool> all(graph.blocks().size(), true);
+  const int64_t trainer_peak =
+      PeakAgainstBudget(PredictStep(graph, trainer.config, all, trainer.device), trainer.device);
+  EXPECT_EQ(stack->peak_bytes, trainer_peak);
+  EXPECT_EQ(stack->fits, trainer_peak <= UsableBytes(trainer.device, options.margin));
+
+  const OpGraph loop_graph = *BuildGraph(request.model, GraphOptionsOf(request.config));
+  const SearchResult loop = SearchPlan(loop_graph, request.config, request.device, options);
+  ASSERT_FALSE(loop.feasible);
+  // 1.24 G parameters: the fp32 exp_avg_sq copy alone is 4.6 GiB of the step's peak.
+  EXPECT_LT(stack->peak_bytes, loop.usable_bytes + loop.shortfall_bytes - (1LL << 30));
 }
 
 TEST(PlanSearch, FixedPolicyAndAllOrNoneAreRespected) {

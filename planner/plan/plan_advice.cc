@@ -48,6 +48,17 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOpt
     if (r.config.precision == Precision::kFp32) r.config.precision = Precision::kBf16;
     consider("QLoRA (4-bit NF4 base) with rank-16 adapters", r);
   }
+  // The training code decides where torch.optim's foreach step copies every gradient
+  // (a plain loop on CUDA) and HF Trainer's fused AdamW does not (training_config.cc).
+  if (request.config.optimizer == OptimizerKind::kAdamW && !request.config.optimizer_impl &&
+      EffectiveOptimizerImpl(request.config) == OptimizerImpl::kForeach) {
+    PlanRequest r = request;
+    r.config.stack = Stack::kHfTrainer;
+    consider("HF Trainer, fused AdamW: no foreach copy (--stack hf-trainer)", r);
+    r = request;
+    r.config.optimizer_impl = OptimizerImpl::kFused;
+    consider("AdamW(fused=True) in this loop (--optimizer-impl fused)", r);
+  }
   if (request.config.seq_len >= 256) {
     PlanRequest r = request;
     r.config.seq_len = request.config.seq_len / 2;
