@@ -22,6 +22,7 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
       BuildGpt2Graph(spec, layers);
       break;
     case ModelFamily::kLlama:
+    case ModelFamily::kQwen3:
       BuildLlamaGraph(spec, layers);
       break;
     case ModelFamily::kBert:

@@ -59,7 +59,7 @@ class FieldReader {
   } while (0)
 
 Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type, ModelSpec spec) {
-  spec.family = ModelFamily::kLlama;
+  spec.family = type == "qwen3" ? ModelFamily::kQwen3 : ModelFamily::kLlama;
   HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("hidden_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("num_hidden_layers"));
@@ -67,7 +67,8 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.Int("intermediate_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("max_position_embeddings"));
   HEADROOM_ASSIGN_OR_RETURN(spec.num_kv_heads, f.IntOr("num_key_value_heads", spec.num_heads));
-  HEADROOM_ASSIGN_OR_RETURN(spec.head_dim, f.IntOr("head_dim", 0));
+  // Qwen3Config defaults head_dim to 128 (configuration_qwen3.py:67), not hidden / heads.
+  HEADROOM_ASSIGN_OR_RETURN(spec.head_dim, f.IntOr("head_dim", type == "qwen3" ? 128 : 0));
   spec.tie_embeddings = f.BoolOr("tie_word_embeddings", false);
   spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
   spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
@@ -110,7 +111,15 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
           fmt::format("rope_scaling type '{}' is not supported (default, llama3)", kind));
     }
   }
+  // Qwen2 always has q/k/v biases; Qwen3 has them when attention_bias (default false),
+  // and then on o_proj too (modeling_qwen3.py), which is not modelled.
   spec.qkv_bias = type == "qwen2";
+  if (type == "qwen3" && f.BoolOr("attention_bias", false))
+    return MakeError("qwen3 config with attention_bias=true is not supported");
+  if (type == "qwen3" && f.BoolOr("use_sliding_window", false))
+    return MakeError(
+        "qwen3 config with use_sliding_window=true is not supported (every released Qwen3 "
+        "attends globally)");
   if (type == "llama" && f.BoolOr("attention_bias", false)) {
     return MakeError(
         "llama config with attention_bias=true (bias on the output projection) is not supported");
@@ -182,7 +191,7 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
                   ? root["_name_or_path"].get<std::string>()
                   : std::string(origin);
   Result<ModelSpec> imported = MakeError("");
-  if (type == "llama" || type == "mistral" || type == "qwen2") {
+  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
     imported = ImportLlamaLike(reader, type, spec);
   } else if (type == "gpt2") {
     imported = ImportGpt2(reader, spec);
@@ -190,7 +199,8 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
     imported = ImportBert(reader, root, spec);
   } else {
     return MakeError(fmt::format(
-        "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, gpt2, bert)",
+        "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3, gpt2, "
+        "bert)",
         origin, type));
   }
   if (!imported) return imported.error();

@@ -196,7 +196,7 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
         Op(OpKind::kAttnScores, prefix + ".scores", std::move(score_inputs), scores_shape);
     // LLaMA-family code takes softmax in fp32 and casts to the query's dtype; GPT-2 casts
     // to the value's dtype; BERT keeps the scores' dtype.
-    const bool llama = spec_.family == ModelFamily::kLlama;
+    const bool llama = IsLlamaLike(spec_.family);
     TensorId probs = graph_.AddOp({.kind = OpKind::kSoftmax,
                                    .name = prefix + ".softmax",
                                    .inputs = {scores},
@@ -263,6 +263,7 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
   const std::vector<std::string> defaults = DefaultLoraTargets(spec.family);
   switch (spec.family) {
     case ModelFamily::kLlama:
+    case ModelFamily::kQwen3:
       names = {{"q", {"q"}},        {"k", {"k"}},           {"v", {"v"}},
                {"o", {"o"}},        {"gate", {"gate"}},     {"up", {"up"}},
                {"down", {"down"}},  {"q_proj", {"q"}},      {"k_proj", {"k"}},

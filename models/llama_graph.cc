@@ -1,5 +1,6 @@
-// LLaMA family (Llama 2/3, Mistral, Qwen2): RMSNorm, rotary embeddings, grouped-query
-// attention, SwiGLU MLP, no dropout, optional qkv bias, tied or untied LM head.
+// LLaMA family (Llama 2/3, Mistral, Qwen2, Qwen3): RMSNorm, rotary embeddings,
+// grouped-query attention, SwiGLU MLP, no dropout, optional qkv bias, tied or untied LM
+// head; Qwen3 adds RMSNorms over each head of q and k.
 #include <fmt/format.h>
 
 #include "models/build_graph.h"
@@ -29,12 +30,18 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
     const std::string p = fmt::format("model.layers.{}", i);
     g.BeginBlock(x);
     TensorId n1 = layers.RmsNorm(p + ".input_layernorm", x, h);
-    TensorId q = layers.Linear(p + ".self_attn.q_proj", "q", n1, h, heads * d, spec.qkv_bias);
-    TensorId k = layers.Linear(p + ".self_attn.k_proj", "k", n1, h, kv * d, spec.qkv_bias);
-    TensorId v = layers.Linear(p + ".self_attn.v_proj", "v", n1, h, kv * d, spec.qkv_bias);
-    q = layers.View(p + ".self_attn.q_heads", q, HeadsShape(heads, d));
-    k = layers.View(p + ".self_attn.k_heads", k, HeadsShape(kv, d));
-    v = layers.View(p + ".self_attn.v_heads", v, HeadsShape(kv, d));
+    // Qwen3 normalizes each projection per head as it is made, before the next one
+    // (modeling_qwen3.py:245-247): q_norm(q_proj(x).view(..)), then k, then v.
+    auto heads_of = [&](const char* proj, const char* role, int64_t n, const char* norm) {
+      const std::string name = p + ".self_attn." + proj;
+      TensorId t = layers.Linear(name, role, n1, h, n * d, spec.qkv_bias);
+      t = layers.View(p + ".self_attn." + role + "_heads", t, HeadsShape(n, d));
+      if (norm && spec.has_qk_norm()) t = layers.RmsNorm(p + ".self_attn." + norm, t, d);
+      return t;
+    };
+    TensorId q = heads_of("q_proj", "q", heads, "q_norm");
+    TensorId k = heads_of("k_proj", "k", kv, "k_norm");
+    TensorId v = heads_of("v_proj", "v", kv, nullptr);
     q = g.AddOp({.kind = OpKind::kRope,
                  .name = p + ".self_attn.rope_q",
                  .inputs = {q, tables[0], tables[1]}},

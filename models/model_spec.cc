@@ -82,7 +82,7 @@ Result<ModelSpec> Validate(ModelSpec spec) {
                       : spec.family == ModelFamily::kBert ? "gelu"
                                                           : "silu";
   }
-  const bool llama = spec.family == ModelFamily::kLlama;
+  const bool llama = IsLlamaLike(spec.family);
   if (llama ? spec.activation != "silu"
             : spec.activation != "gelu_new" && spec.activation != "gelu" &&
                   spec.activation != "gelu_pytorch_tanh") {
@@ -101,11 +101,12 @@ Result<ModelSpec> Validate(ModelSpec spec) {
     return MakeError(fmt::format("model '{}': num_heads {} must be a multiple of num_kv_heads {}",
                                  spec.name, spec.num_heads, spec.num_kv_heads));
   }
-  if (spec.family != ModelFamily::kLlama && spec.num_kv_heads != spec.num_heads) {
-    return MakeError(fmt::format(
-        "model '{}': grouped-query attention is only supported for the llama family", spec.name));
+  if (!llama && spec.num_kv_heads != spec.num_heads) {
+    return MakeError(
+        fmt::format("model '{}': grouped-query attention is only supported for llama-like decoders",
+                    spec.name));
   }
-  if (spec.family != ModelFamily::kLlama && spec.q_dim() != spec.hidden_size) {
+  if (!llama && spec.q_dim() != spec.hidden_size) {
     return MakeError(
         fmt::format("model '{}': num_heads * head_dim must equal hidden_size", spec.name));
   }

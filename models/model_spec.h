@@ -1,5 +1,6 @@
-// ModelSpec: the architecture facts the graph builders need, for three families —
-// GPT-2 style decoders, LLaMA style decoders (also Mistral, Qwen2) and BERT encoders.
+// ModelSpec: the architecture facts the graph builders need: GPT-2 style decoders,
+// LLaMA style decoders (Llama 2/3, Mistral, Qwen2, and Qwen3 with its per-head q/k norms)
+// and BERT encoders.
 #pragma once
 
 #include "models/layer.h"
@@ -8,17 +9,25 @@
 #include <string>
 #include <string_view>
 
-#include "planner/graph/op_graph.h"
 #include "planner/core/enum_table.h"
 #include "planner/core/result.h"
+#include "planner/graph/op_graph.h"
 
 namespace headroom {
 
-enum class ModelFamily { kGpt2, kLlama, kBert };
+enum class ModelFamily { kGpt2, kLlama, kBert, kQwen3 };
 
-inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
-    {ModelFamily::kGpt2, "gpt2"}, {ModelFamily::kLlama, "llama"}, {ModelFamily::kBert, "bert"}};
+inline constexpr EnumName<ModelFamily> kFamilyNames[] = {{ModelFamily::kGpt2, "gpt2"},
+                                                         {ModelFamily::kLlama, "llama"},
+                                                         {ModelFamily::kBert, "bert"},
+                                                         {ModelFamily::kQwen3, "qwen3"}};
 inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
+
+// Decoders in transformers' Llama mould: RMSNorm, rotary embeddings, grouped-query
+// attention, a gated MLP, softmax in fp32 cast back to the query's dtype.
+inline bool IsLlamaLike(ModelFamily family) {
+  return family == ModelFamily::kLlama || family == ModelFamily::kQwen3;
+}
 
 struct ModelSpec {
   std::string name;
@@ -47,6 +56,8 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t q_dim() const { return num_heads * head_dim; }
+  // Qwen3 normalizes q and k per head (Qwen3RMSNorm over head_dim) before rotary.
+  bool has_qk_norm() const { return family == ModelFamily::kQwen3; }
 };
 
 // Fills defaults (head_dim, num_kv_heads, intermediate_size) and checks that sizes are

@@ -33,6 +33,37 @@ TEST(ParameterCount, MatchesPublishedCounts) {
   EXPECT_EQ(CatalogParams("bert-base"), 109'482'240 + 768 * 2 + 2);
 }
 
+// The counts transformers 5.24.0 reports for each Hub config.json, tied weights once:
+// sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters()) on the
+// meta device (tests/reference/configs/SOURCES.md). Both the catalog entry and the
+// config.json import must give them.
+struct TransformersCount {
+  const char* name;
+  int64_t params;
+};
+constexpr TransformersCount kNewFamilyCounts[] = {
+    {"llama-3.1-8b", 8'030'261'248},     {"llama-3.1-70b", 70'553'706'496},
+    {"llama-3.1-405b", 405'853'388'800}, {"llama-3.3-70b", 70'553'706'496},
+    {"qwen3-0.6b", 596'049'920},         {"qwen3-1.7b", 1'720'574'976},
+    {"qwen3-4b", 4'022'468'096},         {"qwen3-8b", 8'190'735'360},
+    {"qwen3-14b", 14'768'307'200},       {"qwen3-32b", 32'762'123'264},
+};
+
+TEST(ParameterCount, NewFamiliesMatchTransformers) {
+  for (const auto& [name, params] : kNewFamilyCounts) {
+    EXPECT_EQ(CatalogParams(name), params) << name;
+    const std::string path =
+        std::string(HEADROOM_TEST_DATA_DIR) + "/../reference/configs/" + name + ".json";
+    auto spec = ResolveModel(path);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(CountParams(*spec), params) << path;
+    auto catalog = LoadCatalogModel(name);
+    ASSERT_TRUE(catalog.ok());
+    spec->name = catalog->name;
+    EXPECT_EQ(*spec, *catalog) << name << ": the catalog entry and its config.json differ";
+  }
+}
+
 TEST(ParameterCount, LoraAddsOnlyAdapters) {
   auto spec = LoadCatalogModel("llama-2-7b");
   ASSERT_TRUE(spec.ok());

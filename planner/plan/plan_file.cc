@@ -31,7 +31,7 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
   out << YAML::Key << "qkv_bias" << YAML::Value << m.qkv_bias;
   out << YAML::Key << "norm_eps" << YAML::Value << m.norm_eps;
   out << YAML::Key << "activation" << YAML::Value << m.activation;
-  if (m.family == ModelFamily::kLlama) {
+  if (IsLlamaLike(m.family)) {
     out << YAML::Key << "rope_theta" << YAML::Value << m.rope.theta;
     if (m.rope.llama3_factor > 0) {
       out << YAML::Key << "rope_scaling" << YAML::Value << YAML::Flow << YAML::BeginMap;
