@@ -188,7 +188,7 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
 
 void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--model", f.model,
-                 "Built-in model name, a YAML spec, or a Hugging Face config.json")
+                 "Built-in model name, a YAML spec, a Hugging Face config.json or hub id ORG/NAME")
       ->required();
   auto* gpu = cmd.add_option("--gpu", f.gpu, "GPU from the catalog (see `headroom gpus`)");
   auto* mem = cmd.add_option("--gpu-mem", f.gpu_mem, "Custom GPU memory budget, e.g. 24GiB");

@@ -1,5 +1,6 @@
 #include "models/catalog.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "models/hf_config.h"
+#include "models/hub_config.h"
 #include "planner/core/file_io.h"
 #include "planner/core/name_suggest.h"
 
@@ -27,6 +29,24 @@ std::string CatalogDescription(std::string_view name) {
   return "";
 }
 
+std::optional<std::string> CatalogNameForHubId(std::string_view hub_id) {
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  for (const std::string& name : CatalogModelNames()) {
+    const std::string first_line = CatalogDescription(name);
+    if (!first_line.ends_with(')')) continue;
+    const size_t open = first_line.rfind('(');
+    if (open == std::string::npos) continue;
+    const std::string_view source =
+        std::string_view(first_line).substr(open + 1, first_line.size() - open - 2);
+    if (lower(source) == lower(hub_id)) return name;
+  }
+  return std::nullopt;
+}
+
 Result<ModelSpec> LoadCatalogModel(std::string_view name) {
   for (const EmbeddedFile& f : ModelCatalogFiles()) {
     if (f.name == name) return ParseModelSpecYaml(f.text, fmt::format("built-in model {}", name));
@@ -37,11 +57,25 @@ Result<ModelSpec> LoadCatalogModel(std::string_view name) {
       name, DidYouMean(name, CatalogModelNames())));
 }
 
+namespace {
+
+Result<ModelSpec> ResolveHubModel(std::string_view hub_id) {
+  if (std::optional<std::string> name = CatalogNameForHubId(hub_id)) return LoadCatalogModel(*name);
+  Result<HubConfig> config = FetchHubConfig(hub_id, HubSettingsFromEnvironment());
+  if (!config) return config.error();
+  Result<ModelSpec> spec = ParseHfConfigJson(config->text, config->origin);
+  if (spec) spec->name = std::string(hub_id);
+  return spec;
+}
+
+}  // namespace
+
 Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
   namespace fs = std::filesystem;
   fs::path path(name_or_path);
   std::error_code ec;
   if (!fs::exists(path, ec)) {
+    if (IsHubModelId(name_or_path)) return ResolveHubModel(name_or_path);
     const bool looks_like_path = name_or_path.find('/') != std::string_view::npos ||
                                  path.extension() == ".json" || path.extension() == ".yaml" ||
                                  path.extension() == ".yml";

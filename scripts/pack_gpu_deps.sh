@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 dest="$PWD/shared/deps"
 rm -rf "$dest" && mkdir -p "$dest"
 for pkg in libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev \
-           libgtest-dev googletest libboost-graph-dev libboost1.74-dev libbenchmark-dev; do
+           libgtest-dev googletest libboost-graph-dev libboost1.74-dev libbenchmark-dev \
+           libcurl4-openssl-dev libcurl4; do
   dpkg -L "$pkg" 2>/dev/null | while read -r f; do
     if [ -f "$f" ] || [ -L "$f" ]; then mkdir -p "$dest$(dirname "$f")" && cp -a "$f" "$dest$f"; fi
   done

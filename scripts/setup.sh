@@ -15,6 +15,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev libboost-graph-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcurl4-openssl-dev
 )
 # The test suite's sanitizer build and the fuzzers: clang with its ASan, UBSan and
 # libFuzzer runtimes.

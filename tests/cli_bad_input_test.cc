@@ -267,6 +267,13 @@ std::vector<BadInput> PlanCases() {
       {kFixed + "--cpu-bf16 maybe", "--cpu-bf16"},
       {"plan --model tiny-llama --micro-batch 1 --gpu a100", "a100"},
       {"plan --model llama-2-7 --micro-batch 1 --gpu a100-80gb", "llama-2-7"},
+      // Not a Hugging Face Hub id (exactly one '/', the Hub's characters, no file ending):
+      // a missing file, never a download.
+      {"plan --model a/b/c --micro-batch 1 --gpu a100-80gb", "model file 'a/b/c' does not exist"},
+      {"plan --model org/name.json --micro-batch 1 --gpu a100-80gb", "'org/name.json' does not"},
+      {"plan --model .org/name --micro-batch 1 --gpu a100-80gb", "'.org/name' does not exist"},
+      {"plan --model org/na..me --micro-batch 1 --gpu a100-80gb", "'org/na..me' does not exist"},
+      {"plan --model org/na--me --micro-batch 1 --gpu a100-80gb", "'org/na--me' does not exist"},
       {kFixed + "--frobnicate", "--frobnicate"},
       {"plan --gpu a100-80gb", "--model"},
       {"plan --model", "--model"},
