@@ -28,6 +28,9 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
     case ModelFamily::kBert:
       BuildBertGraph(spec, layers);
       break;
+    case ModelFamily::kPhi3:
+      BuildPhi3Graph(spec, layers);
+      break;
   }
   graph.CheckWellFormed();
   return graph;

@@ -6,8 +6,8 @@
 
 #include "models/layer_builder.h"
 #include "models/model_spec.h"
-#include "planner/graph/op_graph.h"
 #include "planner/core/result.h"
+#include "planner/graph/op_graph.h"
 
 namespace headroom {
 
@@ -17,5 +17,6 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options);
 void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers);
+void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers);
 
 }  // namespace headroom

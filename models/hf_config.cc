@@ -59,7 +59,9 @@ class FieldReader {
   } while (0)
 
 Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type, ModelSpec spec) {
-  spec.family = type == "qwen3" ? ModelFamily::kQwen3 : ModelFamily::kLlama;
+  spec.family = type == "qwen3"  ? ModelFamily::kQwen3
+                : type == "phi3" ? ModelFamily::kPhi3
+                                 : ModelFamily::kLlama;
   HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("hidden_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("num_hidden_layers"));
@@ -120,6 +122,12 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
     return MakeError(
         "qwen3 config with use_sliding_window=true is not supported (every released Qwen3 "
         "attends globally)");
+  if (type == "phi3") {
+    // Phi3Config: no head_dim field (hidden / heads), residual dropout resid_pdrop.
+    spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.0);
+    if (f.NumberOr("partial_rotary_factor", 1.0) != 1.0)
+      return MakeError("phi3 config with partial_rotary_factor other than 1 is not supported");
+  }
   if (type == "llama" && f.BoolOr("attention_bias", false)) {
     return MakeError(
         "llama config with attention_bias=true (bias on the output projection) is not supported");
@@ -191,7 +199,8 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
                   ? root["_name_or_path"].get<std::string>()
                   : std::string(origin);
   Result<ModelSpec> imported = MakeError("");
-  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
+  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
+      type == "phi3") {
     imported = ImportLlamaLike(reader, type, spec);
   } else if (type == "gpt2") {
     imported = ImportGpt2(reader, spec);
@@ -199,8 +208,8 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
     imported = ImportBert(reader, root, spec);
   } else {
     return MakeError(fmt::format(
-        "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3, gpt2, "
-        "bert)",
+        "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, "
+        "gpt2, bert)",
         origin, type));
   }
   if (!imported) return imported.error();

@@ -148,6 +148,12 @@ TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden) {
       {{.name = "causal_mask", .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
 }
 
+TensorId LayerBuilder::HeadsSlice(const std::string& name, TensorId x, int64_t begin, int64_t heads,
+                                  int64_t head_dim) {
+  return graph_.AddOp({.kind = OpKind::kView, .name = name, .inputs = {x}, .slice_begin = begin},
+                      {{.name = name, .shape = HeadsShape(heads, head_dim), .alias_of = x}})[0];
+}
+
 std::vector<TensorId> LayerBuilder::SplitView(const std::string& name, TensorId x,
                                               const std::vector<std::string>& parts,
                                               SymShape part_shape) {
@@ -158,7 +164,7 @@ std::vector<TensorId> LayerBuilder::SplitView(const std::string& name, TensorId 
 }
 
 TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v,
-                                 TensorId mask, bool causal) {
+                                 TensorId mask, bool causal, bool contiguous_query) {
   const int64_t heads = spec_.num_heads, d = spec_.head_dim;
   if (options_.kv_cache && causal) {
     const int64_t kv = spec_.num_kv_heads;
@@ -180,7 +186,8 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
                             .inputs = {q, k, v},
                             .dropout_p = spec_.attention_dropout,
                             .causal = causal,
-                            .attention_kernel = kernel.kernel},
+                            .attention_kernel = kernel.kernel,
+                            .contiguous_query = contiguous_query},
                            {{.name = prefix + ".sdpa", .shape = HeadsShape(heads, d)}})[0];
   } else {
     auto matmul_operand = [&](TensorId t, const char* name) {
@@ -252,7 +259,9 @@ TensorId LayerBuilder::ClassificationLoss(TensorId logits, TensorId labels, int6
 }
 
 std::vector<std::string> DefaultLoraTargets(ModelFamily family) {
-  if (family == ModelFamily::kGpt2) return {"qkv"};
+  // PEFT has no default for phi3 (it asks for target_modules); the fused qkv_proj is what
+  // q,v means there.
+  if (family == ModelFamily::kGpt2 || family == ModelFamily::kPhi3) return {"qkv"};
   return {"q", "v"};
 }
 
@@ -274,6 +283,16 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
       names = {{"qkv", {"qkv"}},    {"o", {"o"}},     {"up", {"up"}},           {"down", {"down"}},
                {"c_attn", {"qkv"}}, {"c_fc", {"up"}}, {"c_proj", {"o", "down"}}};
       break;
+    case ModelFamily::kPhi3:
+      names = {{"qkv", {"qkv"}},
+               {"o", {"o"}},
+               {"gate_up", {"gate_up"}},
+               {"down", {"down"}},
+               {"qkv_proj", {"qkv"}},
+               {"o_proj", {"o"}},
+               {"gate_up_proj", {"gate_up"}},
+               {"down_proj", {"down"}}};
+      break;
     case ModelFamily::kBert:
       names = {{"q", {"q"}},     {"k", {"k"}},   {"v", {"v"}},
                {"o", {"o"}},     {"up", {"up"}}, {"down", {"down"}},
@@ -286,8 +305,11 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
     if (it == names.end()) {
       std::string known;
       for (const auto& [n, _] : names) known += (known.empty() ? "" : ", ") + n;
-      std::string hint = spec.family == ModelFamily::kGpt2 && (t == "q" || t == "k" || t == "v")
-                             ? " (GPT-2 fuses q, k and v into one projection: target qkv)"
+      const bool fused = spec.family == ModelFamily::kGpt2 || spec.family == ModelFamily::kPhi3;
+      std::string hint = fused && (t == "q" || t == "k" || t == "v" || t == "q_proj" ||
+                                   t == "k_proj" || t == "v_proj")
+                             ? fmt::format(" ({} fuses q, k and v into one projection: target qkv)",
+                                           FamilyName(spec.family))
                              : "";
       return MakeError(fmt::format("LoRA target '{}' does not exist in {}{}; available: {}", t,
                                    spec.name, hint, known));

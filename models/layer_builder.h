@@ -82,6 +82,10 @@ class LayerBuilder {
   TensorId Activation(const std::string& name, TensorId x);
   TensorId Binary(OpKind kind, const std::string& name, TensorId a, TensorId b);
   TensorId View(const std::string& name, TensorId x, SymShape shape);
+  // x[..., begin : begin + heads * head_dim] as [b, heads, s, head_dim]: a slice of a
+  // fused projection; its backward builds a gradient the size of x (slice_backward).
+  TensorId HeadsSlice(const std::string& name, TensorId x, int64_t begin, int64_t heads,
+                      int64_t head_dim);
   // One op producing several views of x (split): its backward builds one gradient of x.
   std::vector<TensorId> SplitView(const std::string& name, TensorId x,
                                   const std::vector<std::string>& parts, SymShape part_shape);
@@ -93,8 +97,9 @@ class LayerBuilder {
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
   // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
+  // `contiguous_query`: q is a contiguous [b, heads, s, d] tensor, not a transposed view.
   TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask,
-                     bool causal);
+                     bool causal, bool contiguous_query = false);
   // The attention weights (eager: the probabilities after dropout) the last Attention()
   // returned to Python beside its output; invalid for SDPA, which returns None.
   TensorId last_attention_weights() const { return last_attention_weights_; }

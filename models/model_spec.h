@@ -1,6 +1,6 @@
 // ModelSpec: the architecture facts the graph builders need: GPT-2 style decoders,
-// LLaMA style decoders (Llama 2/3, Mistral, Qwen2, and Qwen3 with its per-head q/k norms)
-// and BERT encoders.
+// LLaMA style decoders (Llama 2/3, Mistral, Qwen2, Qwen3 with its per-head q/k norms, and
+// Phi-3 with its fused projections) and BERT encoders.
 #pragma once
 
 #include "models/layer.h"
@@ -15,18 +15,20 @@
 
 namespace headroom {
 
-enum class ModelFamily { kGpt2, kLlama, kBert, kQwen3 };
+enum class ModelFamily { kGpt2, kLlama, kBert, kQwen3, kPhi3 };
 
 inline constexpr EnumName<ModelFamily> kFamilyNames[] = {{ModelFamily::kGpt2, "gpt2"},
                                                          {ModelFamily::kLlama, "llama"},
                                                          {ModelFamily::kBert, "bert"},
-                                                         {ModelFamily::kQwen3, "qwen3"}};
+                                                         {ModelFamily::kQwen3, "qwen3"},
+                                                         {ModelFamily::kPhi3, "phi3"}};
 inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
 
 // Decoders in transformers' Llama mould: RMSNorm, rotary embeddings, grouped-query
 // attention, a gated MLP, softmax in fp32 cast back to the query's dtype.
 inline bool IsLlamaLike(ModelFamily family) {
-  return family == ModelFamily::kLlama || family == ModelFamily::kQwen3;
+  return family == ModelFamily::kLlama || family == ModelFamily::kQwen3 ||
+         family == ModelFamily::kPhi3;
 }
 
 struct ModelSpec {

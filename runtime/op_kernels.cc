@@ -157,13 +157,18 @@ struct Kernel<OpKind::kView> {
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
     const std::vector<int64_t> part = c.out_sizes();
-    if (part.size() == 4) {  // [b, s, parts * heads * d] -> parts x [b, heads, s, d]
+    const size_t parts = c.op.outputs.size();
+    if (part.size() == 4) {  // [b, s, .. parts * heads * d ..] -> parts x [b, heads, s, d]
+      const int64_t width = part[1] * part[3];
       Outputs out;
-      for (const at::Tensor& piece : x.split(part[1] * part[3], -1))
+      for (size_t k = 0; k < parts; ++k) {
+        const at::Tensor piece = x.narrow(-1, c.op.slice_begin + k * width, width);
         out.push_back(piece.view({part[0], part[2], part[1], part[3]}).transpose(1, 2));
+      }
       return out;
     }
-    if (part.size() == 2) return {x.select(1, 0)};  // [b, s, h] -> the first token
+    if (part.size() == 3 && parts > 1) return x.split(part[2], -1);  // chunk(parts, -1)
+    if (part.size() == 2) return {x.select(1, 0)};                   // [b, s, h] -> the first token
     return {x.view(part)};
   }
 };

@@ -47,6 +47,7 @@ constexpr TransformersCount kNewFamilyCounts[] = {
     {"qwen3-0.6b", 596'049'920},         {"qwen3-1.7b", 1'720'574'976},
     {"qwen3-4b", 4'022'468'096},         {"qwen3-8b", 8'190'735'360},
     {"qwen3-14b", 14'768'307'200},       {"qwen3-32b", 32'762'123'264},
+    {"phi-3-mini", 3'821'079'552},       {"phi-4", 14'659'507'200},
 };
 
 TEST(ParameterCount, NewFamiliesMatchTransformers) {

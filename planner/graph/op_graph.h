@@ -80,8 +80,14 @@ struct OpNode {
   double dropout_p = 0.0;                                      // kDropout
   bool causal = false;                                         // kSdpa
   AttentionKernel attention_kernel = AttentionKernel::kFlash;  // kSdpa: the backend that runs
+  // kSdpa: q is a contiguous [b, heads, s, d] tensor (Phi-3's rotary ends in torch.cat)
+  // rather than a transposed view of a [b, s, heads * d] projection.
+  bool contiguous_query = false;
   double scalar = 1.0;  // kScale: the factor; kAddScalar: the addend
   double eps = 0.0;     // kLayerNorm, kRmsNorm
+  // kView of one slice of a fused projection (Phi-3's qkv_proj): the slice's first
+  // feature in the input's last dimension.
+  int64_t slice_begin = 0;
   bool upcast = false;  // kSoftmax: softmax(..., dtype=torch.float32)
   RopeParams rope;      // kRopeTables
 };

@@ -67,10 +67,18 @@ TINY_LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads"
 TINY_QWEN2 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
               "num_hidden_layers": 2, "intermediate_size": 160, "vocab_size": 512,
               "max_window_layers": 2}
+TINY_QWEN3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 32, "num_hidden_layers": 2, "intermediate_size": 176,
+              "vocab_size": 512}
+TINY_PHI3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "num_hidden_layers": 2, "intermediate_size": 176, "vocab_size": 512,
+             "pad_token_id": None}
 TINY_BERT = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
              "intermediate_size": 256, "vocab_size": 512}
 
 GPT2_QKV = ("c_attn",)
+PHI3_QKV = ("qkv_proj",)
+PHI3_ALL = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
 BERT_QV = ("query", "value")
 
@@ -84,6 +92,10 @@ CASES = [
          optimizer="sgd", attention="eager", micro_batch=4, seq_len=128, slow=True),
     Case("qwen2.5-0.5b lora r16 q,v fp32 sdpa s128", "qwen2.5-0.5b.json", mode="lora",
          lora_rank=16, seq_len=128, slow=True),
+    Case("qwen3-0.6b lora r16 q,v fp32 sdpa s128", "qwen3-0.6b.json", mode="lora",
+         lora_rank=16, seq_len=128, slow=True),
+    Case("qwen3-0.6b fp32 sgd ckpt-all sdpa s64", "qwen3-0.6b.json", optimizer="sgd",
+         checkpoint="all", slow=True),
     # Real-size bf16 kernels (AMP: every linear, lm_head included, in bf16). Small token
     # count: on a CPU without AVX-512, ATen's own bf16 gemm runs (about 1 GFLOP/s on 2
     # cores), so this one case takes minutes there.
@@ -138,6 +150,26 @@ CASES = [
          precision="amp-bf16", optimizer_impl="foreach", micro_batch=2),
     Case("tiny-qwen2 fp32 adamw eager mb3 k2", "qwen2.5-0.5b.json", TINY_QWEN2,
          attention="eager", micro_batch=3, grad_accum=2),
+    # Qwen3 family (per-head q/k RMSNorm, head_dim wider than hidden / heads, tied), tiny.
+    Case("tiny-qwen3 fp32 adamw sdpa mb2 k2", "qwen3-0.6b.json", TINY_QWEN3, micro_batch=2,
+         grad_accum=2),
+    Case("tiny-qwen3 bf16 adamw eager mb2", "qwen3-0.6b.json", TINY_QWEN3, precision="bf16",
+         attention="eager", micro_batch=2),
+    Case("tiny-qwen3 amp-bf16 lora qkvo ckpt-all mb2", "qwen3-0.6b.json", TINY_QWEN3,
+         precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+         micro_batch=2),
+    Case("tiny-qwen3 fp32 lora sgd eager mb3", "qwen3-0.6b.json", TINY_QWEN3, mode="lora",
+         optimizer="sgd", attention="eager", micro_batch=3),
+    # Phi-3 family (fused qkv_proj and gate_up_proj, sliding_window 2047 > s), tiny.
+    Case("tiny-phi3 fp32 adamw sdpa mb2 k2", "phi-3-mini.json", TINY_PHI3, micro_batch=2,
+         grad_accum=2),
+    Case("tiny-phi3 bf16 adamw eager mb2", "phi-3-mini.json", TINY_PHI3, precision="bf16",
+         attention="eager", micro_batch=2),
+    Case("tiny-phi3 amp-bf16 lora all ckpt-all mb2", "phi-3-mini.json", TINY_PHI3,
+         precision="amp-bf16", mode="lora", lora_targets=PHI3_ALL, checkpoint="all",
+         micro_batch=2),
+    Case("tiny-phi3 fp32 lora qkv sgd eager mb3", "phi-3-mini.json", TINY_PHI3, mode="lora",
+         lora_targets=PHI3_QKV, optimizer="sgd", attention="eager", micro_batch=3),
     # BERT sequence classification, tiny.
     Case("tiny-bert fp32 adamw eager mb2", "bert-base-uncased.json", TINY_BERT, task="seq-cls",
          attention="eager", micro_batch=2),

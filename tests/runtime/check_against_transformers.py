@@ -63,6 +63,21 @@ CONFIGS = {
         "rope_theta": 1000000.0, "use_sliding_window": False,
         "architectures": ["Qwen2ForCausalLM"],
     },
+    # Qwen3: per-head q/k RMSNorm, head_dim 32 > hidden / heads, tied embeddings.
+    "qwen3": {
+        "model_type": "qwen3", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "max_position_embeddings": 128, "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True, "rope_theta": 1000000.0,
+        "architectures": ["Qwen3ForCausalLM"],
+    },
+    # Phi-3: fused qkv_proj (GQA slices) and gate_up_proj, untied.
+    "phi3": {
+        "model_type": "phi3", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+        "rope_theta": 10000.0, "pad_token_id": None, "architectures": ["Phi3ForCausalLM"],
+    },
     "bert": {
         "model_type": "bert", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 128,

@@ -51,6 +51,14 @@ std::vector<ValidationConfig> Configs() {
     out.push_back({m, P::kFp32, "alternate", 4, M::kFull, O::kSgdMomentum});
     out.push_back({m, P::kAmpBf16, "all", 4, M::kLora, O::kSgd});
   }
+  // Qwen3 (per-head q/k norms) and Phi-3 (fused projections): the first four combinations.
+  for (const char* m : {"tiny-qwen3", "tiny-phi3"}) {
+    for (size_t i = 0; i < 4; ++i) {
+      ValidationConfig c = out[8 + i];  // tiny-llama's
+      c.model = m;
+      out.push_back(c);
+    }
+  }
   // fp32 master weights, once per family.
   out.push_back({"tiny-gpt2", P::kMixedBf16, "none", 2, M::kFull, O::kAdamW});
   out.push_back({"tiny-llama", P::kMixedBf16, "alternate", 2, M::kLora, O::kAdamW});
