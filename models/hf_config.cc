@@ -125,6 +125,7 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   if (type == "phi3") {
     // Phi3Config: no head_dim field (hidden / heads), residual dropout resid_pdrop.
     spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.0);
+    HEADROOM_ASSIGN_OR_RETURN(spec.sliding_window, f.IntOr("sliding_window", 0));
     if (f.NumberOr("partial_rotary_factor", 1.0) != 1.0)
       return MakeError("phi3 config with partial_rotary_factor other than 1 is not supported");
   }

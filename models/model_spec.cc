@@ -26,6 +26,7 @@ std::optional<Error> CheckBounds(const ModelSpec& spec) {
         {spec.head_dim, kMaxWidth, "head_dim"},
         {spec.intermediate_size, kMaxWidth, "intermediate_size"},
         {spec.max_positions, kMaxPositions, "max_positions"},
+        {spec.sliding_window, kMaxPositions, "sliding_window"},
         {spec.type_vocab_size, kMaxVocab, "type_vocab_size"},
         {spec.num_labels, kMaxVocab, "num_labels"},
         {spec.rope.original_max_positions, kMaxPositions, "rope_scaling.original_max_positions"}}) {
@@ -157,6 +158,7 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  "head_dim",
                                  "intermediate_size",
                                  "max_positions",
+                                 "sliding_window",
                                  "tie_embeddings",
                                  "qkv_bias",
                                  "norm_eps",
@@ -196,6 +198,7 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
     for (auto [field, target] : {std::pair{"num_kv_heads", &spec.num_kv_heads},
                                  {"head_dim", &spec.head_dim},
                                  {"intermediate_size", &spec.intermediate_size},
+                                 {"sliding_window", &spec.sliding_window},
                                  {"type_vocab_size", &spec.type_vocab_size},
                                  {"num_labels", &spec.num_labels}}) {
       if (root[field]) *target = root[field].as<int64_t>();

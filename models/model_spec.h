@@ -42,8 +42,11 @@ struct ModelSpec {
   int64_t head_dim = 0;           // defaults to hidden_size / num_heads
   int64_t intermediate_size = 0;  // MLP width (GPT-2: 4 * hidden by default)
   int64_t max_positions = 0;      // longest sequence the model supports
-  bool tie_embeddings = false;    // LM head shares the token embedding
-  bool qkv_bias = false;          // LLaMA family: biases on q/k/v (Qwen2)
+  // Phi-3: attention within this many tokens (config.json sliding_window); 0: global.
+  // transformers builds a sliding-window mask once s reaches it, which is not modelled.
+  int64_t sliding_window = 0;
+  bool tie_embeddings = false;  // LM head shares the token embedding
+  bool qkv_bias = false;        // LLaMA family: biases on q/k/v (Qwen2)
   double norm_eps = 1e-5;
   double hidden_dropout = 0.0;     // residual / embedding / MLP dropout probability
   double attention_dropout = 0.0;  // dropout on attention probabilities

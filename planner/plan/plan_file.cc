@@ -27,6 +27,7 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
                             {"max_positions", m.max_positions}}) {
     out << YAML::Key << key << YAML::Value << value;
   }
+  if (m.sliding_window > 0) out << YAML::Key << "sliding_window" << YAML::Value << m.sliding_window;
   out << YAML::Key << "tie_embeddings" << YAML::Value << m.tie_embeddings;
   out << YAML::Key << "qkv_bias" << YAML::Value << m.qkv_bias;
   out << YAML::Key << "norm_eps" << YAML::Value << m.norm_eps;

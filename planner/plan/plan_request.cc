@@ -29,6 +29,14 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     return MakeError(fmt::format("--seq-len {} is longer than {} supports ({} positions)",
                                  c.seq_len, r.model.name, r.model.max_positions));
   }
+  if (r.model.sliding_window > 0 && c.seq_len >= r.model.sliding_window) {
+    // Phi3Model builds a sliding-window mask (masking_utils.py) where headroom plans and
+    // runs a causal one: refuse rather than predict another model's memory.
+    return MakeError(fmt::format(
+        "--seq-len {}: {} attends within a sliding window of {} tokens, and sequences that "
+        "long take a sliding-window mask headroom does not model yet; use --seq-len {} or less",
+        c.seq_len, r.model.name, r.model.sliding_window, r.model.sliding_window - 1));
+  }
   const bool bf16 = c.precision == Precision::kAmpBf16 || c.precision == Precision::kBf16 ||
                     c.precision == Precision::kMixedBf16;
   if (bf16 && !r.device.supports_bf16()) {

@@ -5,8 +5,8 @@ first forward and at its peak. Fields as in cases.Case, plus amp-fp16; no optimi
 
 import dataclasses
 
-from cases import (BERT_QV, GPT2_QKV, LLAMA_QKVO, TINY_BERT, TINY_GPT2, TINY_LLAMA, TINY_QWEN2,
-                   load_hf_config)
+from cases import (BERT_QV, GPT2_QKV, LLAMA_QKVO, PHI3_ALL, TINY_BERT, TINY_GPT2, TINY_LLAMA,
+                   TINY_PHI3, TINY_QWEN2, TINY_QWEN3, load_hf_config)
 
 LLAMA_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -59,6 +59,10 @@ QWEN = "qwen2.5-0.5b.json"
 L1B = "llama-3.2-1b.json"
 L8B = "llama-3-8b.json"
 L70B = "llama-3-70b.json"
+L31_8B = "llama-3.1-8b.json"
+Q3_8B = "qwen3-8b.json"
+Q3_32B = "qwen3-32b.json"
+PHI4 = "phi-4.json"
 
 CASES = [
     # Tiny models of each family (a few seconds each).
@@ -78,6 +82,10 @@ CASES = [
              micro_batch=2),
     FakeCase("tiny-qwen2 bf16 lora eager mb2", QWEN, TINY_QWEN2, precision="bf16", mode="lora",
              attention="eager", micro_batch=2),
+    FakeCase("tiny-qwen3 amp-bf16 sdpa mb2", "qwen3-0.6b.json", TINY_QWEN3, precision="amp-bf16",
+             micro_batch=2),
+    FakeCase("tiny-phi3 bf16 lora all sdpa mb2", "phi-3-mini.json", TINY_PHI3, precision="bf16",
+             mode="lora", lora_targets=PHI3_ALL, micro_batch=2),
     FakeCase("tiny-bert seq-cls amp-bf16 sdpa mb2", "bert-base-uncased.json", TINY_BERT,
              task="seq-cls", precision="amp-bf16", micro_batch=2),
     # Real sizes.
@@ -115,4 +123,21 @@ CASES = [
              seq_len=8192, slow=True),
     FakeCase("llama-3-70b amp-bf16 lora s4096", L70B, precision="amp-bf16", mode="lora",
              seq_len=4096, slow=True),
+    # The 2026 families at the sizes people plan for (issue 20).
+    FakeCase("llama-3.1-8b amp-bf16 full s4096", L31_8B, precision="amp-bf16", seq_len=4096,
+             slow=True),
+    FakeCase("llama-3.1-8b bf16 lora s8192", L31_8B, precision="bf16", mode="lora",
+             seq_len=8192, slow=True),
+    FakeCase("qwen3-8b amp-bf16 full s4096", Q3_8B, precision="amp-bf16", seq_len=4096,
+             slow=True),
+    FakeCase("qwen3-8b bf16 full s8192", Q3_8B, precision="bf16", seq_len=8192, slow=True),
+    FakeCase("qwen3-8b amp-bf16 lora s8192", Q3_8B, precision="amp-bf16", mode="lora",
+             seq_len=8192, slow=True),
+    FakeCase("qwen3-32b bf16 lora s4096", Q3_32B, precision="bf16", mode="lora", seq_len=4096,
+             slow=True),
+    FakeCase("qwen3-32b amp-bf16 lora s8192", Q3_32B, precision="amp-bf16", mode="lora",
+             seq_len=8192, slow=True),
+    FakeCase("phi-4 amp-bf16 full s4096", PHI4, precision="amp-bf16", seq_len=4096, slow=True),
+    FakeCase("phi-4 bf16 lora qkv s8192", PHI4, precision="bf16", mode="lora",
+             lora_targets=("qkv_proj",), seq_len=8192, slow=True),
 ]
