@@ -23,15 +23,16 @@ TensorId Phi3Attention(const ModelSpec& spec, LayerBuilder& layers, const std::s
   TensorId q = layers.HeadsSlice(a + ".q_heads", qkv, 0, heads, d);
   TensorId k = layers.HeadsSlice(a + ".k_heads", qkv, heads * d, kv, d);
   TensorId v = layers.HeadsSlice(a + ".v_heads", qkv, (heads + kv) * d, kv, d);
-  // apply_rotary_pos_emb ends in torch.cat([rotated, pass]): a new contiguous tensor
-  // (partial_rotary_factor 1: the pass part is empty), as kRope's output is.
+  // apply_rotary_pos_emb ends in torch.cat([rotated, pass]) (partial_rotary_factor 1: the
+  // pass part is empty): a new tensor, as kRope's output is.
   auto rotate = [&](const char* name, TensorId t, int64_t n) {
     return g.AddOp({.kind = OpKind::kRope, .name = a + name, .inputs = {t, rope[0], rope[1]}},
                    {{.name = a + name, .shape = HeadsShape(n, d)}})[0];
   };
   q = rotate(".rope_q", q, heads);
   k = rotate(".rope_k", k, kv);
-  TensorId attn = layers.Attention(a, q, k, v, mask, true, /*contiguous_query=*/true);
+  // transformers' rotary is contiguous (the cat); headroom's kRope keeps q's layout.
+  TensorId attn = layers.Attention(a, q, k, v, mask, true, layers.python_references());
   TensorId out = layers.Linear(a + ".o_proj", "o", attn, heads * d, h, false);
   layers.HeldUntilModuleReturns(qkv, out);
   layers.HeldUntilModuleReturns(n1, out);

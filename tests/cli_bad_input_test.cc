@@ -104,6 +104,23 @@ const std::string& FixtureDir() {
           "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 176, "
           "\"max_position_embeddings\": 256, \"rope_scaling\": {\"rope_type\": \"llama3\", "
           "\"original_max_position_embeddings\": 1e300}}");
+    // The 2026 families' fields (issue 20): Qwen3 and Phi-3 configs with one bad value.
+    const std::string decoder =
+        "\"vocab_size\": 512, \"hidden_size\": 64, \"num_hidden_layers\": 2, "
+        "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"intermediate_size\": 176, "
+        "\"max_position_embeddings\": 256, ";
+    write("qwen3-window.json",
+          "{\"model_type\": \"qwen3\", " + decoder + "\"use_sliding_window\": true}");
+    write("qwen3-head-dim.json",
+          "{\"model_type\": \"qwen3\", " + decoder + "\"head_dim\": 4611686018427387904}");
+    write("qwen3-bias.json",
+          "{\"model_type\": \"qwen3\", " + decoder + "\"attention_bias\": true}");
+    write("phi3-window.json",
+          "{\"model_type\": \"phi3\", " + decoder + "\"sliding_window\": 4611686018427387904}");
+    write("phi3-rotary.json",
+          "{\"model_type\": \"phi3\", " + decoder + "\"partial_rotary_factor\": 0.5}");
+    write("phi3-longrope.json",
+          "{\"model_type\": \"phi3\", " + decoder + "\"rope_scaling\": {\"type\": \"longrope\"}}");
     write("garbage.yaml", "headroom_plan_version: 1\nmodel: [\n");
     write("garbage.bin", "this is not a safetensors file at all");
     write("odd.bin", "abc");
@@ -366,6 +383,19 @@ std::vector<BadInput> PlanCases() {
        "{d}/a-list.json"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/rope.json",
        "original_max_position_embeddings"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/qwen3-window.json",
+       "use_sliding_window"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/qwen3-head-dim.json",
+       "head_dim"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/qwen3-bias.json",
+       "attention_bias"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/phi3-window.json",
+       "sliding_window"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/phi3-rotary.json",
+       "partial_rotary_factor"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/phi3-longrope.json",
+       "longrope"},
+      {"plan --gpu h100-80gb --micro-batch 1 --seq-len 2047 --model phi-3-mini", "--seq-len"},
       // Files that are not regular files, or too large: an error, not a hang.
       {"plan --gpu a100-80gb --micro-batch 1 --model /dev/zero", "/dev/zero"},
       {"plan --gpu a100-80gb --micro-batch 1 --model /dev/null", "/dev/null"},
