@@ -371,14 +371,19 @@ struct CostRule<OpKind::kMergeHeads> : FlopsOfClass {
   // buffer, so transpose(1, 2).contiguous() is a view; eager's bmm output is copied.
   static void Forward(ForwardRule& r) { r.cost.output_aliases_input = FromHeadsLastKernel(r.v); }
   static void Backward(BackwardRule& r) { r.PassThroughIf(0, FromHeadsLastKernel(r.v)); }
-  // The CPU flash kernel allocates its output with q's strides (empty_like(q) in
-  // aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), so a contiguous q gives a
-  // contiguous [b, heads, s, d] output that merging copies.
+  // The CPU flash, cuDNN and flash kernels allocate their output with q's layout
+  // (empty_like(q) in aten/src/ATen/native/cpu/FlashAttentionKernel.cpp and flash_api's
+  // mha_fwd; cuDNN matches q's strides), so a contiguous q gives a contiguous
+  // [b, heads, s, d] output that merging copies; the memory-efficient kernel always
+  // writes [b, s, heads, d].
   static bool FromHeadsLastKernel(const OpView& v) {
     if (!v.produced_by(0, OpKind::kSdpa)) return false;
     const OpNode& sdpa = v.graph.op(v.graph.tensor(v.in(0)).producer);
-    if (sdpa.attention_kernel == AttentionKernel::kCpuFlash && sdpa.contiguous_query) return false;
-    return ReturnsHeadsLastLayout(sdpa.attention_kernel);
+    const AttentionKernel k = sdpa.attention_kernel;
+    if (sdpa.contiguous_query && (k == AttentionKernel::kCpuFlash || k == AttentionKernel::kCudnn ||
+                                  k == AttentionKernel::kFlash))
+      return false;
+    return ReturnsHeadsLastLayout(k);
   }
 };
 

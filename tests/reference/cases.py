@@ -96,6 +96,8 @@ CASES = [
          lora_rank=16, seq_len=128, slow=True),
     Case("qwen3-0.6b fp32 sgd ckpt-all sdpa s64", "qwen3-0.6b.json", optimizer="sgd",
          checkpoint="all", slow=True),
+    Case("phi-3-mini lora r16 qkv fp32 sdpa s64", "phi-3-mini.json", mode="lora",
+         lora_rank=16, lora_targets=PHI3_QKV, slow=True),
     # Real-size bf16 kernels (AMP: every linear, lm_head included, in bf16). Small token
     # count: on a CPU without AVX-512, ATen's own bf16 gemm runs (about 1 GFLOP/s on 2
     # cores), so this one case takes minutes there.
