@@ -175,7 +175,8 @@ def main():
     env = suite_env(args.default_path)
 
     cases = [c for c in CASES if args.only in c.name and not (args.fast and c.slow)
-             and not (args.only_slow and not c.slow)]
+             and not (args.only_slow and not c.slow)
+             and not (args.default_path and c.pinned_only)]
     rows = []
     failures = 0
     host = cpu_bf16_host(env) if not args.gpu else {}
