@@ -31,6 +31,10 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
     case ModelFamily::kPhi3:
       BuildPhi3Graph(spec, layers);
       break;
+    case ModelFamily::kGemma2:
+    case ModelFamily::kGemma3:
+      BuildGemmaGraph(spec, layers);
+      break;
   }
   graph.CheckWellFormed();
   return graph;

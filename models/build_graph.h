@@ -18,5 +18,6 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers);
+void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers);
 
 }  // namespace headroom

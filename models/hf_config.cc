@@ -138,6 +138,66 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   return spec;
 }
 
+// Gemma2Config and Gemma3TextConfig (configuration_gemma2.py:67-97,
+// configuration_gemma3.py:73-159), with their defaults where a field is absent or null.
+Result<ModelSpec> ImportGemma(const FieldReader& f, const std::string& type, ModelSpec spec) {
+  const bool gemma2 = type == "gemma2";
+  spec.family = gemma2 ? ModelFamily::kGemma2 : ModelFamily::kGemma3;
+  HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.IntOr("vocab_size", gemma2 ? 256000 : 262208));
+  HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("hidden_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("num_hidden_layers"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_heads, f.IntOr("num_attention_heads", 8));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_kv_heads, f.IntOr("num_key_value_heads", 4));
+  HEADROOM_ASSIGN_OR_RETURN(spec.head_dim, f.IntOr("head_dim", 256));
+  HEADROOM_ASSIGN_OR_RETURN(spec.intermediate_size, f.Int("intermediate_size"));
+  HEADROOM_ASSIGN_OR_RETURN(spec.max_positions,
+                            f.IntOr("max_position_embeddings", gemma2 ? 8192 : 131072));
+  HEADROOM_ASSIGN_OR_RETURN(spec.sliding_window, f.IntOr("sliding_window", 4096));
+  HEADROOM_ASSIGN_OR_RETURN(spec.sliding_window_pattern,
+                            f.IntOr("sliding_window_pattern", gemma2 ? 2 : 6));
+  spec.tie_embeddings = f.BoolOr("tie_word_embeddings", true);
+  spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
+  spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
+  spec.activation = f.StringOr("hidden_activation", "gelu_pytorch_tanh");
+  spec.query_pre_attn_scalar = f.NumberOr("query_pre_attn_scalar", 256);
+  // null softcaps are off; Gemma 2 defaults to 50 and 30, Gemma 3 to none, and Gemma 3
+  // never passes the attention cap to its attention (modeling_gemma3.py:342-352).
+  auto cap = [&](const char* key, double fallback) {
+    const bool null = f.root().contains(key) && f.root()[key].is_null();
+    return null ? 0.0 : f.NumberOr(key, fallback);
+  };
+  spec.final_logit_softcap = cap("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
+  if (gemma2) spec.attn_logit_softcap = cap("attn_logit_softcapping", 50.0);
+  spec.rope.theta = f.NumberOr("rope_theta", gemma2 ? 10000.0 : 1e6);
+  if (!gemma2) spec.rope_local_theta = f.NumberOr("rope_local_base_freq", 10000.0);
+  const nlohmann::json& root = f.root();
+  if (root.contains("rope_scaling") && root["rope_scaling"].is_object()) {
+    const nlohmann::json& s = root["rope_scaling"];
+    const std::string kind = s.value("rope_type", s.value("type", std::string()));
+    if (kind != "linear" || !s.contains("factor") || !s["factor"].is_number())
+      return MakeError(fmt::format("{} rope_scaling '{}' is not supported (linear)", type, kind));
+    spec.rope.linear_factor = s["factor"].get<double>();
+  }
+  if (root.contains("layer_types") && root["layer_types"].is_array()) {
+    // Only the periodic pattern both configs default to; an explicit list must match it.
+    const nlohmann::json& types = root["layer_types"];
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool sliding = types[i] == "sliding_attention";
+      const bool expected = spec.sliding_window_pattern <= 0 ||
+                            (static_cast<int64_t>(i) + 1) % spec.sliding_window_pattern != 0;
+      if (sliding != expected)
+        return MakeError(
+            fmt::format("{} layer_types other than one full layer every {} is not supported", type,
+                        spec.sliding_window_pattern));
+    }
+  }
+  if (f.BoolOr("attention_bias", false))
+    return MakeError(fmt::format("{} config with attention_bias=true is not supported", type));
+  if (f.BoolOr("use_bidirectional_attention", false))
+    return MakeError("gemma3 config with use_bidirectional_attention=true is not supported");
+  return spec;
+}
+
 Result<ModelSpec> ImportGpt2(const FieldReader& f, ModelSpec spec) {
   spec.family = ModelFamily::kGpt2;
   HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
@@ -203,6 +263,14 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
   if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
       type == "phi3") {
     imported = ImportLlamaLike(reader, type, spec);
+  } else if (type == "gemma2" || type == "gemma3_text") {
+    imported = ImportGemma(reader, type, spec);
+  } else if (type == "gemma3") {
+    return MakeError(fmt::format(
+        "{}: model_type 'gemma3' is the multimodal Gemma 3 (a SigLIP vision tower beside the "
+        "text model); pass its text_config as a config.json with model_type 'gemma3_text', "
+        "or a built-in gemma-3 entry",
+        origin));
   } else if (type == "gpt2") {
     imported = ImportGpt2(reader, spec);
   } else if (type == "bert") {
@@ -210,7 +278,7 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
   } else {
     return MakeError(fmt::format(
         "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, "
-        "gpt2, bert)",
+        "gemma2, gemma3_text, gpt2, bert)",
         origin, type));
   }
   if (!imported) return imported.error();

@@ -109,6 +109,17 @@ TensorId LayerBuilder::RmsNorm(const std::string& name, TensorId x, int64_t widt
       {{.name = name, .shape = graph_.tensor(x).shape}})[0];
 }
 
+TensorId LayerBuilder::GemmaRmsNorm(const std::string& name, TensorId x, int64_t width) {
+  TensorId w = Param(name + ".weight", {Dim::C(width)});
+  return graph_.AddOp(
+      {.kind = OpKind::kGemmaRmsNorm, .name = name, .inputs = {x, w}, .eps = spec_.norm_eps},
+      {{.name = name, .shape = graph_.tensor(x).shape}})[0];
+}
+
+TensorId LayerBuilder::Scaled(const std::string& name, TensorId x, double factor) {
+  return ScalarOp(OpKind::kScale, name, x, factor);
+}
+
 TensorId LayerBuilder::Unary(OpKind kind, const std::string& name, TensorId x) {
   return Op(kind, name, {x}, graph_.tensor(x).shape);
 }
@@ -132,6 +143,13 @@ TensorId LayerBuilder::Activation(const std::string& name, TensorId x) {
   return y;
 }
 
+TensorId LayerBuilder::SoftCap(const std::string& name, TensorId x, double cap) {
+  // x / cap, tanh (which saves its result), * cap: three new tensors, op by op.
+  TensorId divided = ScalarOp(OpKind::kScale, name + ".div", x, 1.0 / cap);
+  TensorId tanh = Unary(OpKind::kTanh, name + ".tanh", divided);
+  return ScalarOp(OpKind::kScale, name, tanh, cap);
+}
+
 TensorId LayerBuilder::Binary(OpKind kind, const std::string& name, TensorId a, TensorId b) {
   return Op(kind, name, {a, b}, graph_.tensor(a).shape);
 }
@@ -141,11 +159,14 @@ TensorId LayerBuilder::View(const std::string& name, TensorId x, SymShape shape)
                       {{.name = name, .shape = std::move(shape), .alias_of = x}})[0];
 }
 
-TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden) {
+TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden, int64_t sliding_window) {
   if (options_.attention_call.impl != AttentionImpl::kEager) return TensorId{};
-  return graph_.AddOp(
-      {.kind = OpKind::kCausalMask, .name = "causal_mask", .inputs = {hidden}},
-      {{.name = "causal_mask", .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
+  const std::string name = sliding_window > 0 ? "sliding_window_mask" : "causal_mask";
+  return graph_.AddOp({.kind = OpKind::kCausalMask,
+                       .name = name,
+                       .inputs = {hidden},
+                       .sliding_window = sliding_window},
+                      {{.name = name, .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
 }
 
 TensorId LayerBuilder::HeadsSlice(const std::string& name, TensorId x, int64_t begin, int64_t heads,
@@ -174,6 +195,8 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
     graph_.HoldUntilForwardEnd(v);
   }
   const AttentionKernelChoice kernel = ChooseAttentionKernel(spec_, options_.attention_call);
+  const double scale =
+      spec_.query_pre_attn_scalar > 0 ? 1.0 / std::sqrt(spec_.query_pre_attn_scalar) : 0.0;
   if (kernel.repeats_kv) {
     k = Op(OpKind::kRepeatKv, prefix + ".repeat_k", {k}, HeadsShape(heads, d));
     v = Op(OpKind::kRepeatKv, prefix + ".repeat_v", {v}, HeadsShape(heads, d));
@@ -187,7 +210,8 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
                             .dropout_p = spec_.attention_dropout,
                             .causal = causal,
                             .attention_kernel = kernel.kernel,
-                            .contiguous_query = contiguous_query},
+                            .contiguous_query = contiguous_query,
+                            .attention_scale = scale},
                            {{.name = prefix + ".sdpa", .shape = HeadsShape(heads, d)}})[0];
   } else {
     auto matmul_operand = [&](TensorId t, const char* name) {
@@ -196,11 +220,22 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
     };
     q = matmul_operand(q, ".q_copy");
     k = matmul_operand(k, ".k_copy");
+    // Gemma 2 soft-caps the scores before the mask (modeling_gemma2.py:176-207): the mask
+    // is then its own add.
+    const double cap = spec_.attn_logit_softcap;
     std::vector<TensorId> score_inputs = {q, k};
-    if (mask.valid()) score_inputs.push_back(mask);
+    if (mask.valid() && cap <= 0) score_inputs.push_back(mask);
     const SymShape scores_shape{Dim::B(), Dim::C(heads), Dim::S(), Dim::S()};
-    TensorId scores =
-        Op(OpKind::kAttnScores, prefix + ".scores", std::move(score_inputs), scores_shape);
+    TensorId scores = graph_.AddOp({.kind = OpKind::kAttnScores,
+                                    .name = prefix + ".scores",
+                                    .inputs = std::move(score_inputs),
+                                    .attention_scale = scale},
+                                   {{.name = prefix + ".scores", .shape = scores_shape}})[0];
+    if (cap > 0) {
+      scores = SoftCap(prefix + ".softcap", scores, cap);
+      if (mask.valid())
+        scores = Op(OpKind::kAdd, prefix + ".mask_add", {scores, mask}, scores_shape);
+    }
     // LLaMA-family code takes softmax in fp32 and casts to the query's dtype; GPT-2 casts
     // to the value's dtype; BERT keeps the scores' dtype.
     const bool llama = IsLlamaLike(spec_.family);
@@ -232,6 +267,10 @@ void LayerBuilder::HeldUntilModuleReturns(TensorId input, TensorId module_output
 TensorId LayerBuilder::LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels) {
   const int64_t vocab = spec_.vocab_size;
   TensorId logits = LinearWithWeight("lm_head", x, lm_weight, TokenShape(vocab));
+  // Gemma's final_logit_softcapping, in the logits' dtype before the loss upcasts them
+  // (modeling_gemma2.py:519-523, modeling_gemma3.py:616-620).
+  if (spec_.final_logit_softcap > 0)
+    logits = SoftCap("logits.softcap", logits, spec_.final_logit_softcap);
   HoldAsModelOutput(x);
   HoldAsModelOutput(logits);
   TensorId logits32 = Op(OpKind::kCastF32, "logits.float", {logits}, TokenShape(vocab));
@@ -273,6 +312,8 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
   switch (spec.family) {
     case ModelFamily::kLlama:
     case ModelFamily::kQwen3:
+    case ModelFamily::kGemma2:
+    case ModelFamily::kGemma3:
       names = {{"q", {"q"}},        {"k", {"k"}},           {"v", {"v"}},
                {"o", {"o"}},        {"gate", {"gate"}},     {"up", {"up"}},
                {"down", {"down"}},  {"q_proj", {"q"}},      {"k_proj", {"k"}},

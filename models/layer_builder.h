@@ -77,6 +77,10 @@ class LayerBuilder {
   TensorId Dropout(const std::string& name, TensorId x, double p);
   TensorId LayerNorm(const std::string& name, TensorId x, int64_t width);
   TensorId RmsNorm(const std::string& name, TensorId x, int64_t width);
+  // Gemma's RMSNorm: (1 + weight) applied in fp32, the result cast back to x's dtype.
+  TensorId GemmaRmsNorm(const std::string& name, TensorId x, int64_t width);
+  // x * factor (a Python scalar or a 0-dim tensor: nothing saved).
+  TensorId Scaled(const std::string& name, TensorId x, double factor);
   TensorId Unary(OpKind kind, const std::string& name, TensorId x);
   // The MLP activation as the model's code runs it (spec.activation).
   TensorId Activation(const std::string& name, TensorId x);
@@ -93,7 +97,9 @@ class LayerBuilder {
   // Eager attention in a decoder adds a float [b, 1, s, s] mask built once per forward
   // in the hidden states' dtype; SDPA takes is_causal instead. Returns an invalid id
   // for SDPA.
-  TensorId CausalMaskIfEager(TensorId hidden);
+  // `sliding_window` > 0: the sliding-window mask (masking_utils.py's
+  // sliding_window_overlay), the same bytes.
+  TensorId CausalMaskIfEager(TensorId hidden, int64_t sliding_window = 0);
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
   // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
@@ -117,6 +123,8 @@ class LayerBuilder {
  private:
   TensorId Op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
               SymShape out_shape, double dropout_p = 0.0);
+  // cap * tanh(x / cap), as Gemma writes it.
+  TensorId SoftCap(const std::string& name, TensorId x, double cap);
   // x * factor (kScale) or x + addend (kAddScalar).
   TensorId ScalarOp(OpKind kind, const std::string& name, TensorId x, double scalar);
 

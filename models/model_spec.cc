@@ -27,6 +27,7 @@ std::optional<Error> CheckBounds(const ModelSpec& spec) {
         {spec.intermediate_size, kMaxWidth, "intermediate_size"},
         {spec.max_positions, kMaxPositions, "max_positions"},
         {spec.sliding_window, kMaxPositions, "sliding_window"},
+        {spec.sliding_window_pattern, kMaxLayers, "sliding_window_pattern"},
         {spec.type_vocab_size, kMaxVocab, "type_vocab_size"},
         {spec.num_labels, kMaxVocab, "num_labels"},
         {spec.rope.original_max_positions, kMaxPositions, "rope_scaling.original_max_positions"}}) {
@@ -81,17 +82,19 @@ Result<ModelSpec> Validate(ModelSpec spec) {
   if (spec.activation.empty()) {
     spec.activation = spec.family == ModelFamily::kGpt2   ? "gelu_new"
                       : spec.family == ModelFamily::kBert ? "gelu"
+                      : IsGemma(spec.family)              ? "gelu_pytorch_tanh"
                                                           : "silu";
   }
   const bool llama = IsLlamaLike(spec.family);
-  if (llama ? spec.activation != "silu"
+  const std::string_view llama_act = IsGemma(spec.family) ? "gelu_pytorch_tanh" : "silu";
+  if (llama ? spec.activation != llama_act
             : spec.activation != "gelu_new" && spec.activation != "gelu" &&
                   spec.activation != "gelu_pytorch_tanh") {
     return MakeError(
         fmt::format("model '{}': activation '{}' is not supported for the {} family "
                     "(supported: {})",
                     spec.name, spec.activation, FamilyName(spec.family),
-                    llama ? "silu" : "gelu_new, gelu, gelu_pytorch_tanh"));
+                    llama ? llama_act : "gelu_new, gelu, gelu_pytorch_tanh"));
   }
   if (spec.intermediate_size == 0 && spec.family == ModelFamily::kGpt2)
     spec.intermediate_size = 4 * spec.hidden_size;
@@ -132,6 +135,15 @@ Result<ModelSpec> Validate(ModelSpec spec) {
         "with high_freq_factor > low_freq_factor",
         spec.name));
   }
+  for (auto [v, field] : {std::pair{spec.query_pre_attn_scalar, "query_pre_attn_scalar"},
+                          {spec.attn_logit_softcap, "attn_logit_softcapping"},
+                          {spec.final_logit_softcap, "final_logit_softcapping"},
+                          {spec.rope_local_theta, "rope_local_base_freq"},
+                          {spec.rope.linear_factor, "rope_scaling.factor (linear)"}}) {
+    if (!(v >= 0) || !std::isfinite(v) || v > 1e12)
+      return MakeError(fmt::format("model '{}': {} must be a non-negative number (got {})",
+                                   spec.name, field, v));
+  }
   if (!(spec.norm_eps > 0) || !std::isfinite(spec.norm_eps))
     return MakeError(fmt::format("model '{}': norm_eps must be a positive number", spec.name));
   if (auto e = CheckParameterBytes(spec)) return *e;
@@ -159,6 +171,11 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  "intermediate_size",
                                  "max_positions",
                                  "sliding_window",
+                                 "sliding_window_pattern",
+                                 "query_pre_attn_scalar",
+                                 "attn_logit_softcapping",
+                                 "final_logit_softcapping",
+                                 "rope_local_theta",
                                  "tie_embeddings",
                                  "qkv_bias",
                                  "norm_eps",
@@ -199,6 +216,7 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  {"head_dim", &spec.head_dim},
                                  {"intermediate_size", &spec.intermediate_size},
                                  {"sliding_window", &spec.sliding_window},
+                                 {"sliding_window_pattern", &spec.sliding_window_pattern},
                                  {"type_vocab_size", &spec.type_vocab_size},
                                  {"num_labels", &spec.num_labels}}) {
       if (root[field]) *target = root[field].as<int64_t>();
@@ -209,10 +227,21 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
     if (root["hidden_dropout"]) spec.hidden_dropout = root["hidden_dropout"].as<double>();
     if (root["attention_dropout"]) spec.attention_dropout = root["attention_dropout"].as<double>();
     if (root["activation"]) spec.activation = root["activation"].as<std::string>();
-    if (root["rope_theta"]) spec.rope.theta = root["rope_theta"].as<double>();
-    if (const YAML::Node scaling = root["rope_scaling"]) {
+    for (auto [field, target] : {std::pair{"query_pre_attn_scalar", &spec.query_pre_attn_scalar},
+                                 {"attn_logit_softcapping", &spec.attn_logit_softcap},
+                                 {"final_logit_softcapping", &spec.final_logit_softcap},
+                                 {"rope_local_theta", &spec.rope_local_theta},
+                                 {"rope_theta", &spec.rope.theta}}) {
+      if (root[field]) *target = root[field].as<double>();
+    }
+    if (const YAML::Node scaling = root["rope_scaling"];
+        scaling && scaling.IsMap() && scaling["type"] &&
+        scaling["type"].as<std::string>() == "linear") {
+      spec.rope.linear_factor = scaling["factor"] ? scaling["factor"].as<double>() : 1.0;
+    } else if (scaling) {
       if (!scaling.IsMap() || !scaling["type"] || scaling["type"].as<std::string>() != "llama3")
-        return MakeError(fmt::format("{}: rope_scaling must be a map with type: llama3", origin));
+        return MakeError(
+            fmt::format("{}: rope_scaling must be a map with type: llama3 or linear", origin));
       spec.rope.llama3_factor = scaling["factor"] ? scaling["factor"].as<double>() : 8.0;
       if (scaling["low_freq_factor"])
         spec.rope.low_freq_factor = scaling["low_freq_factor"].as<double>();

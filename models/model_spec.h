@@ -15,20 +15,24 @@
 
 namespace headroom {
 
-enum class ModelFamily { kGpt2, kLlama, kBert, kQwen3, kPhi3 };
+enum class ModelFamily { kGpt2, kLlama, kBert, kQwen3, kPhi3, kGemma2, kGemma3 };
 
-inline constexpr EnumName<ModelFamily> kFamilyNames[] = {{ModelFamily::kGpt2, "gpt2"},
-                                                         {ModelFamily::kLlama, "llama"},
-                                                         {ModelFamily::kBert, "bert"},
-                                                         {ModelFamily::kQwen3, "qwen3"},
-                                                         {ModelFamily::kPhi3, "phi3"}};
+inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
+    {ModelFamily::kGpt2, "gpt2"},    {ModelFamily::kLlama, "llama"},
+    {ModelFamily::kBert, "bert"},    {ModelFamily::kQwen3, "qwen3"},
+    {ModelFamily::kPhi3, "phi3"},    {ModelFamily::kGemma2, "gemma2"},
+    {ModelFamily::kGemma3, "gemma3"}};
 inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
 
 // Decoders in transformers' Llama mould: RMSNorm, rotary embeddings, grouped-query
 // attention, a gated MLP, softmax in fp32 cast back to the query's dtype.
 inline bool IsLlamaLike(ModelFamily family) {
   return family == ModelFamily::kLlama || family == ModelFamily::kQwen3 ||
-         family == ModelFamily::kPhi3;
+         family == ModelFamily::kPhi3 || family == ModelFamily::kGemma2 ||
+         family == ModelFamily::kGemma3;
+}
+inline bool IsGemma(ModelFamily family) {
+  return family == ModelFamily::kGemma2 || family == ModelFamily::kGemma3;
 }
 
 struct ModelSpec {
@@ -42,11 +46,20 @@ struct ModelSpec {
   int64_t head_dim = 0;           // defaults to hidden_size / num_heads
   int64_t intermediate_size = 0;  // MLP width (GPT-2: 4 * hidden by default)
   int64_t max_positions = 0;      // longest sequence the model supports
-  // Phi-3: attention within this many tokens (config.json sliding_window); 0: global.
-  // transformers builds a sliding-window mask once s reaches it, which is not modelled.
+  // Attention within this many tokens (config.json sliding_window); 0: global. Phi-3:
+  // every layer; Gemma: the layers sliding_window_pattern says.
   int64_t sliding_window = 0;
-  bool tie_embeddings = false;  // LM head shares the token embedding
-  bool qkv_bias = false;        // LLaMA family: biases on q/k/v (Qwen2)
+  // Gemma: every n-th layer attends globally, the others within the window (Gemma 2: 2,
+  // Gemma 3: 6; layer i slides when (i + 1) % n != 0).
+  int64_t sliding_window_pattern = 0;
+  // Gemma: attention scale 1 / sqrt(query_pre_attn_scalar) (0: 1 / sqrt(head_dim)), tanh
+  // soft-capping of the attention scores and of the final logits (0: none).
+  double query_pre_attn_scalar = 0.0;
+  double attn_logit_softcap = 0.0;
+  double final_logit_softcap = 0.0;
+  double rope_local_theta = 0.0;  // Gemma 3: rotary base of the sliding layers
+  bool tie_embeddings = false;    // LM head shares the token embedding
+  bool qkv_bias = false;          // LLaMA family: biases on q/k/v (Qwen2)
   double norm_eps = 1e-5;
   double hidden_dropout = 0.0;     // residual / embedding / MLP dropout probability
   double attention_dropout = 0.0;  // dropout on attention probabilities
@@ -62,7 +75,13 @@ struct ModelSpec {
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t q_dim() const { return num_heads * head_dim; }
   // Qwen3 normalizes q and k per head (Qwen3RMSNorm over head_dim) before rotary.
-  bool has_qk_norm() const { return family == ModelFamily::kQwen3; }
+  bool has_qk_norm() const {
+    return family == ModelFamily::kQwen3 || family == ModelFamily::kGemma3;
+  }
+  bool is_sliding_layer(int64_t layer) const {
+    if (sliding_window <= 0) return false;
+    return sliding_window_pattern <= 0 || (layer + 1) % sliding_window_pattern != 0;
+  }
 };
 
 // Fills defaults (head_dim, num_kv_heads, intermediate_size) and checks that sizes are

@@ -69,7 +69,8 @@ void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
       {.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}, .rope = spec.rope},
       {{.name = "rope.cos", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}},
        {.name = "rope.sin", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}}});
-  TensorId mask = layers.CausalMaskIfEager(x);
+  // Phi3Model's mask is a sliding-window one when the config has a window (same bytes).
+  TensorId mask = layers.CausalMaskIfEager(x, spec.sliding_window);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}", i);

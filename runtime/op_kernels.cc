@@ -18,6 +18,7 @@ using Outputs = std::vector<at::Tensor>;
 // and a smooth blend between them.
 at::Tensor RopeInverseFrequencies(const RopeParams& rope, int64_t d, at::TensorOptions f32) {
   at::Tensor inv_freq = 1.0 / at::pow(rope.theta, at::arange(0, d, 2, f32) / d);
+  if (rope.linear_factor > 0) return inv_freq / rope.linear_factor;  // positions / factor
   if (rope.llama3_factor <= 0) return inv_freq;
   const double old_len = static_cast<double>(rope.original_max_positions);
   const double low_wavelen = old_len / rope.low_freq_factor;
@@ -61,6 +62,16 @@ struct Kernel<OpKind::kRmsNorm> {
     const at::Tensor x32 = x.to(at::kFloat);
     const at::Tensor rstd = at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + c.op.eps);
     return {c.in[1] * (x32 * rstd).to(x.scalar_type())};
+  }
+};
+template <>
+struct Kernel<OpKind::kGemmaRmsNorm> {
+  // Gemma's RMSNorm, op for op: the (1 + weight) product in fp32, then cast to x's dtype.
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& x = c.in[0];
+    const at::Tensor x32 = x.to(at::kFloat);
+    const at::Tensor n = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + c.op.eps);
+    return {(n * (1.0 + c.in[1].to(at::kFloat))).to(x.scalar_type())};
   }
 };
 template <>
@@ -143,7 +154,10 @@ struct Kernel<OpKind::kCausalMask> {
     const int64_t s = sizes[3];
     const auto type = c.in[0].scalar_type();
     const auto device = at::TensorOptions().device(c.in[0].device());
-    const at::Tensor future = at::ones({s, s}, device.dtype(at::kBool)).triu(1);
+    at::Tensor future = at::ones({s, s}, device.dtype(at::kBool)).triu(1);
+    if (c.op.sliding_window > 0)  // and the past beyond the window (masking_utils.py:90-99)
+      future =
+          future.logical_or(at::ones({s, s}, device.dtype(at::kBool)).tril(-c.op.sliding_window));
     const double lowest =
         type == at::kFloat ? std::numeric_limits<float>::lowest() : -3.3895313892515355e38;  // bf16
     return {at::where(future, at::scalar_tensor(lowest, device.dtype(type)),
@@ -192,8 +206,10 @@ struct Kernel<OpKind::kAttnScores> {
   // As transformers writes it, out of place: matmul * scaling, then + mask.
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& q = c.in[0];
-    at::Tensor scores = at::matmul(q, c.in[1].transpose(-2, -1)) *
-                        (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    const double scale = c.op.attention_scale > 0
+                             ? c.op.attention_scale
+                             : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    at::Tensor scores = at::matmul(q, c.in[1].transpose(-2, -1)) * scale;
     if (c.in.size() > 2) scores = scores + c.in[2];
     return {scores};
   }
@@ -219,8 +235,10 @@ struct Kernel<OpKind::kAttnContext> {
 template <>
 struct Kernel<OpKind::kSdpa> {
   static Outputs Run(const KernelCall& c) {
+    std::optional<double> scale;
+    if (c.op.attention_scale > 0) scale = c.op.attention_scale;
     return {at::scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], std::nullopt,
-                                             c.op.dropout_p, c.op.causal)};
+                                             c.op.dropout_p, c.op.causal, scale)};
   }
 };
 template <>

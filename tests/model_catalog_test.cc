@@ -48,6 +48,9 @@ constexpr TransformersCount kNewFamilyCounts[] = {
     {"qwen3-4b", 4'022'468'096},         {"qwen3-8b", 8'190'735'360},
     {"qwen3-14b", 14'768'307'200},       {"qwen3-32b", 32'762'123'264},
     {"phi-3-mini", 3'821'079'552},       {"phi-4", 14'659'507'200},
+    {"gemma-2-2b", 2'614'341'888},       {"gemma-2-9b", 9'241'705'984},
+    {"gemma-3-1b", 999'885'952},         {"gemma-3-4b", 3'880'263'168},
+    {"gemma-3-12b", 11'766'034'176},     {"gemma-3-27b", 27'009'346'304},
 };
 
 TEST(ParameterCount, NewFamiliesMatchTransformers) {

@@ -47,6 +47,7 @@ enum class TensorRole {
 // transformers' rope_scaling) when `llama3_factor` > 0.
 struct RopeParams {
   double theta = 10000.0;
+  double linear_factor = 0.0;  // "linear" scaling (Gemma 3's global layers): positions / factor
   double llama3_factor = 0.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -88,6 +89,12 @@ struct OpNode {
   // kView of one slice of a fused projection (Phi-3's qkv_proj): the slice's first
   // feature in the input's last dimension.
   int64_t slice_begin = 0;
+  // kAttnScores, kSdpa: the softmax scale; 0 is 1 / sqrt(head_dim) (Gemma: 1 / sqrt of
+  // query_pre_attn_scalar).
+  double attention_scale = 0.0;
+  // kCausalMask: a sliding-window mask (a position sees this many tokens, itself
+  // included); 0: causal.
+  int64_t sliding_window = 0;
   bool upcast = false;  // kSoftmax: softmax(..., dtype=torch.float32)
   RopeParams rope;      // kRopeTables
 };

@@ -22,37 +22,38 @@ enum class OpClass {
 };
 
 //  X(enum name, printed name, class)  what it computes
-#define HEADROOM_OP_KINDS(X)                                                                      \
-  X(Embedding, "embedding", kElementwise)      /* (ids, weight) -> rows of weight */              \
-  X(Linear, "linear", kMatmul)                 /* (x, weight[, bias]) -> x @ weight^T + bias */   \
-  X(LayerNorm, "layer_norm", kElementwise)     /* (x, weight, bias) */                            \
-  X(RmsNorm, "rms_norm", kElementwise)         /* (x, weight): HF's fp32 upcast, pow, mean, ... */ \
-  X(Add, "add", kElementwise)                  /* (a, b) -> a + b */                              \
-  X(Mul, "mul", kElementwise)                  /* (a, b) -> a * b, both activations */            \
-  X(Scale, "scale", kElementwise)              /* (x) -> x * scalar (LoRA scaling) */             \
-  X(Gelu, "gelu", kElementwise)                /* erf GELU */                                     \
-  X(GeluTanh, "gelu_tanh", kElementwise)       /* tanh-approximated GELU, one fused op */         \
-  X(Silu, "silu", kElementwise)                /* */                                              \
-  X(Tanh, "tanh", kElementwise)                /* */                                              \
-  X(Contiguous, "contiguous", kElementwise)    /* a contiguous copy of a strided view */          \
-  X(CastLike, "cast_like", kElementwise)       /* (x, like) -> x.to(like.dtype) */                \
-  X(Cube, "cube", kElementwise)                /* torch.pow(x, 3.0) (gelu_new's arithmetic) */    \
-  X(AddScalar, "add_scalar", kElementwise)     /* (x) -> x + scalar */                            \
-  X(KvCacheCopy, "kv_cache_copy", kElementwise) /* DynamicCache's cat([empty, kv]) */             \
-  X(Dropout, "dropout", kElementwise)          /* (x) -> x * mask / (1 - p) */                    \
-  X(RopeTables, "rope_tables", kConstant)      /* () -> cos, sin [1, s, head_dim] */              \
-  X(Rope, "rope", kElementwise)                /* (x, cos, sin) -> rotated x */                   \
-  X(CausalMask, "causal_mask", kConstant)      /* () -> additive mask [b, 1, s, s] (eager) */     \
-  X(View, "view", kLayout)                     /* reshape, transpose, split, select: no bytes */  \
-  X(RepeatKv, "repeat_kv", kElementwise)       /* kv repeated to all query heads (a copy) */      \
-  X(MergeHeads, "merge_heads", kElementwise)   /* [b, a, s, d] -> [b, s, a*d] */                  \
-  X(AttnScores, "attn_scores", kMatmul)        /* (q, k[, mask]) -> q @ k^T * scale + mask */     \
-  X(Softmax, "softmax", kElementwise)          /* (scores) -> probabilities */                    \
-  X(AttnContext, "attn_context", kMatmul)      /* (probs, v) -> probs @ v */                      \
-  X(Sdpa, "sdpa", kAttention)                  /* (q, k, v): flash / memory-efficient kernel */   \
-  X(CastF32, "cast_f32", kElementwise)         /* x.float(); an alias when x is fp32 */           \
-  X(LogSoftmax, "log_softmax", kElementwise)   /* (logits fp32) -> log-probabilities */           \
-  X(NllLoss, "nll_loss", kElementwise)         /* (log_probs, labels) -> scalar loss */
+#define HEADROOM_OP_KINDS(X)                                                                       \
+  X(Embedding, "embedding", kElementwise)  /* (ids, weight) -> rows of weight */                   \
+  X(Linear, "linear", kMatmul)             /* (x, weight[, bias]) -> x @ weight^T + bias */        \
+  X(LayerNorm, "layer_norm", kElementwise) /* (x, weight, bias) */                                 \
+  X(RmsNorm, "rms_norm", kElementwise)     /* (x, weight): HF's fp32 upcast, pow, mean, ... */     \
+  X(GemmaRmsNorm, "gemma_rms_norm", kElementwise) /* (x, weight): fp32 x * rstd * (1 + w), cast */ \
+  X(Add, "add", kElementwise)                     /* (a, b) -> a + b */                            \
+  X(Mul, "mul", kElementwise)                     /* (a, b) -> a * b, both activations */          \
+  X(Scale, "scale", kElementwise)                 /* (x) -> x * scalar (LoRA scaling) */           \
+  X(Gelu, "gelu", kElementwise)                   /* erf GELU */                                   \
+  X(GeluTanh, "gelu_tanh", kElementwise)          /* tanh-approximated GELU, one fused op */       \
+  X(Silu, "silu", kElementwise)                   /* */                                            \
+  X(Tanh, "tanh", kElementwise)                   /* */                                            \
+  X(Contiguous, "contiguous", kElementwise)       /* a contiguous copy of a strided view */        \
+  X(CastLike, "cast_like", kElementwise)          /* (x, like) -> x.to(like.dtype) */              \
+  X(Cube, "cube", kElementwise)                   /* torch.pow(x, 3.0) (gelu_new's arithmetic) */  \
+  X(AddScalar, "add_scalar", kElementwise)        /* (x) -> x + scalar */                          \
+  X(KvCacheCopy, "kv_cache_copy", kElementwise)   /* DynamicCache's cat([empty, kv]) */            \
+  X(Dropout, "dropout", kElementwise)             /* (x) -> x * mask / (1 - p) */                  \
+  X(RopeTables, "rope_tables", kConstant)         /* () -> cos, sin [1, s, head_dim] */            \
+  X(Rope, "rope", kElementwise)                   /* (x, cos, sin) -> rotated x */                 \
+  X(CausalMask, "causal_mask", kConstant)         /* () -> additive mask [b, 1, s, s] (eager) */   \
+  X(View, "view", kLayout)                   /* reshape, transpose, split, select: no bytes */     \
+  X(RepeatKv, "repeat_kv", kElementwise)     /* kv repeated to all query heads (a copy) */         \
+  X(MergeHeads, "merge_heads", kElementwise) /* [b, a, s, d] -> [b, s, a*d] */                     \
+  X(AttnScores, "attn_scores", kMatmul)      /* (q, k[, mask]) -> q @ k^T * scale + mask */        \
+  X(Softmax, "softmax", kElementwise)        /* (scores) -> probabilities */                       \
+  X(AttnContext, "attn_context", kMatmul)    /* (probs, v) -> probs @ v */                         \
+  X(Sdpa, "sdpa", kAttention)                /* (q, k, v): flash / memory-efficient kernel */      \
+  X(CastF32, "cast_f32", kElementwise)       /* x.float(); an alias when x is fp32 */              \
+  X(LogSoftmax, "log_softmax", kElementwise) /* (logits fp32) -> log-probabilities */              \
+  X(NllLoss, "nll_loss", kElementwise)       /* (log_probs, labels) -> scalar loss */
 
 enum class OpKind {
 #define HEADROOM_OP_ENUM(name, text, op_class) k##name,

@@ -43,6 +43,20 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
       out << YAML::Key << "original_max_positions" << YAML::Value << m.rope.original_max_positions;
       out << YAML::EndMap;
     }
+    if (m.rope.linear_factor > 0) {
+      out << YAML::Key << "rope_scaling" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "type" << YAML::Value << "linear";
+      out << YAML::Key << "factor" << YAML::Value << m.rope.linear_factor << YAML::EndMap;
+    }
+    // Gemma's fields, only where set, so the other families' plan files are unchanged.
+    if (m.sliding_window_pattern > 0)
+      out << YAML::Key << "sliding_window_pattern" << YAML::Value << m.sliding_window_pattern;
+    for (auto [key, value] : {std::pair{"query_pre_attn_scalar", m.query_pre_attn_scalar},
+                              {"attn_logit_softcapping", m.attn_logit_softcap},
+                              {"final_logit_softcapping", m.final_logit_softcap},
+                              {"rope_local_theta", m.rope_local_theta}}) {
+      if (value > 0) out << YAML::Key << key << YAML::Value << value;
+    }
   }
   out << YAML::Key << "hidden_dropout" << YAML::Value << m.hidden_dropout;
   out << YAML::Key << "attention_dropout" << YAML::Value << m.attention_dropout;

@@ -14,6 +14,10 @@ AttentionImpl AttentionAsExecuted(const ModelSpec& model, AttentionImpl requeste
                                   const DeviceSpec& device) {
   if (requested == AttentionImpl::kSdpa && !device.is_cuda && model.attention_dropout > 0)
     return AttentionImpl::kEager;
+  // Gemma2PreTrainedModel has _supports_sdpa = False (modeling_gemma2.py:353): asked for
+  // nothing, transformers falls back to eager (modeling_utils.py:1882-1889).
+  if (model.family == ModelFamily::kGemma2 && requested == AttentionImpl::kSdpa)
+    return AttentionImpl::kEager;
   return requested;
 }
 
@@ -29,12 +33,16 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     return MakeError(fmt::format("--seq-len {} is longer than {} supports ({} positions)",
                                  c.seq_len, r.model.name, r.model.max_positions));
   }
-  if (r.model.sliding_window > 0 && c.seq_len >= r.model.sliding_window) {
-    // Phi3Model builds a sliding-window mask (masking_utils.py) where headroom plans and
-    // runs a causal one: refuse rather than predict another model's memory.
+  if (r.model.sliding_window > 0 && c.seq_len >= r.model.sliding_window &&
+      c.attention != AttentionImpl::kEager) {
+    // Under SDPA, transformers builds a boolean sliding-window mask once the sequence
+    // reaches the window (masking_utils.py:286-287), repeats K/V for it and runs another
+    // kernel: not modelled yet, so refused rather than predicted as causal attention.
+    // Eager attention's sliding mask has the causal mask's bytes, and is planned.
     return MakeError(fmt::format(
-        "--seq-len {}: {} attends within a sliding window of {} tokens, and sequences that "
-        "long take a sliding-window mask headroom does not model yet; use --seq-len {} or less",
+        "--seq-len {}: {} attends within a sliding window of {} tokens, and under SDPA "
+        "sequences that long take a sliding-window mask headroom does not model yet; use "
+        "--seq-len {} or less, or --attention eager",
         c.seq_len, r.model.name, r.model.sliding_window, r.model.sliding_window - 1));
   }
   const bool bf16 = c.precision == Precision::kAmpBf16 || c.precision == Precision::kBf16 ||

@@ -268,6 +268,33 @@ struct CostRule<OpKind::kRmsNorm> : FlopsOfClass {
 };
 
 template <>
+struct CostRule<OpKind::kGemmaRmsNorm> : FlopsOfClass {
+  // Gemma's RMSNorm (modeling_gemma2.py:49-63, modeling_gemma3.py:119-136):
+  // xf = x.float(); n = xf * rsqrt(xf.pow(2).mean(-1) + eps); y = n * (1 + w.float());
+  // y.type_as(x). pow and the product with rstd save xf; the product with (1 + w) saves
+  // n only when w trains, and (1 + w) always.
+  static void Forward(ForwardRule& r) {
+    const int64_t n = r.v.in_numel(0), rows = n / r.v.last_dim(0), width = r.v.last_dim(0);
+    const bool upcast = r.v.states[r.v.in(0)].dtype != DType::kF32;
+    if (upcast) {
+      r.Internal("gemma_rms_norm fp32 upcast", StorageBytes(DType::kF32, n),
+                 r.SavedOr(r.v.grad(0)));
+    } else {
+      r.SaveIf(0, r.v.grad(0));
+    }
+    r.Internal("gemma_rms_norm x^2", StorageBytes(DType::kF32, n), Lifetime::kEphemeral);
+    r.Internal("gemma_rms_norm rstd", StorageBytes(DType::kF32, rows), r.SavedOr(r.v.grad(0)));
+    r.Internal("gemma_rms_norm normalized fp32", StorageBytes(DType::kF32, n),
+               r.SavedOr(r.v.grad(1)));
+    r.Internal("gemma_rms_norm 1 + weight", StorageBytes(DType::kF32, width),
+               r.SavedOr(r.v.grad(0)));
+    if (upcast)
+      r.Internal("gemma_rms_norm product fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient);
+  }
+  static void Backward(BackwardRule& r) { r.cost.workspace_bytes = 3 * r.f32_in(); }
+};
+
+template <>
 struct CostRule<OpKind::kAdd> : SavesNothing, FlopsOfClass {
   // The output gradient flows unchanged unless the input was broadcast or promoted.
   static void Backward(BackwardRule& r) {

@@ -48,9 +48,12 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
     released_after_op[op.value].push_back(t);
   }
   // The hook's output is a leaf when the embedding weight (the lookup's input 1) is frozen.
+  // The embedding module's output is the lookup's, or (Gemma) the lookup scaled.
   const TensorId e = g.input_embeddings();
-  if (e.valid() && states[e].requires_grad &&
-      !states[g.op(g.tensor(e).producer).inputs[1]].requires_grad) {
+  OpId lookup = e.valid() ? g.tensor(e).producer : OpId{};
+  if (lookup.valid() && g.op(lookup).kind == OpKind::kScale)
+    lookup = g.tensor(g.op(lookup).inputs[0]).producer;
+  if (e.valid() && states[e].requires_grad && !states[g.op(lookup).inputs[1]].requires_grad) {
     grad_leaf = e;
     ++forward_uses[e.value];  // the autograd graph's reference, dropped when backward ends
   }

@@ -70,6 +70,8 @@ struct DTypeRule<OpKind::kLayerNorm> : Fp32OnCudaAutocast {};
 template <>
 struct DTypeRule<OpKind::kRmsNorm> : PromotesInputs {};
 template <>
+struct DTypeRule<OpKind::kGemmaRmsNorm> : KeepsInputDType {};  // output.type_as(x)
+template <>
 struct DTypeRule<OpKind::kAdd> : PromotesInputs {};
 template <>
 struct DTypeRule<OpKind::kMul> : PromotesInputs {};

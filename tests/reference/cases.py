@@ -76,6 +76,13 @@ TINY_QWEN3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads"
 TINY_PHI3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
              "num_hidden_layers": 2, "intermediate_size": 176, "vocab_size": 512,
              "pad_token_id": None}
+TINY_GEMMA2 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 32, "num_hidden_layers": 2, "intermediate_size": 176,
+               "vocab_size": 512, "query_pre_attn_scalar": 32, "sliding_window": 16}
+TINY_GEMMA3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 1,
+               "head_dim": 32, "num_hidden_layers": 2, "intermediate_size": 176,
+               "vocab_size": 512, "query_pre_attn_scalar": 32, "sliding_window": 128,
+               "sliding_window_pattern": 2, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
 TINY_BERT = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
              "intermediate_size": 256, "vocab_size": 512}
 
@@ -175,6 +182,23 @@ CASES = [
          micro_batch=2),
     Case("tiny-phi3 fp32 lora qkv sgd eager mb3", "phi-3-mini.json", TINY_PHI3, mode="lora",
          lora_targets=PHI3_QKV, optimizer="sgd", attention="eager", micro_batch=3),
+    # Gemma 2 (eager only: soft-capped scores and logits, a 16-token window), tiny.
+    Case("tiny-gemma2 fp32 adamw eager mb2 k2", "gemma-2-2b.json", TINY_GEMMA2,
+         attention="eager", micro_batch=2, grad_accum=2),
+    Case("tiny-gemma2 bf16 adamw eager mb2", "gemma-2-2b.json", TINY_GEMMA2, precision="bf16",
+         attention="eager", micro_batch=2),
+    Case("tiny-gemma2 amp-bf16 lora qkvo ckpt-all eager mb2", "gemma-2-2b.json", TINY_GEMMA2,
+         precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+         attention="eager", micro_batch=2),
+    # Gemma 3 text (per-head q/k norms, two rotary bases, window longer than s), tiny.
+    Case("tiny-gemma3 fp32 adamw sdpa mb2 k2", "gemma-3-1b.json", TINY_GEMMA3, micro_batch=2,
+         grad_accum=2),
+    Case("tiny-gemma3 bf16 sgd eager mb2", "gemma-3-1b.json", TINY_GEMMA3, precision="bf16",
+         optimizer="sgd", attention="eager", micro_batch=2),
+    Case("tiny-gemma3 amp-bf16 lora ckpt-all sdpa mb2", "gemma-3-1b.json", TINY_GEMMA3,
+         precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2),
+    Case("tiny-gemma3 fp32 lora sgd sdpa mb3", "gemma-3-1b.json", TINY_GEMMA3, mode="lora",
+         optimizer="sgd", micro_batch=3),
     # BERT sequence classification, tiny.
     Case("tiny-bert fp32 adamw eager mb2", "bert-base-uncased.json", TINY_BERT, task="seq-cls",
          attention="eager", micro_batch=2),
