@@ -21,6 +21,27 @@ std::optional<int64_t> SmallestPeak(PlanRequest r, const SearchOptions& options)
   return PeakAgainstBudget(*p, r.device);
 }
 
+// The smallest GPU of the catalog, larger than the request's, that fits.
+std::optional<Suggestion> BiggerGpu(const PlanRequest& request, const SearchOptions& options) {
+  if (!request.device.is_cuda) return std::nullopt;
+  std::vector<DeviceSpec> gpus = GpuCatalog();
+  std::sort(gpus.begin(), gpus.end(), [](const DeviceSpec& a, const DeviceSpec& b) {
+    return a.memory_bytes < b.memory_bytes;
+  });
+  for (const DeviceSpec& gpu : gpus) {
+    if (gpu.memory_bytes <= request.device.memory_bytes) continue;
+    PlanRequest r = request;
+    r.device = gpu;
+    if (ValidateRequest(r)) continue;
+    auto peak = SmallestPeak(r, options);
+    if (peak && *peak <= UsableBytes(gpu, options.margin))
+      return Suggestion{
+          fmt::format("a bigger GPU: {} ({})", gpu.name, FormatBytes(gpu.memory_bytes)), *peak,
+          true};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOptions& options) {
@@ -66,25 +87,7 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOpt
         fmt::format("sequence length {} instead of {}", r.config.seq_len, request.config.seq_len),
         r);
   }
-  if (request.device.is_cuda) {
-    std::vector<DeviceSpec> gpus = GpuCatalog();
-    std::sort(gpus.begin(), gpus.end(), [](const DeviceSpec& a, const DeviceSpec& b) {
-      return a.memory_bytes < b.memory_bytes;
-    });
-    for (const DeviceSpec& gpu : gpus) {
-      if (gpu.memory_bytes <= request.device.memory_bytes) continue;
-      PlanRequest r = request;
-      r.device = gpu;
-      if (ValidateRequest(r)) continue;
-      auto peak = SmallestPeak(r, options);
-      if (peak && *peak <= UsableBytes(gpu, options.margin)) {
-        out.push_back(
-            {fmt::format("a bigger GPU: {} ({})", gpu.name, FormatBytes(gpu.memory_bytes)), *peak,
-             true});
-        break;
-      }
-    }
-  }
+  if (auto gpu = BiggerGpu(request, options)) out.push_back(*gpu);
   std::stable_sort(out.begin(), out.end(), [](const Suggestion& a, const Suggestion& b) {
     if (a.fits != b.fits) return a.fits;
     return a.peak_bytes < b.peak_bytes;

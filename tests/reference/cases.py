@@ -108,6 +108,10 @@ CASES = [
          checkpoint="all", slow=True, pinned_only=True),
     Case("phi-3-mini lora r16 qkv fp32 sdpa s64", "phi-3-mini.json", mode="lora",
          lora_rank=16, lora_targets=PHI3_QKV, slow=True, pinned_only=True),
+    Case("gemma-3-1b lora r16 q,v fp32 sdpa s128", "gemma-3-1b.json", mode="lora",
+         lora_rank=16, seq_len=128, slow=True),
+    Case("gemma-3-1b fp32 sgd ckpt-all sdpa s64", "gemma-3-1b.json", optimizer="sgd",
+         checkpoint="all", slow=True, pinned_only=True),
     # Real-size bf16 kernels (AMP: every linear, lm_head included, in bf16). Small token
     # count: on a CPU without AVX-512, ATen's own bf16 gemm runs (about 1 GFLOP/s on 2
     # cores), so this one case takes minutes there.

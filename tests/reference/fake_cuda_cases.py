@@ -5,8 +5,8 @@ first forward and at its peak. Fields as in cases.Case, plus amp-fp16; no optimi
 
 import dataclasses
 
-from cases import (BERT_QV, GPT2_QKV, LLAMA_QKVO, PHI3_ALL, TINY_BERT, TINY_GPT2, TINY_LLAMA,
-                   TINY_PHI3, TINY_QWEN2, TINY_QWEN3, load_hf_config)
+from cases import (BERT_QV, GPT2_QKV, LLAMA_QKVO, PHI3_ALL, TINY_BERT, TINY_GEMMA2, TINY_GEMMA3,
+                   TINY_GPT2, TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3, load_hf_config)
 
 LLAMA_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -63,6 +63,8 @@ L31_8B = "llama-3.1-8b.json"
 Q3_8B = "qwen3-8b.json"
 Q3_32B = "qwen3-32b.json"
 PHI4 = "phi-4.json"
+G2_9B = "gemma-2-9b.json"
+G3_27B = "gemma-3-27b.json"
 
 CASES = [
     # Tiny models of each family (a few seconds each).
@@ -86,6 +88,10 @@ CASES = [
              micro_batch=2),
     FakeCase("tiny-phi3 bf16 lora all sdpa mb2", "phi-3-mini.json", TINY_PHI3, precision="bf16",
              mode="lora", lora_targets=PHI3_ALL, micro_batch=2),
+    FakeCase("tiny-gemma2 amp-bf16 eager mb2", "gemma-2-2b.json", TINY_GEMMA2,
+             precision="amp-bf16", attention="eager", micro_batch=2),
+    FakeCase("tiny-gemma3 bf16 lora sdpa mb2", "gemma-3-1b.json", TINY_GEMMA3, precision="bf16",
+             mode="lora", micro_batch=2),
     FakeCase("tiny-bert seq-cls amp-bf16 sdpa mb2", "bert-base-uncased.json", TINY_BERT,
              task="seq-cls", precision="amp-bf16", micro_batch=2),
     # Real sizes.
@@ -140,4 +146,14 @@ CASES = [
     FakeCase("phi-4 amp-bf16 full s4096", PHI4, precision="amp-bf16", seq_len=4096, slow=True),
     FakeCase("phi-4 bf16 lora qkv s8192", PHI4, precision="bf16", mode="lora",
              lora_targets=("qkv_proj",), seq_len=8192, slow=True),
+    # Gemma 2 runs eager (transformers refuses SDPA for it); Gemma 3 at s >= its 1024-token
+    # window is planned eager (SDPA's sliding-window mask is not modelled).
+    FakeCase("gemma-2-9b amp-bf16 full eager s4096", G2_9B, precision="amp-bf16",
+             attention="eager", seq_len=4096, slow=True),
+    FakeCase("gemma-2-9b bf16 lora eager s8192", G2_9B, precision="bf16", mode="lora",
+             attention="eager", seq_len=8192, slow=True),
+    FakeCase("gemma-3-27b bf16 lora eager s4096", G3_27B, precision="bf16", mode="lora",
+             attention="eager", seq_len=4096, slow=True),
+    FakeCase("gemma-3-27b amp-bf16 lora eager s8192", G3_27B, precision="amp-bf16", mode="lora",
+             attention="eager", seq_len=8192, slow=True),
 ]
