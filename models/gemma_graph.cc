@@ -106,18 +106,9 @@ void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId post_mlp = layers.GemmaRmsNorm(p + ".post_feedforward_layernorm", mlp, h);
     layers.HeldUntilModuleReturns(mlp, post_mlp);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, post_mlp);
-    // The model's loop variable holds the block input, and the decoder layer's `_` the
-    // eager attention weights, until the layer returns.
-    layers.HeldUntilModuleReturns(block_input, x);
-    if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);
-    g.EndBlock(x);
+    layers.EndDecoderLayer(block_input, attn_weights, x);
   }
-  x = layers.GemmaRmsNorm("model.norm", x, h);
-  layers.HeldUntilModuleReturns(inputs_embeds, x);
-  TensorId lm_weight = spec.tie_embeddings
-                           ? embed
-                           : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
-  layers.LanguageModelLoss(x, lm_weight, labels);
+  layers.CausalLmHead(layers.GemmaRmsNorm("model.norm", x, h), inputs_embeds, embed, labels);
 }
 
 }  // namespace headroom

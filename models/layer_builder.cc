@@ -288,6 +288,22 @@ TensorId LayerBuilder::LanguageModelLoss(TensorId x, TensorId lm_weight, TensorI
   return loss;
 }
 
+void LayerBuilder::EndDecoderLayer(TensorId block_input, TensorId attn_weights, TensorId out) {
+  HeldUntilModuleReturns(block_input, out);
+  if (attn_weights.valid()) HeldUntilModuleReturns(attn_weights, out);
+  graph_.EndBlock(out);
+}
+
+void LayerBuilder::CausalLmHead(TensorId normed, TensorId inputs_embeds, TensorId embed,
+                                TensorId labels) {
+  HeldUntilModuleReturns(inputs_embeds, normed);
+  TensorId lm_weight =
+      spec_.tie_embeddings
+          ? embed
+          : Param("lm_head.weight", {Dim::C(spec_.vocab_size), Dim::C(spec_.hidden_size)});
+  LanguageModelLoss(normed, lm_weight, labels);
+}
+
 TensorId LayerBuilder::ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels) {
   const SymShape shape{Dim::B(), Dim::C(num_labels)};
   TensorId logits32 = Op(OpKind::kCastF32, "logits.float", {logits}, shape);

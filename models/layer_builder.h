@@ -117,6 +117,13 @@ class LayerBuilder {
   // `input` stays alive until the op that made `module_output` has run (Python stacks):
   // the caller of a module holds its argument through the call.
   void HeldUntilModuleReturns(TensorId input, TensorId module_output);
+  // The end of a decoder layer as transformers runs it: the model's loop variable holds
+  // the block input, and the layer's `_` the eager attention weights (if any), until the
+  // layer returns (modeling_llama.py:297-314, 393-394); then the block ends.
+  void EndDecoderLayer(TensorId block_input, TensorId attn_weights, TensorId out);
+  // A causal LM's head after its final norm: the model's inputs_embeds lives until the
+  // model returns, the LM head is the embedding (tied) or its own weight, then the loss.
+  void CausalLmHead(TensorId normed, TensorId inputs_embeds, TensorId embed, TensorId labels);
   // Classification loss over [b, num_labels] logits.
   TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
 

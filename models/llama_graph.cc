@@ -66,19 +66,9 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
         layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
     layers.HeldUntilModuleReturns(n2, down);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);
-    // LlamaModel's loop variable holds the block input, and the decoder layer's `_` the
-    // attention weights, until the layer returns (modeling_llama.py:297-314, 393-394).
-    layers.HeldUntilModuleReturns(block_input, x);
-    if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);
-    g.EndBlock(x);
+    layers.EndDecoderLayer(block_input, attn_weights, x);
   }
-  x = layers.RmsNorm("model.norm", x, h);
-  // LlamaModel.forward's inputs_embeds lives until it returns (after the final norm).
-  layers.HeldUntilModuleReturns(inputs_embeds, x);
-  TensorId lm_weight = spec.tie_embeddings
-                           ? embed
-                           : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
-  layers.LanguageModelLoss(x, lm_weight, labels);
+  layers.CausalLmHead(layers.RmsNorm("model.norm", x, h), inputs_embeds, embed, labels);
 }
 
 }  // namespace headroom

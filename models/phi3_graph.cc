@@ -85,18 +85,9 @@ void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId mlp = Phi3Mlp(spec, layers, p, n2);
     mlp = layers.Dropout(p + ".resid_mlp_dropout", mlp, spec.hidden_dropout);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, mlp);
-    // Phi3Model's loop variable holds the block input, and the decoder layer's
-    // `self_attn_weights` the eager attention weights, until the layer returns.
-    layers.HeldUntilModuleReturns(block_input, x);
-    if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);
-    g.EndBlock(x);
+    layers.EndDecoderLayer(block_input, attn_weights, x);  // `self_attn_weights`
   }
-  x = layers.RmsNorm("model.norm", x, h);
-  layers.HeldUntilModuleReturns(inputs_embeds, x);
-  TensorId lm_weight = spec.tie_embeddings
-                           ? embed
-                           : layers.Param("lm_head.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
-  layers.LanguageModelLoss(x, lm_weight, labels);
+  layers.CausalLmHead(layers.RmsNorm("model.norm", x, h), inputs_embeds, embed, labels);
 }
 
 }  // namespace headroom
