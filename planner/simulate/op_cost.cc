@@ -286,8 +286,10 @@ struct CostRule<OpKind::kGemmaRmsNorm> : FlopsOfClass {
     r.Internal("gemma_rms_norm rstd", StorageBytes(DType::kF32, rows), r.SavedOr(r.v.grad(0)));
     r.Internal("gemma_rms_norm normalized fp32", StorageBytes(DType::kF32, n),
                r.SavedOr(r.v.grad(1)));
-    r.Internal("gemma_rms_norm 1 + weight", StorageBytes(DType::kF32, width),
-               r.SavedOr(r.v.grad(0)));
+    r.cost.internals.push_back({.label = "gemma_rms_norm 1 + weight",
+                                .bytes = StorageBytes(DType::kF32, width),
+                                .lifetime = r.SavedOr(r.v.grad(0)),
+                                .per_sample = false});  // the weight's size
     if (upcast)
       r.Internal("gemma_rms_norm product fp32", StorageBytes(DType::kF32, n), Lifetime::kTransient);
   }
