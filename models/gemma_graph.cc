@@ -18,15 +18,6 @@ namespace {
 
 using RopePair = std::array<TensorId, 2>;
 
-RopePair RopeTables(LayerBuilder& layers, const std::string& name, TensorId x, RopeParams rope,
-                    int64_t d) {
-  auto t =
-      layers.graph().AddOp({.kind = OpKind::kRopeTables, .name = name, .inputs = {x}, .rope = rope},
-                           {{.name = name + ".cos", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}},
-                            {.name = name + ".sin", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}}});
-  return {t[0], t[1]};
-}
-
 // GemmaAttention.forward: projections viewed as heads (Gemma 3: normalized per head),
 // rotary, attention, o_proj.
 TensorId GemmaAttention(const ModelSpec& spec, LayerBuilder& layers, const std::string& p,
@@ -67,7 +58,7 @@ TensorId GemmaMlp(const ModelSpec& spec, LayerBuilder& layers, const std::string
 
 void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
-  const int64_t h = spec.hidden_size, d = spec.head_dim;
+  const int64_t h = spec.hidden_size;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
@@ -81,11 +72,11 @@ void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   const TensorId full_mask = layers.CausalMaskIfEager(x);
   const TensorId sliding_mask =
       spec.sliding_window > 0 ? layers.CausalMaskIfEager(x, spec.sliding_window) : TensorId{};
-  const RopePair global_rope = RopeTables(layers, "model.rotary_emb", x, spec.rope, d);
+  const RopePair global_rope = layers.RopeTables("model.rotary_emb", "rope", x, spec.rope);
   RopePair local_rope = global_rope;
   if (spec.rope_local_theta > 0)  // Gemma 3: one table per layer type
-    local_rope =
-        RopeTables(layers, "model.rotary_emb_local", x, {.theta = spec.rope_local_theta}, d);
+    local_rope = layers.RopeTables("model.rotary_emb_local", "rope_local", x,
+                                   {.theta = spec.rope_local_theta});
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}", i);

@@ -169,6 +169,16 @@ TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden, int64_t sliding_window
                       {{.name = name, .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
 }
 
+std::array<TensorId, 2> LayerBuilder::RopeTables(const std::string& op_name,
+                                                 const std::string& name, TensorId x,
+                                                 const RopeParams& rope) {
+  const SymShape shape{Dim::C(1), Dim::S(), Dim::C(spec_.head_dim)};
+  auto t = graph_.AddOp(
+      {.kind = OpKind::kRopeTables, .name = op_name, .inputs = {x}, .rope = rope},
+      {{.name = name + ".cos", .shape = shape}, {.name = name + ".sin", .shape = shape}});
+  return {t[0], t[1]};
+}
+
 TensorId LayerBuilder::HeadsSlice(const std::string& name, TensorId x, int64_t begin, int64_t heads,
                                   int64_t head_dim) {
   return graph_.AddOp({.kind = OpKind::kView, .name = name, .inputs = {x}, .slice_begin = begin},

@@ -6,6 +6,7 @@
 
 #include "models/layer.h"
 
+#include <array>
 #include <set>
 #include <string>
 
@@ -90,6 +91,9 @@ class LayerBuilder {
   // fused projection; its backward builds a gradient the size of x (slice_backward).
   TensorId HeadsSlice(const std::string& name, TensorId x, int64_t begin, int64_t heads,
                       int64_t head_dim);
+  // cos and sin [1, s, head_dim] in x's dtype, once per forward (`name`.cos/.sin tensors).
+  std::array<TensorId, 2> RopeTables(const std::string& op_name, const std::string& name,
+                                     TensorId x, const RopeParams& rope);
   // One op producing several views of x (split): its backward builds one gradient of x.
   std::vector<TensorId> SplitView(const std::string& name, TensorId x,
                                   const std::vector<std::string>& parts, SymShape part_shape);

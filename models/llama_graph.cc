@@ -20,10 +20,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   const TensorId inputs_embeds = x;
   // HF computes cos/sin once per forward in the hidden states' dtype, from position ids
   // of shape [1, s] (cache_position.unsqueeze(0)): one table for the whole batch.
-  auto tables = g.AddOp(
-      {.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}, .rope = spec.rope},
-      {{.name = "rope.cos", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}},
-       {.name = "rope.sin", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}}});
+  const auto tables = layers.RopeTables("model.rotary_emb", "rope", x, spec.rope);
   TensorId mask = layers.CausalMaskIfEager(x);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {

@@ -57,7 +57,7 @@ TensorId Phi3Mlp(const ModelSpec& spec, LayerBuilder& layers, const std::string&
 
 void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
-  const int64_t h = spec.hidden_size, d = spec.head_dim;
+  const int64_t h = spec.hidden_size;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
@@ -65,10 +65,7 @@ void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));
   g.MarkInputEmbeddings(x);
   const TensorId inputs_embeds = x;
-  auto tables = g.AddOp(
-      {.kind = OpKind::kRopeTables, .name = "model.rotary_emb", .inputs = {x}, .rope = spec.rope},
-      {{.name = "rope.cos", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}},
-       {.name = "rope.sin", .shape = {Dim::C(1), Dim::S(), Dim::C(d)}}});
+  const auto tables = layers.RopeTables("model.rotary_emb", "rope", x, spec.rope);
   // Phi3Model's mask is a sliding-window one when the config has a window (same bytes).
   TensorId mask = layers.CausalMaskIfEager(x, spec.sliding_window);
 
