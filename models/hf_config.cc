@@ -1,5 +1,7 @@
 #include "models/hf_config.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -58,10 +60,65 @@ class FieldReader {
     (target) = *_r;                             \
   } while (0)
 
+// The experts of Qwen3MoeConfig (configuration_qwen3_moe.py:97-104) and MixtralConfig
+// (configuration_mixtral.py:84-88), with their defaults. Both map num_experts onto
+// num_local_experts (attribute_map), so either key names the count.
+std::optional<Error> ImportExperts(const FieldReader& f, const std::string& type, ModelSpec& spec) {
+  const bool mixtral = type == "mixtral";
+  const json& root = f.root();
+  const auto given = [&](const char* key) { return root.contains(key) && !root[key].is_null(); };
+  if (given("num_experts") && given("num_local_experts") &&
+      root["num_experts"] != root["num_local_experts"])
+    return MakeError(fmt::format("{} config with num_experts {} and num_local_experts {}: which?",
+                                 type, root["num_experts"].dump(),
+                                 root["num_local_experts"].dump()));
+  const char* experts_key = given("num_experts") ? "num_experts" : "num_local_experts";
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_experts, f.IntOr(experts_key, mixtral ? 8 : 128));
+  HEADROOM_ASSIGN_OR_RETURN(spec.num_experts_per_tok,
+                            f.IntOr("num_experts_per_tok", mixtral ? 2 : 8));
+  if (f.BoolOr("output_router_logits", false))
+    return MakeError(
+        fmt::format("{} config with output_router_logits=true is not supported (the auxiliary "
+                    "load-balancing loss is not modelled)",
+                    type));
+  if (mixtral) {
+    // MixtralExperts are intermediate_size wide (modeling_mixtral.py:64); MixtralTopKRouter
+    // always renormalizes the top-k weights (modeling_mixtral.py:109). A sliding_window
+    // is read as Phi-3's is: SDPA at sequences as long as the window is refused.
+    spec.moe_intermediate_size = spec.intermediate_size;
+    spec.norm_topk_prob = true;
+    HEADROOM_ASSIGN_OR_RETURN(spec.sliding_window, f.IntOr("sliding_window", 0));
+    if (const double jitter = f.NumberOr("router_jitter_noise", 0.0); jitter != 0.0)
+      return MakeError(fmt::format(
+          "mixtral config with router_jitter_noise={} is not supported (the training-time "
+          "jitter on the router's input is not modelled)",
+          jitter));
+    return std::nullopt;
+  }
+  HEADROOM_ASSIGN_OR_RETURN(spec.moe_intermediate_size, f.IntOr("moe_intermediate_size", 768));
+  spec.norm_topk_prob = f.BoolOr("norm_topk_prob", false);
+  int64_t sparse_step = 1;
+  HEADROOM_ASSIGN_OR_RETURN(sparse_step, f.IntOr("decoder_sparse_step", 1));
+  if (sparse_step != 1)
+    return MakeError(fmt::format(
+        "qwen3_moe config with decoder_sparse_step={} is not supported (only 1: every layer "
+        "a mixture of experts; dense MLP layers among the sparse ones are not modelled)",
+        sparse_step));
+  if (given("mlp_only_layers") &&
+      (!root["mlp_only_layers"].is_array() || !root["mlp_only_layers"].empty()))
+    return MakeError(fmt::format(
+        "qwen3_moe config with mlp_only_layers {} is not supported (dense MLP layers among "
+        "the sparse ones are not modelled)",
+        root["mlp_only_layers"].dump()));
+  return std::nullopt;
+}
+
 Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type, ModelSpec spec) {
-  spec.family = type == "qwen3"  ? ModelFamily::kQwen3
-                : type == "phi3" ? ModelFamily::kPhi3
-                                 : ModelFamily::kLlama;
+  spec.family = type == "qwen3"       ? ModelFamily::kQwen3
+                : type == "qwen3_moe" ? ModelFamily::kQwen3Moe
+                : type == "mixtral"   ? ModelFamily::kMixtral
+                : type == "phi3"      ? ModelFamily::kPhi3
+                                      : ModelFamily::kLlama;
   HEADROOM_ASSIGN_OR_RETURN(spec.vocab_size, f.Int("vocab_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.hidden_size, f.Int("hidden_size"));
   HEADROOM_ASSIGN_OR_RETURN(spec.num_layers, f.Int("num_hidden_layers"));
@@ -70,9 +127,12 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   HEADROOM_ASSIGN_OR_RETURN(spec.max_positions, f.Int("max_position_embeddings"));
   HEADROOM_ASSIGN_OR_RETURN(spec.num_kv_heads, f.IntOr("num_key_value_heads", spec.num_heads));
   // Qwen3Config defaults head_dim to 128 (configuration_qwen3.py:67), not hidden / heads.
+  // Qwen3MoeConfig has no head_dim field: without one, the attention takes hidden / heads
+  // (modeling_qwen3_moe.py:129), as Llama's does.
   HEADROOM_ASSIGN_OR_RETURN(spec.head_dim, f.IntOr("head_dim", type == "qwen3" ? 128 : 0));
   spec.tie_embeddings = f.BoolOr("tie_word_embeddings", false);
-  spec.norm_eps = f.NumberOr("rms_norm_eps", 1e-6);
+  // MixtralConfig: rms_norm_eps 1e-5 and rope_theta 1e6 (default_theta) by default.
+  spec.norm_eps = f.NumberOr("rms_norm_eps", type == "mixtral" ? 1e-5 : 1e-6);
   spec.attention_dropout = f.NumberOr("attention_dropout", 0.0);
   spec.activation = f.StringOr("hidden_act", "silu");
   // transformers 4.x writes rope_theta and rope_scaling; 5.x may write rope_parameters.
@@ -82,7 +142,7 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
                          : nullptr;
   spec.rope.theta = rope && rope->contains("rope_theta") && (*rope)["rope_theta"].is_number()
                         ? (*rope)["rope_theta"].get<double>()
-                        : f.NumberOr("rope_theta", 10000.0);
+                        : f.NumberOr("rope_theta", type == "mixtral" ? 1e6 : 10000.0);
   const json* scaling = root.contains("rope_scaling") && root["rope_scaling"].is_object()
                             ? &root["rope_scaling"]
                             : rope;
@@ -116,12 +176,17 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   // Qwen2 always has q/k/v biases; Qwen3 has them when attention_bias (default false),
   // and then on o_proj too (modeling_qwen3.py), which is not modelled.
   spec.qkv_bias = type == "qwen2";
-  if (type == "qwen3" && f.BoolOr("attention_bias", false))
-    return MakeError("qwen3 config with attention_bias=true is not supported");
-  if (type == "qwen3" && f.BoolOr("use_sliding_window", false))
+  const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
+  if (qwen3 && f.BoolOr("attention_bias", false))
+    return MakeError(fmt::format("{} config with attention_bias=true is not supported", type));
+  if (qwen3 && f.BoolOr("use_sliding_window", false))
     return MakeError(
-        "qwen3 config with use_sliding_window=true is not supported (every released Qwen3 "
-        "attends globally)");
+        fmt::format("{} config with use_sliding_window=true is not supported (every released Qwen3 "
+                    "attends globally)",
+                    type));
+  if (type == "qwen3_moe" || type == "mixtral") {
+    if (auto error = ImportExperts(f, type, spec)) return *error;
+  }
   if (type == "phi3") {
     // Phi3Config: no head_dim field (hidden / heads), residual dropout resid_pdrop.
     spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.0);
@@ -261,7 +326,7 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
                   : std::string(origin);
   Result<ModelSpec> imported = MakeError("");
   if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
-      type == "phi3") {
+      type == "phi3" || type == "qwen3_moe" || type == "mixtral") {
     imported = ImportLlamaLike(reader, type, spec);
   } else if (type == "gemma2" || type == "gemma3_text") {
     imported = ImportGemma(reader, type, spec);
@@ -278,7 +343,7 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
   } else {
     return MakeError(fmt::format(
         "{}: model_type '{}' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, "
-        "gemma2, gemma3_text, gpt2, bert)",
+        "gemma2, gemma3_text, qwen3_moe, mixtral, gpt2, bert)",
         origin, type));
   }
   if (!imported) return imported.error();

@@ -1,4 +1,5 @@
-// Import of a Hugging Face `config.json` (model_type llama, mistral, qwen2, gpt2, bert)
+// Import of a Hugging Face `config.json` (model_type llama, mistral, qwen2, qwen3, phi3,
+// gemma2, gemma3_text, qwen3_moe, mixtral, gpt2, bert)
 // into a ModelSpec. Missing fields and unsupported types are errors naming the problem.
 #pragma once
 

@@ -30,6 +30,10 @@ std::optional<Error> CheckBounds(const ModelSpec& spec) {
         {spec.sliding_window_pattern, kMaxLayers, "sliding_window_pattern"},
         {spec.type_vocab_size, kMaxVocab, "type_vocab_size"},
         {spec.num_labels, kMaxVocab, "num_labels"},
+        // As many experts as heads at most: far above any released MoE (Qwen3: 128).
+        {spec.num_experts, kMaxHeads, "num_experts"},
+        {spec.num_experts_per_tok, kMaxHeads, "num_experts_per_tok"},
+        {spec.moe_intermediate_size, kMaxWidth, "moe_intermediate_size"},
         {spec.rope.original_max_positions, kMaxPositions, "rope_scaling.original_max_positions"}}) {
     if (auto e = CheckRange(v, 0, hi, fmt::format("model '{}': {}", spec.name, field))) return e;
   }
@@ -41,7 +45,11 @@ std::optional<Error> CheckBounds(const ModelSpec& spec) {
 std::optional<Error> CheckParameterBytes(const ModelSpec& spec) {
   const auto d = [](int64_t v) { return static_cast<double>(v); };
   const double h = d(spec.hidden_size), q = d(spec.q_dim()), kv = d(spec.kv_dim());
-  const double per_layer = h * (q + 2 * kv) + q * h + 3 * h * d(spec.intermediate_size) + 8 * h;
+  // A mixture of experts: each expert a gated MLP of moe_intermediate_size, and a router.
+  const double mlp = spec.is_moe()
+                         ? d(spec.num_experts) * (3 * h * d(spec.moe_intermediate_size) + h)
+                         : 3 * h * d(spec.intermediate_size);
+  const double per_layer = h * (q + 2 * kv) + q * h + mlp + 8 * h;
   const double embeddings =
       (d(spec.vocab_size) + d(spec.max_positions) + d(spec.type_vocab_size) + d(spec.num_labels)) *
       h;
@@ -51,6 +59,60 @@ std::optional<Error> CheckParameterBytes(const ModelSpec& spec) {
       "model '{}' is too large to plan: its weights, gradients and optimizer state exceed 2^62 "
       "bytes",
       spec.name));
+}
+
+bool IsMoeFamily(ModelFamily family) {
+  return family == ModelFamily::kQwen3Moe || family == ModelFamily::kMixtral;
+}
+
+// The mixture-of-experts fields: only the qwen3_moe and mixtral families have them, and
+// those need them. Mixtral's experts are intermediate_size wide (modeling_mixtral.py:64)
+// and its router always renormalizes the top-k weights (modeling_mixtral.py:109); the
+// width is filled in when not given.
+std::optional<Error> CheckMoe(ModelSpec& spec) {
+  const auto error = [&](const std::string& text) {
+    return MakeError(fmt::format("model '{}': {}", spec.name, text));
+  };
+  if (spec.num_experts == 0) {
+    for (auto [v, field] : {std::pair{spec.num_experts_per_tok, "num_experts_per_tok"},
+                            {spec.moe_intermediate_size, "moe_intermediate_size"}}) {
+      if (v != 0)
+        return error(
+            fmt::format("{} is {} but num_experts is 0 (a mixture-of-experts field "
+                        "needs num_experts)",
+                        field, v));
+    }
+  }
+  if (!IsMoeFamily(spec.family)) {
+    if (spec.num_experts != 0 || spec.norm_topk_prob)
+      return error(fmt::format(
+          "{} is only supported for the qwen3_moe and mixtral families "
+          "(family is {})",
+          spec.num_experts != 0 ? "num_experts" : "norm_topk_prob", FamilyName(spec.family)));
+    return std::nullopt;
+  }
+  if (spec.num_experts <= 0)
+    return error(fmt::format("num_experts must be a positive integer for the {} family (got {})",
+                             FamilyName(spec.family), spec.num_experts));
+  if (spec.num_experts_per_tok < 1 || spec.num_experts_per_tok > spec.num_experts)
+    return error(fmt::format("num_experts_per_tok must be between 1 and num_experts {} (got {})",
+                             spec.num_experts, spec.num_experts_per_tok));
+  if (spec.family == ModelFamily::kMixtral) {
+    if (spec.moe_intermediate_size == 0) spec.moe_intermediate_size = spec.intermediate_size;
+    if (spec.moe_intermediate_size != spec.intermediate_size)
+      return error(
+          fmt::format("moe_intermediate_size {} must equal intermediate_size {} for the "
+                      "mixtral family (its experts are intermediate_size wide)",
+                      spec.moe_intermediate_size, spec.intermediate_size));
+    if (!spec.norm_topk_prob)
+      return error(
+          "norm_topk_prob must be true for the mixtral family (its router always "
+          "renormalizes the top-k weights)");
+  }
+  if (spec.moe_intermediate_size <= 0)
+    return error(fmt::format("moe_intermediate_size must be a positive integer (got {})",
+                             spec.moe_intermediate_size));
+  return std::nullopt;
 }
 
 }  // namespace
@@ -146,6 +208,7 @@ Result<ModelSpec> Validate(ModelSpec spec) {
   }
   if (!(spec.norm_eps > 0) || !std::isfinite(spec.norm_eps))
     return MakeError(fmt::format("model '{}': norm_eps must be a positive number", spec.name));
+  if (auto e = CheckMoe(spec)) return *e;
   if (auto e = CheckParameterBytes(spec)) return *e;
   return spec;
 }
@@ -186,6 +249,11 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  "activation",
                                  "rope_theta",
                                  "rope_scaling",
+                                 "num_experts",
+                                 "num_local_experts",
+                                 "num_experts_per_tok",
+                                 "moe_intermediate_size",
+                                 "norm_topk_prob",
                                  "source"};
   for (const auto& kv : root) {
     if (!kv.first.IsScalar())
@@ -218,9 +286,22 @@ Result<ModelSpec> ParseModelSpecYaml(std::string_view yaml_text, std::string_vie
                                  {"sliding_window", &spec.sliding_window},
                                  {"sliding_window_pattern", &spec.sliding_window_pattern},
                                  {"type_vocab_size", &spec.type_vocab_size},
-                                 {"num_labels", &spec.num_labels}}) {
+                                 {"num_labels", &spec.num_labels},
+                                 {"num_experts", &spec.num_experts},
+                                 {"num_experts_per_tok", &spec.num_experts_per_tok},
+                                 {"moe_intermediate_size", &spec.moe_intermediate_size}}) {
       if (root[field]) *target = root[field].as<int64_t>();
     }
+    // Mixtral's config.json calls the experts num_local_experts (configuration_mixtral.py).
+    if (root["num_local_experts"]) {
+      if (root["num_experts"])
+        return MakeError(
+            fmt::format("{}: give num_experts or num_local_experts, not both", origin));
+      spec.num_experts = root["num_local_experts"].as<int64_t>();
+    }
+    // Mixtral's router always renormalizes (modeling_mixtral.py:109): true unless stated.
+    spec.norm_topk_prob = root["norm_topk_prob"] ? root["norm_topk_prob"].as<bool>()
+                                                 : spec.family == ModelFamily::kMixtral;
     if (root["tie_embeddings"]) spec.tie_embeddings = root["tie_embeddings"].as<bool>();
     if (root["qkv_bias"]) spec.qkv_bias = root["qkv_bias"].as<bool>();
     if (root["norm_eps"]) spec.norm_eps = root["norm_eps"].as<double>();

@@ -121,6 +121,26 @@ const std::string& FixtureDir() {
           "{\"model_type\": \"phi3\", " + decoder + "\"partial_rotary_factor\": 0.5}");
     write("phi3-longrope.json",
           "{\"model_type\": \"phi3\", " + decoder + "\"rope_scaling\": {\"type\": \"longrope\"}}");
+    // Mixtures of experts: configs with what is not modelled, a spec routing each token
+    // to more experts than it has.
+    write("qwen3-moe-sparse-step.json",
+          "{\"model_type\": \"qwen3_moe\", " + decoder + "\"decoder_sparse_step\": 2}");
+    write("qwen3-moe-dense-layers.json",
+          "{\"model_type\": \"qwen3_moe\", " + decoder + "\"mlp_only_layers\": [1]}");
+    write("qwen3-moe-router-logits.json",
+          "{\"model_type\": \"qwen3_moe\", " + decoder + "\"output_router_logits\": true}");
+    write("qwen3-moe-top-k.json", "{\"model_type\": \"qwen3_moe\", " + decoder +
+                                      "\"num_experts\": 4, \"num_experts_per_tok\": 8}");
+    write("mixtral-jitter.json",
+          "{\"model_type\": \"mixtral\", " + decoder + "\"router_jitter_noise\": 0.01}");
+    write("mixtral-router-logits.json",
+          "{\"model_type\": \"mixtral\", " + decoder + "\"output_router_logits\": true}");
+    write("moe-top-k.yaml",
+          "family: qwen3_moe\nvocab_size: 512\nhidden_size: 64\nnum_layers: 2\nnum_heads: 4\n"
+          "max_positions: 256\nintermediate_size: 176\nnum_experts: 4\nnum_experts_per_tok: 8\n"
+          "moe_intermediate_size: 48\n");
+    spec("llama-experts.yaml", "intermediate_size: 176",
+         "intermediate_size: 176\nnum_experts_per_tok: 2");
     write("garbage.yaml", "headroom_plan_version: 1\nmodel: [\n");
     write("garbage.bin", "this is not a safetensors file at all");
     write("odd.bin", "abc");
@@ -395,6 +415,23 @@ std::vector<BadInput> PlanCases() {
        "partial_rotary_factor"},
       {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/phi3-longrope.json",
        "longrope"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/qwen3-moe-sparse-step.json",
+       "decoder_sparse_step"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/qwen3-moe-dense-layers.json",
+       "mlp_only_layers"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model "
+       "{d}/qwen3-moe-router-logits.json",
+       "output_router_logits"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/qwen3-moe-top-k.json",
+       "num_experts_per_tok"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/mixtral-jitter.json",
+       "router_jitter_noise"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/mixtral-router-logits.json",
+       "output_router_logits"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/moe-top-k.yaml",
+       "num_experts_per_tok"},
+      {"plan --gpu a100-80gb --micro-batch 1 --seq-len 64 --model {d}/llama-experts.yaml",
+       "num_experts_per_tok"},
       {"plan --gpu h100-80gb --micro-batch 1 --seq-len 2047 --model phi-3-mini", "--seq-len"},
       // Files that are not regular files, or too large: an error, not a hang.
       {"plan --gpu a100-80gb --micro-batch 1 --model /dev/zero", "/dev/zero"},

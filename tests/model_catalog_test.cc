@@ -2,6 +2,10 @@
 // errors of malformed specs.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <utility>
+
 #include "models/build_graph.h"
 #include "models/catalog.h"
 #include "models/hf_config.h"
@@ -51,6 +55,7 @@ constexpr TransformersCount kNewFamilyCounts[] = {
     {"gemma-2-2b", 2'614'341'888},       {"gemma-2-9b", 9'241'705'984},
     {"gemma-3-1b", 999'885'952},         {"gemma-3-4b", 3'880'263'168},
     {"gemma-3-12b", 11'766'034'176},     {"gemma-3-27b", 27'009'346'304},
+    {"qwen3-30b-a3b", 30'532'122'624},   {"mixtral-8x7b", 46'702'792'704},
 };
 
 TEST(ParameterCount, NewFamiliesMatchTransformers) {
@@ -84,9 +89,11 @@ TEST(ParameterCount, LoraAddsOnlyAdapters) {
 TEST(Catalog, ListsEveryRequiredModel) {
   const auto names = CatalogModelNames();
   for (const char* required :
-       {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b",
-        "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "qwen2.5-0.5b",
-        "qwen2.5-7b", "bert-base", "bert-large", "tiny-gpt2", "tiny-llama", "tiny-bert"}) {
+       {"gpt2",         "gpt2-medium",    "gpt2-large",   "gpt2-xl",     "llama-2-7b",
+        "llama-2-13b",  "llama-2-70b",    "llama-3-8b",   "llama-3-70b", "llama-3.2-1b",
+        "llama-3.2-3b", "mistral-7b",     "qwen2.5-0.5b", "qwen2.5-7b",  "bert-base",
+        "bert-large",   "tiny-gpt2",      "tiny-llama",   "tiny-bert",   "qwen3-30b-a3b",
+        "mixtral-8x7b", "tiny-qwen3-moe", "tiny-mixtral"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
 }
@@ -137,6 +144,134 @@ TEST(HfConfig, MistralQwenGpt2BertImport) {
                                 "b.json");
   ASSERT_TRUE(bert.ok()) << bert.error().message;
   EXPECT_EQ(CountParams(*bert), 109'483'778);
+}
+
+// The mixture-of-experts fields as transformers 5.24 reads them: Qwen3MoeConfig's
+// (configuration_qwen3_moe.py:97-104, no head_dim default: hidden / heads) and
+// MixtralConfig's (configuration_mixtral.py:84-88: num_local_experts, experts as wide as
+// intermediate_size, a router that always renormalizes, rope_theta 1e6).
+TEST(HfConfig, MixtureOfExpertsImport) {
+  const std::string configs = std::string(HEADROOM_TEST_DATA_DIR) + "/../reference/configs/";
+  auto qwen = ResolveModel(configs + "qwen3-30b-a3b.json");
+  ASSERT_TRUE(qwen.ok()) << qwen.error().message;
+  EXPECT_EQ(qwen->family, ModelFamily::kQwen3Moe);
+  EXPECT_TRUE(qwen->has_qk_norm());
+  EXPECT_TRUE(qwen->is_moe());
+  EXPECT_EQ(qwen->num_experts, 128);
+  EXPECT_EQ(qwen->num_experts_per_tok, 8);
+  EXPECT_EQ(qwen->moe_intermediate_size, 768);
+  EXPECT_TRUE(qwen->norm_topk_prob);
+  EXPECT_EQ(qwen->head_dim, 128);
+  EXPECT_EQ(qwen->sliding_window, 0);
+
+  auto mixtral = ResolveModel(configs + "mixtral-8x7b.json");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.error().message;
+  EXPECT_EQ(mixtral->family, ModelFamily::kMixtral);
+  EXPECT_FALSE(mixtral->has_qk_norm());
+  EXPECT_EQ(mixtral->num_experts, 8);
+  EXPECT_EQ(mixtral->num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral->moe_intermediate_size, 14336);
+  EXPECT_TRUE(mixtral->norm_topk_prob);
+  EXPECT_EQ(mixtral->head_dim, 128);
+  EXPECT_EQ(mixtral->sliding_window, 0);  // null
+  EXPECT_EQ(mixtral->rope.theta, 1e6);
+
+  // The defaults, where a config leaves the fields out.
+  const std::string decoder = R"("vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
+    "max_position_embeddings": 256)";
+  auto sparse = ParseHfConfigJson(R"({"model_type": "qwen3_moe", )" + decoder + "}", "q.json");
+  ASSERT_TRUE(sparse.ok()) << sparse.error().message;
+  EXPECT_EQ(sparse->head_dim, 16);  // hidden / heads, not Qwen3's 128
+  EXPECT_EQ(sparse->num_experts, 128);
+  EXPECT_EQ(sparse->num_experts_per_tok, 8);
+  EXPECT_EQ(sparse->moe_intermediate_size, 768);
+  EXPECT_FALSE(sparse->norm_topk_prob);
+  EXPECT_EQ(sparse->rope.theta, 10000.0);
+  auto local = ParseHfConfigJson(
+      R"({"model_type": "mixtral", "num_experts": 4, "sliding_window": 128, )" + decoder + "}",
+      "m.json");
+  ASSERT_TRUE(local.ok()) << local.error().message;
+  EXPECT_EQ(local->num_experts, 4);  // attribute_map: num_experts is num_local_experts
+  EXPECT_EQ(local->num_experts_per_tok, 2);
+  EXPECT_EQ(local->moe_intermediate_size, 176);
+  EXPECT_EQ(local->sliding_window, 128);
+  EXPECT_EQ(local->rope.theta, 1e6);
+  EXPECT_EQ(local->norm_eps, 1e-5);
+}
+
+TEST(HfConfig, MixtureOfExpertsErrorsNameTheField) {
+  const std::string decoder = R"("vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
+    "max_position_embeddings": 256, )";
+  for (auto [type, extra, field] :
+       {std::tuple{"qwen3_moe", R"("decoder_sparse_step": 2)", "decoder_sparse_step"},
+        {"qwen3_moe", R"("mlp_only_layers": [0])", "mlp_only_layers"},
+        {"qwen3_moe", R"("output_router_logits": true)", "output_router_logits"},
+        {"qwen3_moe", R"("attention_bias": true)", "attention_bias"},
+        {"qwen3_moe", R"("use_sliding_window": true)", "use_sliding_window"},
+        {"qwen3_moe", R"("num_experts": 4, "num_experts_per_tok": 8)", "num_experts_per_tok"},
+        {"qwen3_moe", R"("moe_intermediate_size": 0)", "moe_intermediate_size"},
+        {"qwen3_moe", R"("num_experts": 0)", "num_experts"},
+        {"mixtral", R"("router_jitter_noise": 0.01)", "router_jitter_noise"},
+        {"mixtral", R"("output_router_logits": true)", "output_router_logits"},
+        {"mixtral", R"("num_local_experts": 8, "num_experts": 4)", "num_local_experts"},
+        {"mixtral", R"("num_experts_per_tok": 0)", "num_experts_per_tok"}}) {
+    const std::string json =
+        std::string(R"({"model_type": ")") + type + R"(", )" + decoder + extra + "}";
+    auto spec = ParseHfConfigJson(json, "c.json");
+    ASSERT_FALSE(spec.ok()) << json;
+    EXPECT_NE(spec.error().message.find(field), std::string::npos) << spec.error().message;
+    EXPECT_EQ(spec.error().message.find('\n'), std::string::npos) << spec.error().message;
+  }
+}
+
+TEST(ModelSpecYaml, MixtureOfExpertsFields) {
+  const std::string base =
+      "vocab_size: 512\nhidden_size: 64\nnum_layers: 2\nnum_heads: 4\nmax_positions: 256\n"
+      "intermediate_size: 176\n";
+  auto mixtral = ParseModelSpecYaml(
+      "family: mixtral\n" + base + "num_local_experts: 8\nnum_experts_per_tok: 2\n", "m.yaml");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.error().message;
+  EXPECT_EQ(mixtral->num_experts, 8);
+  EXPECT_EQ(mixtral->moe_intermediate_size, 176);  // Mixtral's experts: intermediate_size
+  EXPECT_TRUE(mixtral->norm_topk_prob);            // Mixtral always renormalizes
+  auto tiny = LoadCatalogModel("tiny-qwen3-moe");
+  ASSERT_TRUE(tiny.ok()) << tiny.error().message;
+  EXPECT_EQ(tiny->num_experts, 8);
+  EXPECT_EQ(tiny->moe_intermediate_size, 48);
+  EXPECT_EQ(tiny->q_dim(), 64);
+  EXPECT_TRUE(tiny->norm_topk_prob);
+
+  for (auto [text, field] :
+       {std::pair{"family: qwen3_moe\nnum_experts: 4\nnum_experts_per_tok: 8\n"
+                  "moe_intermediate_size: 48\n",
+                  "num_experts_per_tok"},
+        {"family: qwen3_moe\nnum_experts: 4\nnum_experts_per_tok: 0\n"
+         "moe_intermediate_size: 48\n",
+         "num_experts_per_tok"},
+        {"family: qwen3_moe\nnum_experts: 4\nnum_experts_per_tok: 2\n", "moe_intermediate_size"},
+        {"family: qwen3_moe\nnum_experts: -4\nnum_experts_per_tok: 2\n"
+         "moe_intermediate_size: 48\n",
+         "num_experts"},
+        {"family: qwen3_moe\n", "num_experts"},
+        {"family: mixtral\n", "num_experts"},
+        {"family: llama\nnum_experts_per_tok: 2\n", "num_experts_per_tok"},
+        {"family: qwen3_moe\nmoe_intermediate_size: 48\n", "moe_intermediate_size"},
+        {"family: llama\nnum_experts: 8\nnum_experts_per_tok: 2\n"
+         "moe_intermediate_size: 48\n",
+         "num_experts"},
+        {"family: qwen3\nnorm_topk_prob: true\n", "norm_topk_prob"},
+        {"family: mixtral\nnum_experts: 8\nnum_experts_per_tok: 2\n"
+         "moe_intermediate_size: 48\n",
+         "moe_intermediate_size"},
+        {"family: mixtral\nnum_experts: 8\nnum_experts_per_tok: 2\nnorm_topk_prob: false\n",
+         "norm_topk_prob"},
+        {"family: mixtral\nnum_experts: 8\nnum_local_experts: 8\n", "num_local_experts"}}) {
+    auto spec = ParseModelSpecYaml(std::string(text) + base, "m.yaml");
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_NE(spec.error().message.find(field), std::string::npos) << spec.error().message;
+  }
 }
 
 TEST(HfConfig, ErrorsNameTheProblem) {

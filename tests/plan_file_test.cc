@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include <fmt/format.h>
+
 #include "models/catalog.h"
 #include "planner/plan/plan_file.h"
 #include "planner/report/stack_exports.h"
@@ -43,6 +47,38 @@ TEST(PlanFile, RoundTripsExactly) {
   EXPECT_TRUE(*back == p);
   EXPECT_EQ(back->step_seconds, p.step_seconds);  // bit-exact double
   EXPECT_EQ(WritePlanYaml(*back), WritePlanYaml(p));
+}
+
+// A mixture of experts' four fields travel with its plan (and only with one: a dense
+// model's plan file has none of them).
+TEST(PlanFile, MixtureOfExpertsRoundTrips) {
+  EXPECT_EQ(WritePlanYaml(SamplePlan()).find("num_experts"), std::string::npos);
+  for (const char* name : {"qwen3-30b-a3b", "mixtral-8x7b", "tiny-qwen3-moe", "tiny-mixtral"}) {
+    PlanFile p = SamplePlan();
+    auto model = LoadCatalogModel(name);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    p.model = *model;
+    const std::string text = WritePlanYaml(p);
+    EXPECT_NE(text.find(fmt::format("num_experts: {}\n", model->num_experts)), std::string::npos)
+        << text;
+    EXPECT_NE(text.find(fmt::format("num_experts_per_tok: {}\n", model->num_experts_per_tok)),
+              std::string::npos);
+    EXPECT_NE(text.find(fmt::format("moe_intermediate_size: {}\n", model->moe_intermediate_size)),
+              std::string::npos);
+    EXPECT_NE(text.find("norm_topk_prob: true\n"), std::string::npos);
+    auto back = ParsePlanYaml(text, "plan.yaml");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_TRUE(*back == p) << name;
+    EXPECT_EQ(WritePlanYaml(*back), text);
+  }
+  // norm_topk_prob false (Qwen3MoeConfig's default) round-trips too.
+  PlanFile p = SamplePlan();
+  p.model = *LoadCatalogModel("tiny-qwen3-moe");
+  p.model.norm_topk_prob = false;
+  auto back = ParsePlanYaml(WritePlanYaml(p), "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->model.norm_topk_prob);
+  EXPECT_TRUE(*back == p);
 }
 
 // The stack a plan was made for travels with it; a plan file from before stacks were

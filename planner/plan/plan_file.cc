@@ -13,6 +13,15 @@
 namespace headroom {
 namespace {
 
+// A mixture of experts' fields, only for one, so the dense models' plan files are unchanged.
+void EmitExperts(YAML::Emitter& out, const ModelSpec& m) {
+  if (!m.is_moe()) return;
+  out << YAML::Key << "num_experts" << YAML::Value << m.num_experts;
+  out << YAML::Key << "num_experts_per_tok" << YAML::Value << m.num_experts_per_tok;
+  out << YAML::Key << "moe_intermediate_size" << YAML::Value << m.moe_intermediate_size;
+  out << YAML::Key << "norm_topk_prob" << YAML::Value << m.norm_topk_prob;
+}
+
 void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << m.name;
@@ -57,6 +66,7 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
                               {"rope_local_theta", m.rope_local_theta}}) {
       if (value > 0) out << YAML::Key << key << YAML::Value << value;
     }
+    EmitExperts(out, m);
   }
   out << YAML::Key << "hidden_dropout" << YAML::Value << m.hidden_dropout;
   out << YAML::Key << "attention_dropout" << YAML::Value << m.attention_dropout;
