@@ -23,6 +23,8 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
       break;
     case ModelFamily::kLlama:
     case ModelFamily::kQwen3:
+    case ModelFamily::kQwen3Moe:
+    case ModelFamily::kMixtral:
       BuildLlamaGraph(spec, layers);
       break;
     case ModelFamily::kBert:

@@ -4,6 +4,8 @@
 
 #include "models/layer.h"
 
+#include <string>
+
 #include "models/layer_builder.h"
 #include "models/model_spec.h"
 #include "planner/core/result.h"
@@ -19,5 +21,8 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers);
 void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers);
+// A decoder layer's sparse mixture-of-experts MLP over the normalized hidden states x
+// [b, s, h] (Qwen3-MoE, Mixtral); returns its output [b, s, h].
+TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& prefix, TensorId x);
 
 }  // namespace headroom

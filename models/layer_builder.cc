@@ -346,6 +346,13 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
                {"v_proj", {"v"}},   {"o_proj", {"o"}},      {"gate_proj", {"gate"}},
                {"up_proj", {"up"}}, {"down_proj", {"down"}}};
       break;
+    case ModelFamily::kQwen3Moe:
+    case ModelFamily::kMixtral:
+      // Every MLP is a mixture of experts: 3-D parameters and a router that are not
+      // nn.Linear modules, which PEFT's target_modules cannot adapt.
+      names = {{"q", {"q"}},      {"k", {"k"}},      {"v", {"v"}},      {"o", {"o"}},
+               {"q_proj", {"q"}}, {"k_proj", {"k"}}, {"v_proj", {"v"}}, {"o_proj", {"o"}}};
+      break;
     case ModelFamily::kGpt2:
       names = {{"qkv", {"qkv"}},    {"o", {"o"}},     {"up", {"up"}},           {"down", {"down"}},
                {"c_attn", {"qkv"}}, {"c_fc", {"up"}}, {"c_proj", {"o", "down"}}};
@@ -378,6 +385,11 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
                              ? fmt::format(" ({} fuses q, k and v into one projection: target qkv)",
                                            FamilyName(spec.family))
                              : "";
+      if (spec.is_moe() && (t == "gate" || t == "up" || t == "down" || t == "gate_proj" ||
+                            t == "up_proj" || t == "down_proj" || t == "experts"))
+        hint =
+            " (its MLPs are mixtures of experts, 3-D parameters that PEFT's target_modules "
+            "cannot adapt)";
       return MakeError(fmt::format("LoRA target '{}' does not exist in {}{}; available: {}", t,
                                    spec.name, hint, known));
     }

@@ -1,6 +1,6 @@
-// LLaMA family (Llama 2/3, Mistral, Qwen2, Qwen3): RMSNorm, rotary embeddings,
-// grouped-query attention, SwiGLU MLP, no dropout, optional qkv bias, tied or untied LM
-// head; Qwen3 adds RMSNorms over each head of q and k.
+// LLaMA family (Llama 2/3, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral): RMSNorm, rotary
+// embeddings, grouped-query attention, SwiGLU MLP (or a mixture of experts), no dropout,
+// optional qkv bias, tied or untied LM head; Qwen3 adds RMSNorms over each head of q and k.
 #include <fmt/format.h>
 
 #include "models/build_graph.h"
@@ -54,13 +54,17 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
     TensorId block_input = x;
     x = layers.Binary(OpKind::kAdd, p + ".attn_residual", x, attn);
     TensorId n2 = layers.RmsNorm(p + ".post_attention_layernorm", x, h);
-    TensorId gate =
-        layers.Linear(p + ".mlp.gate_proj", "gate", n2, h, spec.intermediate_size, false);
-    TensorId up = layers.Linear(p + ".mlp.up_proj", "up", n2, h, spec.intermediate_size, false);
-    TensorId act = layers.Activation(p + ".mlp.act", gate);
-    TensorId prod = layers.Binary(OpKind::kMul, p + ".mlp.gate_mul", act, up);
-    TensorId down =
-        layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
+    TensorId down;
+    if (spec.is_moe()) {
+      down = SparseMoeBlock(layers, p + ".mlp", n2);
+    } else {
+      TensorId gate =
+          layers.Linear(p + ".mlp.gate_proj", "gate", n2, h, spec.intermediate_size, false);
+      TensorId up = layers.Linear(p + ".mlp.up_proj", "up", n2, h, spec.intermediate_size, false);
+      TensorId act = layers.Activation(p + ".mlp.act", gate);
+      TensorId prod = layers.Binary(OpKind::kMul, p + ".mlp.gate_mul", act, up);
+      down = layers.Linear(p + ".mlp.down_proj", "down", prod, spec.intermediate_size, h, false);
+    }
     layers.HeldUntilModuleReturns(n2, down);
     x = layers.Binary(OpKind::kAdd, p + ".mlp_residual", x, down);
     layers.EndDecoderLayer(block_input, attn_weights, x);

@@ -1,6 +1,7 @@
 // ModelSpec: the architecture facts the graph builders need: GPT-2 style decoders,
-// LLaMA style decoders (Llama 2/3, Mistral, Qwen2, Qwen3 with its per-head q/k norms, and
-// Phi-3 with its fused projections) and BERT encoders.
+// LLaMA style decoders (Llama 2/3, Mistral, Qwen2, Qwen3 with its per-head q/k norms,
+// Phi-3 with its fused projections, Gemma 2/3, and the mixtures of experts Qwen3-MoE and
+// Mixtral) and BERT encoders.
 #pragma once
 
 #include "models/layer.h"
@@ -15,13 +16,24 @@
 
 namespace headroom {
 
-enum class ModelFamily { kGpt2, kLlama, kBert, kQwen3, kPhi3, kGemma2, kGemma3 };
+enum class ModelFamily {
+  kGpt2,
+  kLlama,
+  kBert,
+  kQwen3,
+  kPhi3,
+  kGemma2,
+  kGemma3,
+  kQwen3Moe,
+  kMixtral
+};
 
 inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
     {ModelFamily::kGpt2, "gpt2"},    {ModelFamily::kLlama, "llama"},
     {ModelFamily::kBert, "bert"},    {ModelFamily::kQwen3, "qwen3"},
     {ModelFamily::kPhi3, "phi3"},    {ModelFamily::kGemma2, "gemma2"},
-    {ModelFamily::kGemma3, "gemma3"}};
+    {ModelFamily::kGemma3, "gemma3"}, {ModelFamily::kQwen3Moe, "qwen3_moe"},
+    {ModelFamily::kMixtral, "mixtral"}};
 inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
 
 // Decoders in transformers' Llama mould: RMSNorm, rotary embeddings, grouped-query
@@ -29,7 +41,8 @@ inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNa
 inline bool IsLlamaLike(ModelFamily family) {
   return family == ModelFamily::kLlama || family == ModelFamily::kQwen3 ||
          family == ModelFamily::kPhi3 || family == ModelFamily::kGemma2 ||
-         family == ModelFamily::kGemma3;
+         family == ModelFamily::kGemma3 || family == ModelFamily::kQwen3Moe ||
+         family == ModelFamily::kMixtral;
 }
 inline bool IsGemma(ModelFamily family) {
   return family == ModelFamily::kGemma2 || family == ModelFamily::kGemma3;
@@ -70,14 +83,23 @@ struct ModelSpec {
   // Empty: the family's default.
   std::string activation;
   RopeParams rope;  // LLaMA family: rope_theta and rope_scaling
+  // Mixture of experts (qwen3_moe, mixtral): every layer's MLP is `num_experts` gated MLPs
+  // of width `moe_intermediate_size`, each token routed to `num_experts_per_tok` of them;
+  // `norm_topk_prob`: the chosen routing weights are renormalized to sum to 1.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
 
   bool operator==(const ModelSpec&) const = default;
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t q_dim() const { return num_heads * head_dim; }
   // Qwen3 normalizes q and k per head (Qwen3RMSNorm over head_dim) before rotary.
   bool has_qk_norm() const {
-    return family == ModelFamily::kQwen3 || family == ModelFamily::kGemma3;
+    return family == ModelFamily::kQwen3 || family == ModelFamily::kGemma3 ||
+           family == ModelFamily::kQwen3Moe;
   }
+  bool is_moe() const { return num_experts > 0; }
   bool is_sliding_layer(int64_t layer) const {
     if (sliding_window <= 0) return false;
     return sliding_window_pattern <= 0 || (layer + 1) % sliding_window_pattern != 0;

@@ -106,8 +106,12 @@ at::Tensor GraphExecutor::Input(const OpNode& op, size_t i, Frame& frame) {
 void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
   std::vector<at::Tensor> in;
   for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(Input(op, i, f));
-  std::vector<at::Tensor> out = RunKernel(
-      {.graph = graph_, .op = op, .in = in, .micro_batch = config_.micro_batch, .seq_len = config_.seq_len});
+  std::vector<at::Tensor> out = RunKernel({.graph = graph_,
+                                          .op = op,
+                                          .in = in,
+                                          .micro_batch = config_.micro_batch,
+                                          .seq_len = config_.seq_len,
+                                          .expert_load = &expert_load_});
   if (out.size() != op.outputs.size())
     throw std::logic_error("executor: " + op.name + " produced the wrong number of outputs");
   in.clear();

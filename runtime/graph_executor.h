@@ -14,6 +14,7 @@
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/tensor_states.h"
 #include "planner/core/training_config.h"
+#include "runtime/op_kernels.h"
 #include "runtime/parameter_store.h"
 
 namespace headroom {
@@ -30,6 +31,9 @@ class GraphExecutor {
   // it reads) and returns its output; used by the checkpoint function, with grad
   // disabled in its forward and enabled when it recomputes.
   at::Tensor RunBlock(int block, const std::vector<at::Tensor>& external_inputs);
+
+  // What the mixture-of-experts layers routed so far (empty for dense models).
+  const ExpertLoad& expert_load() const { return expert_load_; }
 
  private:
   // Tensor values of one run (a forward, or one block) with uses left per tensor.
@@ -51,6 +55,7 @@ class GraphExecutor {
   // then tables), and every such read, one entry per op input, for the use counts.
   std::vector<std::vector<TensorId>> external_inputs_;
   std::vector<std::vector<TensorId>> outside_reads_;
+  ExpertLoad expert_load_;
 };
 
 }  // namespace headroom

@@ -172,6 +172,8 @@ struct Kernel<OpKind::kView> {
     const at::Tensor& x = c.in[0];
     const std::vector<int64_t> part = c.out_sizes();
     const size_t parts = c.op.outputs.size();
+    if (parts > 1 && x.dim() == static_cast<int64_t>(part.size()))
+      return x.split(part.back(), -1);  // chunk(parts, -1)
     if (part.size() == 4) {  // [b, s, .. parts * heads * d ..] -> parts x [b, heads, s, d]
       const int64_t width = part[1] * part[3];
       Outputs out;
@@ -181,7 +183,6 @@ struct Kernel<OpKind::kView> {
       }
       return out;
     }
-    if (part.size() == 3 && parts > 1) return x.split(part[2], -1);  // chunk(parts, -1)
     if (part.size() == 2) return {x.select(1, 0)};                   // [b, s, h] -> the first token
     return {x.view(part)};
   }
@@ -255,6 +256,76 @@ struct Kernel<OpKind::kNllLoss> {
     const at::Tensor& x = c.in[0];
     return {at::nll_loss(x.reshape({-1, x.size(-1)}), c.in[1].reshape({-1}))};
   }
+};
+
+// ---- mixture of experts, as transformers' router and grouped_mm experts path run it ----
+template <>
+struct Kernel<OpKind::kTopK> {
+  static Outputs Run(const KernelCall& c) {
+    auto [values, indices] = at::topk(c.in[0], c.out_sizes().back(), -1);
+    return {values, indices};
+  }
+};
+template <>
+struct Kernel<OpKind::kRenormalize> {
+  static Outputs Run(const KernelCall& c) {
+    at::Tensor v = c.in[0];
+    return {v.div_(v.sum(-1, /*keepdim=*/true))};
+  }
+};
+template <>
+struct Kernel<OpKind::kExpertSort> {
+  // sort, histc (over floats on the CPU, ints on CUDA) and cumsum (moe.py:440-450).
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor ids = c.in[0].reshape({-1});
+    auto [sorted, perm] = at::sort(ids);
+    const int64_t experts = c.out_sizes(2)[0];
+    const at::Tensor hist_in = sorted.is_cuda() ? sorted.to(at::kInt) : sorted.to(at::kFloat);
+    const at::Tensor counts = at::histc(hist_in, experts, 0, static_cast<double>(experts - 1));
+    if (c.expert_load != nullptr) {
+      const double balanced = static_cast<double>(ids.numel()) / static_cast<double>(experts);
+      const double ratio = counts.max().item<double>() / balanced;
+      ExpertLoad& load = *c.expert_load;
+      ++load.calls;
+      load.max_over_balanced = std::max(load.max_over_balanced, ratio);
+      load.sum_over_balanced += ratio;
+      load.worst_case_ratio =
+          static_cast<double>(experts) / static_cast<double>(c.out_sizes(0).back());
+    }
+    const std::vector<int64_t> sizes = c.out_sizes(0);
+    return {sorted.view(sizes), perm.view(sizes), at::cumsum(counts, 0, at::kInt)};
+  }
+};
+template <>
+struct Kernel<OpKind::kGatherRows> {
+  static Outputs Run(const KernelCall& c) {
+    const std::vector<int64_t> sizes = c.out_sizes();
+    const at::Tensor& x = c.in[0];
+    const at::Tensor perm = c.in[1].reshape({-1});
+    // Rows of the output's width: tokens [b, s, h] -> [b * s, h], routing weights
+    // [b, s, k] -> [b * s * k, 1].
+    const at::Tensor rows = x.reshape({-1, sizes.back()});
+    at::Tensor index = perm;
+    if (c.op.row_divisor > 0) index = perm.div(c.op.row_divisor, "floor");
+    if (c.op.inverse_permutation) {
+      index = at::empty_like(perm);
+      index.index_put_({perm}, at::arange(perm.numel(), perm.options()));
+    }
+    return {rows.index({index}).view(sizes)};
+  }
+};
+template <>
+struct Kernel<OpKind::kGroupedMm> {
+  // grouped_mm(x, w.transpose(-2, -1), offs) over [pairs, in] rows (x already in w's dtype).
+  static Outputs Run(const KernelCall& c) {
+    const at::Tensor& w = c.in[1];
+    const at::Tensor x = c.in[0].reshape({-1, w.size(-1)});
+    return {at::_grouped_mm(x, w.transpose(-2, -1), c.in[2]).view(c.out_sizes())};
+  }
+};
+template <>
+struct Kernel<OpKind::kSumTopK> {
+  static Outputs Run(const KernelCall& c) { return {c.in[0].sum(-2)}; }
 };
 
 }  // namespace

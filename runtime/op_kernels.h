@@ -12,12 +12,23 @@
 
 namespace headroom {
 
+// The routing a mixture of experts actually saw: per expert-sort call, the tokens the
+// most-loaded expert received against the balanced share (pairs / experts).
+struct ExpertLoad {
+  int64_t calls = 0;
+  double max_over_balanced = 0;   // the largest ratio seen
+  double sum_over_balanced = 0;   // for the mean ratio
+  double worst_case_ratio = 0;    // experts / top_k: every token to the same k experts
+  double mean_over_balanced() const { return calls > 0 ? sum_over_balanced / calls : 0.0; }
+};
+
 struct KernelCall {
   const OpGraph& graph;
   const OpNode& op;
   const std::vector<at::Tensor>& in;  // after the executor's dtype casts
   int64_t micro_batch = 1;
   int64_t seq_len = 1;
+  ExpertLoad* expert_load = nullptr;  // kExpertSort records what it routed here
 
   // The concrete sizes of output k at this micro-batch and sequence length.
   std::vector<int64_t> out_sizes(size_t k = 0) const;

@@ -14,6 +14,8 @@ c10::ScalarType ToScalarType(DType dtype) {
       return c10::kBFloat16;
     case DType::kI64:
       return c10::kLong;
+    case DType::kI32:
+      return c10::kInt;
     case DType::kBool:
       return c10::kBool;
     case DType::kU8:

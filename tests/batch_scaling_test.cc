@@ -36,7 +36,7 @@ void ExpectCostsScale(const OpGraph& g, const TensorStates& states, const std::s
       const ForwardCost many = CostForward(g, op, states, kMany, grad_mode);
       // What an op allocates and saves must not depend on the batch, only how much.
       EXPECT_EQ(one.saves_input, many.saves_input) << where << ": " << op.name;
-      EXPECT_EQ(one.saves_output, many.saves_output) << where << ": " << op.name;
+      EXPECT_EQ(one.saves_output(), many.saves_output()) << where << ": " << op.name;
       EXPECT_EQ(one.output_aliases_input, many.output_aliases_input) << where << ": " << op.name;
       ASSERT_EQ(one.internals.size(), many.internals.size()) << where << ": " << op.name;
       for (size_t i = 0; i < one.internals.size(); ++i) {

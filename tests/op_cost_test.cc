@@ -129,7 +129,7 @@ TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
   const TensorStates states(g, RegimeOf(Precision::kBf16));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   EXPECT_EQ(f.saves_input, (std::vector<bool>{true, true, true}));
-  EXPECT_TRUE(f.saves_output);
+  EXPECT_TRUE(f.saves_output());
   ASSERT_EQ(f.internals.size(), 1u);
   EXPECT_EQ(f.internals[0].bytes, 2 * 2 * 3 * 4);  // fp32 logsumexp [b, heads, s]
   // Backward (flash's mha_bwd): dq_accum fp32 [b, round128(s), heads, d rounded to 32]
@@ -174,7 +174,7 @@ TEST(OpCost, MathSdpaSavesScaledOperandsProbabilitiesAndRepeatedV) {
   const TensorStates states(g, RegimeOf(Precision::kFp32));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   EXPECT_EQ(f.saves_input, (std::vector<bool>{false, false, false}));  // copies are saved
-  EXPECT_FALSE(f.saves_output);
+  EXPECT_FALSE(f.saves_output());
   int64_t saved = 0, transient = 0;
   for (const InternalBuffer& b : f.internals)
     (b.lifetime == Lifetime::kSaved ? saved : transient) += b.bytes;
@@ -197,7 +197,7 @@ TEST(OpCost, SoftmaxUnderAutocastRunsInFp32) {
   const TensorStates states(g, RegimeOf(Precision::kAmpFp16));
   EXPECT_EQ(states[scores].dtype, DType::kF16);
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
-  EXPECT_TRUE(f.saves_output);
+  EXPECT_TRUE(f.saves_output());
   ASSERT_EQ(f.internals.size(), 1u);  // fp32 copy of the fp16 scores, freed after
   EXPECT_EQ(f.internals[0].bytes, 18 * 4);
   EXPECT_EQ(f.internals[0].lifetime, Lifetime::kTransient);
@@ -285,7 +285,7 @@ TEST(OpCost, SimpleRulesTable) {
     const TensorStates states(h, RegimeOf(Precision::kFp32));
     const ForwardCost f = CostForward(h, LastOp(h), states, kEnv, true);
     EXPECT_EQ(f.saves_input, row.saves_input);
-    EXPECT_EQ(f.saves_output, row.saves_output);
+    EXPECT_EQ(f.saves_output(), row.saves_output);
     EXPECT_EQ(f.workspace_bytes, row.workspace);
     if (row.kind == OpKind::kNllLoss) {
       // nll_loss_forward's second output, the fp32 total_weight, is saved for backward.

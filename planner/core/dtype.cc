@@ -9,6 +9,7 @@ namespace headroom {
 int64_t StorageBytes(DType dtype, int64_t numel) {
   switch (dtype) {
     case DType::kF32:
+    case DType::kI32:
       return CheckedMul(4, numel, "a tensor's bytes");
     case DType::kF16:
     case DType::kBF16:

@@ -9,14 +9,15 @@
 
 namespace headroom {
 
-enum class DType { kF32, kF16, kBF16, kI64, kBool, kU8, kNF4 };
+enum class DType { kF32, kF16, kBF16, kI64, kI32, kBool, kU8, kNF4 };
 
 // Bytes taken by `numel` elements; NF4 packs two elements per byte (rounded up).
 int64_t StorageBytes(DType dtype, int64_t numel);
 // Names as headroom writes them, then the ones torch and config.json use.
 inline constexpr EnumName<DType> kDTypeNames[] = {
     {DType::kF32, "fp32"},     {DType::kF16, "fp16"},       {DType::kBF16, "bf16"},
-    {DType::kI64, "int64"},    {DType::kBool, "bool"},      {DType::kU8, "uint8"},
+    {DType::kI64, "int64"},    {DType::kI32, "int32"},      {DType::kBool, "bool"},
+    {DType::kU8, "uint8"},
     {DType::kNF4, "nf4"},      {DType::kF32, "float32"},    {DType::kF16, "float16"},
     {DType::kBF16, "bfloat16"}};
 inline std::string_view DTypeName(DType dtype) { return NameIn(kDTypeNames, dtype); }

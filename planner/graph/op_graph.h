@@ -95,6 +95,12 @@ struct OpNode {
   // kCausalMask: a sliding-window mask (a position sees this many tokens, itself
   // included); 0: causal.
   int64_t sliding_window = 0;
+  // kGatherRows: the rows of input 0 at input 1's positions divided by this (x[perm // k],
+  // the tokens of sorted token-expert pairs); 0: at the positions themselves (w[perm]).
+  int64_t row_divisor = 0;
+  // kGatherRows: at the positions of input 1's inverse permutation (restores the order a
+  // sort changed).
+  bool inverse_permutation = false;
   bool upcast = false;  // kSoftmax: softmax(..., dtype=torch.float32)
   RopeParams rope;      // kRopeTables
 };

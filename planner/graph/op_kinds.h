@@ -53,7 +53,13 @@ enum class OpClass {
   X(Sdpa, "sdpa", kAttention)                /* (q, k, v): flash / memory-efficient kernel */      \
   X(CastF32, "cast_f32", kElementwise)       /* x.float(); an alias when x is fp32 */              \
   X(LogSoftmax, "log_softmax", kElementwise) /* (logits fp32) -> log-probabilities */              \
-  X(NllLoss, "nll_loss", kElementwise)       /* (log_probs, labels) -> scalar loss */
+  X(NllLoss, "nll_loss", kElementwise)       /* (log_probs, labels) -> scalar loss */          \
+  X(TopK, "topk", kElementwise)              /* (probs) -> top-k values, indices (int64) */     \
+  X(Renormalize, "renormalize", kElementwise) /* (v) -> v /= v.sum(-1, keepdim), in place */    \
+  X(ExpertSort, "expert_sort", kElementwise) /* (indices) -> perm, offsets, sorted ids (int) */ \
+  X(GatherRows, "gather_rows", kElementwise) /* (x, perm) -> x[perm // k] (or x[perm^-1]) */    \
+  X(GroupedMm, "grouped_mm", kMatmul)        /* (x, w [E, out, in], offsets) -> x @ w[e]^T */   \
+  X(SumTopK, "sum_top_k", kElementwise)      /* [.., k, n] -> [.., n]: sum over the experts */
 
 enum class OpKind {
 #define HEADROOM_OP_ENUM(name, text, op_class) k##name,

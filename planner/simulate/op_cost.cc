@@ -48,7 +48,7 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
     if (v.quantized_weight() && i == 1) continue;  // NF4 is dequantized, not cast
     const DType used = v.states.UsedDType(v.op, i);
     cost.internals.push_back(
-        {.label = "autocast copy",
+        {.label = v.op.kind == OpKind::kGroupedMm ? "x.to(weight dtype)" : "autocast copy",
          .bytes = StorageBytes(used, v.in_numel(i)),
          .lifetime = cost.saves_input[i] ? Lifetime::kSaved : Lifetime::kTransient,
          .cast_of_input = static_cast<int>(i),
@@ -59,6 +59,7 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
 // The scratch of a bf16 matrix product on the CPU, by kernel (CostTarget::cpu_bf16_matmul).
 void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
   const OpNode& op = v.op;
+  if (op.kind == OpKind::kGroupedMm) return;  // measured: no scratch
   if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
     // oneDNN's AVX512-BF16 brgemm scratchpad, measured: an fp32 block of up to 256 rows
     // x 64 columns (scaled with the micro-batch here) and a bf16 panel of 64 rows x up
@@ -86,6 +87,7 @@ void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
 
 void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
   const OpNode& op = v.op;
+  if (op.kind == OpKind::kGroupedMm) return;
   if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16 && cost.input_grads[0] == GradFlow::kNew) {
     // The input gradient's product dY @ W has the forward's scratchpad shape with the
     // output width as its inner dimension.
@@ -112,6 +114,9 @@ struct ForwardRule {
 
   // Autograd saves only what the gradients of inputs that require grad need.
   void SaveIf(size_t i, bool cond) { cost.saves_input[i] = record && cond; }
+  void SaveOutputIf(size_t i, bool cond) {
+    if (record && cond) cost.saved_outputs |= 1u << i;
+  }
   Lifetime SavedOr(bool cond) const {
     return record && cond ? Lifetime::kSaved : Lifetime::kTransient;
   }
@@ -150,7 +155,7 @@ struct SavesInput0 {
   static void Forward(ForwardRule& r) { r.SaveIf(0, true); }
 };
 struct SavesOutput {
-  static void Forward(ForwardRule& r) { r.cost.saves_output = r.record; }
+  static void Forward(ForwardRule& r) { r.SaveOutputIf(0, true); }
 };
 struct NewGradients {  // each input that requires grad gets a new gradient
   static void Backward(BackwardRule&) {}
@@ -306,7 +311,18 @@ struct CostRule<OpKind::kAdd> : SavesNothing, FlopsOfClass {
 };
 
 template <>
-struct CostRule<OpKind::kMul> : SavesOperandsForEachOther, NewGradients, FlopsOfClass {};
+struct CostRule<OpKind::kMul> : SavesOperandsForEachOther, FlopsOfClass {
+  // Each input's gradient is dY times the other at the output's size and in its dtype
+  // (mul_tensor_backward); a broadcast input's is then summed to its shape
+  // (sum_to_size) and one of another dtype converted by the engine: both leave that
+  // product as a temporary. (The MoE routing weights: [pairs, 1] against [pairs, h].)
+  static void Backward(BackwardRule& r) {
+    for (size_t i = 0; i < 2; ++i) {
+      if (r.v.grad(i) && (!r.v.in_matches_out(i) || !r.same_dtype_as_out(i)))
+        r.cost.workspace_bytes += r.v.out_bytes();
+    }
+  }
+};
 template <>
 struct CostRule<OpKind::kScale> : SavesNothing, NewGradients, FlopsOfClass {};
 template <>
@@ -523,7 +539,7 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
     // logsumexp: [b, h, s] (flash, cuDNN's [b, h, s, 1], the CPU's, flash-attn's
     // softmax_lse); the memory-efficient kernel pads s to a multiple of 32 (kAlignLSE).
     for (size_t i = 0; i < 3; ++i) r.SaveIf(i, true);
-    r.cost.saves_output = r.record;
+    r.SaveOutputIf(0, true);
     const int64_t lse_s = kernel == AttentionKernel::kMemEfficient ? RoundUp(a.s, 32) : a.s;
     r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, a.b * a.heads * lse_s), r.SavedOr(true));
   }
@@ -590,6 +606,107 @@ struct CostRule<OpKind::kNllLoss> : FlopsOfClass {
                                 .per_sample = false});
   }
   static void Backward(BackwardRule& r) { r.cost.input_grads[1] = GradFlow::kNone; }
+};
+
+// ---- mixture of experts: the router and transformers' grouped_mm experts path ----------
+// The router (modeling_qwen3_moe.py:255-263, modeling_mixtral.py:104-111) and
+// grouped_mm_experts_forward (integrations/moe.py:424-527), the experts implementation
+// transformers 5.24 picks by default (modeling_utils.py:1893-1894). Every size is one
+// row per token-expert pair, whatever the routing.
+
+// torch.topk: values in the input's dtype and int64 indices. TopkBackward0 saves the
+// indices and scatters the values' gradient into zeros of the input's size
+// (derivatives.yaml: value_selecting_reduction_backward).
+template <>
+struct CostRule<OpKind::kTopK> : NewGradients, FlopsOfClass {
+  static void Forward(ForwardRule& r) { r.SaveOutputIf(1, true); }
+};
+
+// router_top_value /= router_top_value.sum(dim=-1, keepdim=True), in place. DivBackward0
+// saves the divisor and, for the divisor's gradient, the dividend, which an in-place
+// division keeps as a clone of the values before it (measured: div_ > clone).
+template <>
+struct CostRule<OpKind::kRenormalize> : FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    r.cost.output_aliases_input = true;
+    const int64_t n = r.v.in_numel(0), rows = n / r.v.last_dim(0);
+    const DType d = r.v.states[r.v.in(0)].dtype;
+    r.Internal("renormalize sum", StorageBytes(d, rows), r.SavedOr(true));
+    if (r.record) r.Internal("renormalize values before /=", StorageBytes(d, n), Lifetime::kSaved);
+  }
+  // The quotient's and the divisor's gradient terms (div, div, neg, mul) at the values'
+  // size.
+  static void Backward(BackwardRule& r) {
+    r.cost.workspace_bytes = 3 * r.v.states.Bytes(r.v.graph, r.v.in(0), r.v.env);
+  }
+};
+
+// torch.sort of the pairs' expert ids (values and permutation, int64, with an int64
+// scratch), then histc over a float copy of the ids on the CPU (an int32 one on CUDA,
+// moe.py:448) and a cumsum into int32 offsets. No gradient.
+template <>
+struct CostRule<OpKind::kExpertSort> : NewGradients, FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    const int64_t pairs = r.v.in_numel(0);
+    // CostTarget::cuda_autocast is set for CUDA kernels: the device.
+    const DType histc_in = r.v.states.target().cuda_autocast ? DType::kI32 : DType::kF32;
+    r.Internal("histc input", StorageBytes(histc_in, pairs), Lifetime::kTransient);
+    const int64_t experts = r.v.numel(r.v.op.outputs.at(2));
+    for (const char* label : {"histc counts", "cumsum"})
+      r.cost.internals.push_back({.label = label,
+                                  .bytes = StorageBytes(DType::kF32, experts),
+                                  .lifetime = Lifetime::kTransient,
+                                  .per_sample = false});
+    r.cost.workspace_bytes = StorageBytes(DType::kI64, pairs);  // sort's scratch
+  }
+};
+
+// x[index]: rows of input 0 at the positions input 1 gives, divided by row_divisor
+// (hidden_states[perm // top_k]) or inverted (weighted_out[inv_perm], with inv_perm built
+// by empty_like and an arange scattered into it). IndexBackward0 saves the index and
+// builds the gradient as zeros of input 0's size with index_put_(accumulate), which first
+// copies a gradient that arrives as an expanded view (the sum over the k experts').
+template <>
+struct CostRule<OpKind::kGatherRows> : FlopsOfClass {
+  static void Forward(ForwardRule& r) {
+    const int64_t pairs = r.v.in_numel(1);
+    const bool saved = r.v.grad(0);
+    if (r.v.op.inverse_permutation) {
+      r.Internal("inverse permutation", StorageBytes(DType::kI64, pairs), r.SavedOr(saved));
+      r.Internal("arange", StorageBytes(DType::kI64, pairs), Lifetime::kEphemeral);
+    } else if (r.v.op.row_divisor > 0) {
+      r.Internal("perm // top_k", StorageBytes(DType::kI64, pairs), r.SavedOr(saved));
+    } else {
+      r.SaveIf(1, saved);
+    }
+  }
+  static void Backward(BackwardRule& r) {
+    for (OpId consumer : r.v.graph.Consumers(r.v.op.outputs.at(0))) {
+      if (r.v.graph.op(consumer).kind == OpKind::kSumTopK) r.cost.workspace_bytes = r.v.out_bytes();
+    }
+  }
+};
+
+// grouped_mm(x.to(w.dtype), w.transpose(-2, -1), offs) over every expert's weights
+// (moe.py:373-383): autocast leaves it alone; the explicit cast is TensorStates::UsedDType's.
+// derivatives.yaml: _grouped_mm saves x for the weights' gradient, the weights for x's,
+// and the offsets; both gradients are new tensors of the full sizes.
+template <>
+struct CostRule<OpKind::kGroupedMm> : NewGradients {
+  static void Forward(ForwardRule& r) {
+    SavesOperandsForEachOther::Forward(r);
+    r.SaveIf(2, true);
+  }
+  static OpFlops Flops(const OpView& v) {
+    const double mm = 2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
+    return {mm, (v.grad(0) ? mm : 0.0) + (v.grad(1) ? mm : 0.0)};
+  }
+};
+
+// view(tokens, top_k, h).sum(dim=1): SumBackward1 expands the gradient (no copy).
+template <>
+struct CostRule<OpKind::kSumTopK> : SavesNothing, FlopsOfClass {
+  static void Backward(BackwardRule& r) { r.PassThroughIf(0, r.same_dtype_as_out(0)); }
 };
 
 }  // namespace

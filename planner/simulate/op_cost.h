@@ -36,7 +36,8 @@ struct ForwardCost {
   std::vector<bool> saves_input;  // per input: the (possibly cast) value is saved for backward
   std::vector<InternalBuffer> internals;
   bool output_aliases_input = false;  // views, and casts that are no-ops
-  bool saves_output = false;
+  uint32_t saved_outputs = 0;         // bit i: output i is saved for backward
+  bool saves_output() const { return saved_outputs != 0; }
   int64_t workspace_bytes = 0;  // transient, allocated alongside the outputs
 };
 

@@ -78,7 +78,7 @@ void SimulationTables::Impl::TabulateOps() {
       forward_costs[grad_mode].push_back(
           {static_cast<int32_t>(internals.size()),
            static_cast<int32_t>(internals.size() + cost.internals.size()),
-           static_cast<int32_t>(saves_input.size()), cost.output_aliases_input, cost.saves_output,
+           static_cast<int32_t>(saves_input.size()), cost.output_aliases_input, cost.saved_outputs,
            cost.workspace_bytes});
       internals.insert(internals.end(), cost.internals.begin(), cost.internals.end());
       saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
@@ -107,7 +107,7 @@ void SimulationTables::Impl::TabulateBlocks() {
     int end = seg.first_op.value - 1;
     for (int o = seg.first_op.value; o <= seg.last_op.value; ++o) {
       const OpForward& f = forward_costs[1][o];
-      bool saves = f.saves_output;
+      bool saves = f.saved_outputs != 0;
       for (size_t i = 0; i < g.op(OpId{o}).inputs.size(); ++i)
         saves |= saves_input[f.saves_begin + i] != 0;
       for (int k = f.internals_begin; k < f.internals_end; ++k)

@@ -336,7 +336,8 @@ class StepSimulator {
 
   void BindOutputs(OpId op_id, const OpNode& op, const SimulationTables::Impl::OpForward& cost,
                    int recompute_block) {
-    for (TensorId out : op.outputs) {
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      const TensorId out = op.outputs[o];
       int64_t buffer;
       if (cost.output_aliases_input) {
         buffer = buffer_of_[op.inputs[0].value];
@@ -348,7 +349,7 @@ class StepSimulator {
       if (recompute_block >= 0 && tables_.states.target().reentrant_checkpoint &&
           out == graph_.blocks()[recompute_block].output)
         ++uses;  // held by the checkpoint backward
-      if (cost.saves_output) {
+      if (cost.saved_outputs & (1u << o)) {
         Retain(buffer);
         op_holds_.Add(op_id.value, buffer);
       }

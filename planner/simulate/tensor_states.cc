@@ -144,6 +144,23 @@ template <>
 struct DTypeRule<OpKind::kNllLoss> : Fp32Result {
   static constexpr Autocast kAutocast = Autocast::kFp32;
 };
+template <>
+struct DTypeRule<OpKind::kTopK> : KeepsInputDType {};  // the indices are int64 (fixed)
+template <>
+struct DTypeRule<OpKind::kRenormalize> : KeepsInputDType {};
+template <>
+struct DTypeRule<OpKind::kExpertSort> : KeepsInputDType {};  // int64 ids, int32 offsets
+template <>
+struct DTypeRule<OpKind::kGatherRows> : KeepsInputDType {};
+// grouped_mm is not autocast-enabled; transformers casts x to the weights' dtype
+// (integrations/moe.py:379, UsedDType), so the product is in the weights' dtype.
+template <>
+struct DTypeRule<OpKind::kGroupedMm> {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+  static DType Output(const DTypeRuleInputs& r) { return r.in(1); }
+};
+template <>
+struct DTypeRule<OpKind::kSumTopK> : KeepsInputDType {};
 
 Autocast AutocastOf(OpKind kind) {
   return VisitOpKind(kind, []<OpKind K>() { return DTypeRule<K>::kAutocast; });
@@ -202,7 +219,9 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     for (TensorId out : op.outputs) {
       const TensorInfo& t = graph.tensor(out);
       const bool hooked = target.input_embeddings_require_grad && out == graph.input_embeddings();
-      states_[out.value] = {t.fixed_dtype.value_or(dtype), any_grad || hooked};
+      const DType out_dtype = t.fixed_dtype.value_or(dtype);
+      // Autograd never tracks integer tensors (indices, offsets).
+      states_[out.value] = {out_dtype, (any_grad || hooked) && IsFloatingPoint(out_dtype)};
     }
   }
 }
@@ -219,6 +238,8 @@ DType TensorStates::OptimizerStateDType(TensorId param) const {
 
 DType TensorStates::UsedDType(const OpNode& op, size_t index) const {
   const DType d = states_.at(op.inputs[index].value).dtype;
+  // transformers' grouped_mm path casts its input to the experts' dtype itself.
+  if (op.kind == OpKind::kGroupedMm && index == 0) return states_.at(op.inputs[1].value).dtype;
   if (!regime_.autocast || !IsFloatingPoint(d)) return d;
   if (op.kind == OpKind::kAttnScores && index == 2) return d;  // the mask: added, not multiplied
   switch (AutocastOf(op.kind)) {

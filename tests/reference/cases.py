@@ -83,6 +83,14 @@ TINY_GEMMA3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads
                "head_dim": 32, "num_hidden_layers": 2, "intermediate_size": 176,
                "vocab_size": 512, "query_pre_attn_scalar": 32, "sliding_window": 128,
                "sliding_window_pattern": 2, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+# Mixture of experts: 8 experts, 2 per token, a different expert width from the dense one.
+TINY_QWEN3_MOE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 176,
+                  "moe_intermediate_size": 48, "num_experts": 8, "num_experts_per_tok": 2,
+                  "vocab_size": 512}
+TINY_MIXTRAL = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "num_hidden_layers": 2, "intermediate_size": 48, "num_local_experts": 8,
+                "num_experts_per_tok": 2, "vocab_size": 512}
 TINY_BERT = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
              "intermediate_size": 256, "vocab_size": 512}
 
@@ -203,6 +211,19 @@ CASES = [
          precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2),
     Case("tiny-gemma3 fp32 lora sgd sdpa mb3", "gemma-3-1b.json", TINY_GEMMA3, mode="lora",
          optimizer="sgd", micro_batch=3),
+    # Mixture of experts (router softmax/top-k, grouped_mm experts), tiny.
+    Case("tiny-qwen3-moe fp32 adamw sdpa mb2 k2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
+         micro_batch=2, grad_accum=2),
+    Case("tiny-qwen3-moe bf16 sgd eager mb2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
+         precision="bf16", optimizer="sgd", attention="eager", micro_batch=2),
+    Case("tiny-qwen3-moe amp-bf16 lora qkvo ckpt-all mb2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
+         precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+         micro_batch=2),
+    Case("tiny-mixtral fp32 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL, micro_batch=2),
+    Case("tiny-mixtral amp-bf16 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL,
+         precision="amp-bf16", micro_batch=2),
+    Case("tiny-mixtral bf16 lora sgd mb3", "mixtral-8x7b.json", TINY_MIXTRAL, precision="bf16",
+         mode="lora", optimizer="sgd", micro_batch=3),
     # BERT sequence classification, tiny.
     Case("tiny-bert fp32 adamw eager mb2", "bert-base-uncased.json", TINY_BERT, task="seq-cls",
          attention="eager", micro_batch=2),

@@ -68,7 +68,7 @@ struct SimulationTables::Impl {
     int32_t internals_begin, internals_end;  // into internals
     int32_t saves_begin;                     // into saves_input, one per op input
     bool output_aliases_input;
-    bool saves_output;
+    uint32_t saved_outputs;  // bit i: output i is saved for backward
     int64_t workspace_bytes;
   };
   struct OpBackward {
