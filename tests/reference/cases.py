@@ -88,6 +88,9 @@ TINY_QWEN3_MOE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_he
                   "head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 176,
                   "moe_intermediate_size": 48, "num_experts": 8, "num_experts_per_tok": 2,
                   "vocab_size": 512}
+# Wide experts and a small vocabulary: the experts' rows decide the peak.
+WIDE_QWEN3_MOE = dict(TINY_QWEN3_MOE, hidden_size=128, head_dim=32, moe_intermediate_size=256,
+                      num_experts=16, num_experts_per_tok=4, vocab_size=256)
 TINY_MIXTRAL = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "num_hidden_layers": 2, "intermediate_size": 48, "num_local_experts": 8,
                 "num_experts_per_tok": 2, "vocab_size": 512}
@@ -213,13 +216,16 @@ CASES = [
          optimizer="sgd", micro_batch=3),
     # Mixture of experts (router softmax/top-k, grouped_mm experts), tiny.
     Case("tiny-qwen3-moe fp32 adamw sdpa mb2 k2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
-         micro_batch=2, grad_accum=2),
-    Case("tiny-qwen3-moe bf16 sgd eager mb2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
-         precision="bf16", optimizer="sgd", attention="eager", micro_batch=2),
+         micro_batch=2, grad_accum=2, pinned_only=True),
     Case("tiny-qwen3-moe amp-bf16 lora qkvo ckpt-all mb2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
          precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
          micro_batch=2),
-    Case("tiny-mixtral fp32 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL, micro_batch=2),
+    Case("wide-qwen3-moe bf16 adamw eager mb2 s128", "qwen3-30b-a3b.json", WIDE_QWEN3_MOE,
+         precision="bf16", attention="eager", micro_batch=2, seq_len=128),
+    Case("wide-qwen3-moe amp-bf16 lora ckpt-all mb2 s128", "qwen3-30b-a3b.json", WIDE_QWEN3_MOE,
+         precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2, seq_len=128),
+    Case("tiny-mixtral fp32 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL, micro_batch=2,
+         pinned_only=True),
     Case("tiny-mixtral amp-bf16 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL,
          precision="amp-bf16", micro_batch=2),
     Case("tiny-mixtral bf16 lora sgd mb3", "mixtral-8x7b.json", TINY_MIXTRAL, precision="bf16",
