@@ -65,6 +65,8 @@ Q3_32B = "qwen3-32b.json"
 PHI4 = "phi-4.json"
 G2_9B = "gemma-2-9b.json"
 G3_27B = "gemma-3-27b.json"
+Q3_30B_A3B = "qwen3-30b-a3b.json"
+MIXTRAL = "mixtral-8x7b.json"
 
 CASES = [
     # Tiny models of each family (a few seconds each).
@@ -152,6 +154,13 @@ CASES = [
              attention="eager", seq_len=4096, slow=True),
     FakeCase("gemma-2-9b bf16 lora eager s8192", G2_9B, precision="bf16", mode="lora",
              attention="eager", seq_len=8192, slow=True),
+    # Mixtures of experts (grouped_mm experts; every layer sparse).
+    FakeCase("qwen3-30b-a3b bf16 lora s4096", Q3_30B_A3B, precision="bf16", mode="lora",
+             seq_len=4096, slow=True),
+    FakeCase("qwen3-30b-a3b bf16 full mb2 s2048", Q3_30B_A3B, precision="bf16", micro_batch=2,
+             seq_len=2048, slow=True),
+    FakeCase("mixtral-8x7b bf16 lora s4096", MIXTRAL, precision="bf16", mode="lora",
+             seq_len=4096, slow=True),
     FakeCase("gemma-3-27b bf16 lora eager s4096", G3_27B, precision="bf16", mode="lora",
              attention="eager", seq_len=4096, slow=True),
     FakeCase("gemma-3-27b amp-bf16 lora eager s8192", G3_27B, precision="amp-bf16", mode="lora",

@@ -147,6 +147,10 @@ def measure(case):
     # harness passes (no attention_mask, DynamicCache offsets are ints); generic.py's only
     # guard logging. Checked: none of them changes an allocation here.
 
+    # transformers' grouped_mm experts path asks the device for its compute capability
+    # (integrations/moe.py _can_use_grouped_mm: SM80+); there is no driver here: an H100's.
+    torch.cuda.get_device_capability = lambda device=None: (9, 0)
+
     # --- SDPA: the kernel PyTorch 2.15's CUDA dispatcher would pick on an H100 ---------
     kernels = {}
 
