@@ -212,6 +212,10 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
                  "the solver's choice)");
   AddEnumOption(cmd, "--attention", f.attention, kAttentionNames,
                 Choices(kAttentionNames) + " (default: sdpa)");
+  cmd.add_option("--moe-routing", f.moe_routing,
+                 "Mixture of experts: the routing assumed, balanced | worst-case | capacity:F "
+                 "(default: balanced; memory is the same for every routing under transformers' "
+                 "grouped_mm experts)");
   AddStackFlags(cmd, f);
 }
 
@@ -242,6 +246,14 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
   c.attention = AttentionAsExecuted(r.model, f.attention, r.device);
+  if (r.model.is_moe()) {
+    auto routing = ParseMoeRouting(f.moe_routing.value_or("balanced"));
+    if (!routing) return routing.error();
+    c.moe_routing = *routing;
+  } else if (f.moe_routing) {
+    return MakeError(
+        fmt::format("--moe-routing: {} is not a mixture of experts", r.model.name));
+  }
   return r;
 }
 

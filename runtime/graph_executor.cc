@@ -20,11 +20,12 @@ bool IsParam(const OpGraph& g, TensorId t) { return g.tensor(t).role == TensorRo
 }  // namespace
 
 GraphExecutor::GraphExecutor(const OpGraph& graph, const TrainingConfig& config,
-                             const ParameterStore& params)
+                             const ParameterStore& params, ExpertLoad* expert_load)
     : graph_(graph),
       config_(config),
       params_(params),
-      states_(graph, RegimeOf(config.precision), CostTargetOf(config)) {
+      states_(graph, RegimeOf(config.precision), CostTargetOf(config)),
+      expert_load_(expert_load) {
   for (int block = 0; block < static_cast<int>(graph.blocks().size()); ++block) {
     OpGraph::BlockReads reads = graph.ExternalReads(block);
     external_inputs_.push_back(std::move(reads.distinct));
@@ -111,7 +112,7 @@ void GraphExecutor::RunOp(const OpNode& op, Frame& f) {
                                           .in = in,
                                           .micro_batch = config_.micro_batch,
                                           .seq_len = config_.seq_len,
-                                          .expert_load = &expert_load_});
+                                          .expert_load = expert_load_});
   if (out.size() != op.outputs.size())
     throw std::logic_error("executor: " + op.name + " produced the wrong number of outputs");
   in.clear();

@@ -21,7 +21,9 @@ namespace headroom {
 
 class GraphExecutor {
  public:
-  GraphExecutor(const OpGraph& graph, const TrainingConfig& config, const ParameterStore& params);
+  // `expert_load`, if given, accumulates the routing the mixture-of-experts layers see.
+  GraphExecutor(const OpGraph& graph, const TrainingConfig& config, const ParameterStore& params,
+                ExpertLoad* expert_load = nullptr);
 
   // `inputs` holds a tensor for every input of the graph (by tensor id; others
   // undefined); they are moved in and released at their last use. Returns the loss.
@@ -31,9 +33,6 @@ class GraphExecutor {
   // it reads) and returns its output; used by the checkpoint function, with grad
   // disabled in its forward and enabled when it recomputes.
   at::Tensor RunBlock(int block, const std::vector<at::Tensor>& external_inputs);
-
-  // What the mixture-of-experts layers routed so far (empty for dense models).
-  const ExpertLoad& expert_load() const { return expert_load_; }
 
  private:
   // Tensor values of one run (a forward, or one block) with uses left per tensor.
@@ -55,7 +54,7 @@ class GraphExecutor {
   // then tables), and every such read, one entry per op input, for the use counts.
   std::vector<std::vector<TensorId>> external_inputs_;
   std::vector<std::vector<TensorId>> outside_reads_;
-  ExpertLoad expert_load_;
+  ExpertLoad* expert_load_;
 };
 
 }  // namespace headroom

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
+#include "runtime/op_kernels.h"
 #include "runtime/trainer.h"
 
 namespace headroom {
@@ -22,6 +24,8 @@ struct RunReport {
   int64_t skipped_steps = 0;
   int64_t oom_retries = 0;
   double seconds = 0, tokens = 0;  // summed over the steps recorded
+  std::optional<MoeRouting> routing_assumed;  // mixtures of experts: the plan's assumption
+  ExpertLoad routing_seen;
 
   // Adds one optimizer step's results (taken under `config`, the plan of that step);
   // returns the step's tokens.

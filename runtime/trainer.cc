@@ -78,6 +78,7 @@ struct Trainer::State {
   std::optional<MasterWeights> masters;  // the mixed-* regimes: what the optimizer updates
   std::optional<DynamicLossScaler> scaler;
   std::function<void(const std::string&)> replan_listener;
+  ExpertLoad expert_load;  // what the mixture-of-experts layers routed, over the run
   int64_t steps = 0;
 
   int64_t global_batch() const { return plan.global_batch; }
@@ -121,7 +122,8 @@ Trainer::Trainer(const ModelSpec& spec, const Plan& plan, const TrainOptions& op
     throw std::invalid_argument("checkpoint flags do not match the model's blocks");
   const TensorStates states(s_->graph, RegimeOf(config.precision), CostTargetOf(s_->plan.config));
   s_->params = std::make_unique<ParameterStore>(s_->graph, states, options.seed, options.device);
-  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params);
+  s_->executor =
+      std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params, &s_->expert_load);
   const TokenSource* data = options.data;
   if (!data) {
     s_->synthetic = MakeSyntheticTokens(spec.vocab_size, options.seed + 1);
@@ -172,6 +174,7 @@ std::vector<std::pair<std::string, at::Tensor>> Trainer::NamedParameters() const
 
 int64_t Trainer::measured_peak_allocated_bytes() const { return measured_allocated_; }
 int64_t Trainer::measured_peak_reserved_bytes() const { return measured_reserved_; }
+const ExpertLoad& Trainer::expert_load() const { return s_->expert_load; }
 void Trainer::set_budget_bytes(int64_t bytes) { s_->meter->set_budget_bytes(bytes); }
 void Trainer::set_replan_listener(std::function<void(const std::string&)> listener) {
   s_->replan_listener = std::move(listener);
@@ -210,7 +213,8 @@ void Trainer::Replan(int64_t available_bytes) {
                            std::to_string(plan.plan.num_blocks()) +
                            " blocks checkpointed; redoing step " + std::to_string(s_->steps + 1);
   s_->plan = plan.plan;
-  s_->executor = std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params);
+  s_->executor =
+      std::make_unique<GraphExecutor>(s_->graph, s_->plan.config, *s_->params, &s_->expert_load);
   Predict();
   if (s_->replan_listener) s_->replan_listener(what);
 }

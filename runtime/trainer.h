@@ -26,6 +26,7 @@
 #include "planner/core/result.h"
 #include "planner/core/training_config.h"
 #include "runtime/hf_weights.h"
+#include "runtime/op_kernels.h"
 #include "runtime/token_source.h"
 
 namespace headroom {
@@ -91,6 +92,8 @@ class Trainer {
   int64_t predicted_peak_reserved_bytes() const { return predicted_reserved_; }
   int64_t measured_peak_allocated_bytes() const;
   int64_t measured_peak_reserved_bytes() const;
+  // The routing the mixture-of-experts layers saw over the run (no calls: a dense model).
+  const ExpertLoad& expert_load() const;
   void set_budget_bytes(int64_t bytes);
   // Called after each re-plan with a sentence saying what changed.
   void set_replan_listener(std::function<void(const std::string&)> listener);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/core/limits.h"
+#include "planner/core/number_parse.h"
 
 namespace headroom {
 
@@ -64,6 +65,26 @@ std::optional<int> ParseInt(std::string_view s) {
 }
 
 }  // namespace
+
+Result<MoeRouting> ParseMoeRouting(std::string_view text) {
+  constexpr std::string_view kCapacity = "capacity:";
+  if (text.substr(0, kCapacity.size()) != kCapacity) {
+    auto routing = ParseIn(kMoeRoutingNames, text, "routing");
+    if (!routing)
+      return MakeError(
+          fmt::format("--moe-routing {}: use balanced, worst-case or capacity:F", text));
+    return routing;
+  }
+  auto factor = ParseReal(text.substr(kCapacity.size()), 1e-9, 1e9,
+                         "--moe-routing capacity:F (the capacity factor)");
+  if (!factor) return factor.error();
+  return MakeError(fmt::format(
+      "--moe-routing {}: a capacity factor limits what each expert receives (GShard-style "
+      "dispatch: DeepSpeed-MoE, Megatron's --moe-expert-capacity-factor), and no stack headroom "
+      "plans for has one: transformers' grouped_mm experts and headroom's runtime drop and pad "
+      "no tokens, so their memory is the same for every routing; use balanced or worst-case",
+      text));
+}
 
 Result<CheckpointPolicy> CheckpointPolicy::Parse(std::string_view text) {
   CheckpointPolicy p;

@@ -105,6 +105,19 @@ struct CheckpointPolicy {
   bool operator==(const CheckpointPolicy&) const = default;
 };
 
+// Mixture of experts: the routing a plan assumes. Balanced spreads the token-expert
+// pairs evenly over the experts; worst-case sends every token to the same k experts.
+// Under transformers' grouped_mm experts path (and headroom's runtime) the memory is the
+// same for both: every experts tensor has one row per pair, and grouped_mm neither
+// drops nor pads. A capacity factor (GShard-style dispatch) is parsed and refused: no
+// stack headroom plans for has one.
+enum class MoeRouting { kBalanced, kWorstCase };
+inline constexpr EnumName<MoeRouting> kMoeRoutingNames[] = {{MoeRouting::kBalanced, "balanced"},
+                                                           {MoeRouting::kWorstCase, "worst-case"}};
+inline std::string_view MoeRoutingName(MoeRouting r) { return NameIn(kMoeRoutingNames, r); }
+// balanced | worst-case; capacity:F is checked (F a positive number) and refused with why.
+Result<MoeRouting> ParseMoeRouting(std::string_view text);
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t grad_accum_steps = 1;
@@ -118,6 +131,7 @@ struct TrainingConfig {
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
   std::optional<DType> base_dtype;  // LoRA: storage of the frozen base; unset: the stack's recipe
   KernelTarget kernels;             // set from the device the plan targets
+  std::optional<MoeRouting> moe_routing;  // set for mixture-of-experts models only
   bool operator==(const TrainingConfig&) const = default;
 };
 

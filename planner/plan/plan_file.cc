@@ -106,6 +106,9 @@ std::string WritePlanYaml(const PlanFile& p) {
         << std::string(OptimizerImplName(*c.optimizer_impl));
   if (c.base_dtype)
     out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
+  if (c.moe_routing)
+    out << YAML::Key << "moe_routing" << YAML::Value
+        << std::string(MoeRoutingName(*c.moe_routing));
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
   out << YAML::Key << "lora_alpha" << YAML::Value << c.fine_tune.lora_alpha;
@@ -168,6 +171,7 @@ class PlanReader {
       c.base_dtype = ParseDType(t["base_dtype"].as<std::string>());
       if (!c.base_dtype) throw BadValue{"base_dtype must be fp32, bf16 or fp16"};
     }
+    if (t["moe_routing"]) c.moe_routing = Take(ParseMoeRouting(t["moe_routing"].as<std::string>()));
     c.fine_tune.mode =
         Take(ParseIn(kFineTuneNames, Need(t, "fine_tune").as<std::string>(), "fine_tune"));
     c.fine_tune.lora_rank = Need(t, "lora_rank").as<int64_t>();

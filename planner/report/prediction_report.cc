@@ -76,6 +76,12 @@ std::string RequestLines(const ReportInputs& in) {
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
   out += fmt::format("  attention kernel {}{}\n", AttentionKernelName(in.attention_kernel.kernel),
                      in.attention_kernel.reason.empty() ? "" : ": " + in.attention_kernel.reason);
+  if (c.moe_routing) {
+    out += fmt::format(
+        "  experts' routing assumed {}: the same memory for any routing (transformers' grouped_mm "
+        "experts keep one row per token-expert pair, neither dropped nor padded)\n",
+        MoeRoutingName(*c.moe_routing));
+  }
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
   if (c.fine_tune.mode != FineTuneMode::kFull)
@@ -210,6 +216,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
       {"optimizer_impl", OptimizerImplName(EffectiveOptimizerImpl(c))},
   };
   if (!c.kernels.cuda) j["config"]["cpu_bf16"] = CpuBf16Name(c.kernels.cpu_bf16);
+  if (c.moe_routing) j["config"]["moe_routing"] = MoeRoutingName(*c.moe_routing);
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;
