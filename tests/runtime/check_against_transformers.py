@@ -95,6 +95,23 @@ CONFIGS = {
         "rope_scaling": {"rope_type": "linear", "factor": 8.0},
         "architectures": ["Gemma3ForCausalLM"],
     },
+    # Qwen3-MoE: router softmax/top-k with renormalization, grouped_mm experts.
+    "qwen3_moe": {
+        "model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 64,
+        "intermediate_size": 128, "moe_intermediate_size": 48, "num_experts": 8,
+        "num_experts_per_tok": 2, "norm_topk_prob": True, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+        "architectures": ["Qwen3MoeForCausalLM"],
+    },
+    # Mixtral: fp32 routing weights, always renormalized.
+    "mixtral": {
+        "model_type": "mixtral", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 48,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+        "architectures": ["MixtralForCausalLM"],
+    },
     "bert": {
         "model_type": "bert", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 128,

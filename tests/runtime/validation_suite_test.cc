@@ -51,9 +51,10 @@ std::vector<ValidationConfig> Configs() {
     out.push_back({m, P::kFp32, "alternate", 4, M::kFull, O::kSgdMomentum});
     out.push_back({m, P::kAmpBf16, "all", 4, M::kLora, O::kSgd});
   }
-  // Qwen3 (per-head q/k norms), Phi-3 (fused projections), Gemma 2 and 3: the first four
-  // combinations.
-  for (const char* m : {"tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
+  // Qwen3 (per-head q/k norms), Phi-3 (fused projections), Gemma 2 and 3, Qwen3-MoE and
+  // Mixtral (router and grouped_mm experts): the first four combinations.
+  for (const char* m : {"tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3",
+                        "tiny-qwen3-moe", "tiny-mixtral"}) {
     for (size_t i = 0; i < 4; ++i) {
       ValidationConfig c = out[8 + i];  // tiny-llama's
       c.model = m;
