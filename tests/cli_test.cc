@@ -204,6 +204,26 @@ TEST(CliAuto, StatedMicroBatchIsKeptForExports) {
 namespace headroom {
 namespace {
 
+// transformers' grouped_mm experts keep one row per token-expert pair whatever the
+// routing: the routing assumed is reported, and changes no byte.
+TEST(CliMoe, RoutingIsReportedAndChangesNoMemory) {
+  const std::string base =
+      "plan --model qwen3-30b-a3b --gpu h200 --precision bf16 --lora-rank 16 --micro-batch 1 "
+      "--seq-len 4096";
+  const auto balanced = RunJson(base);
+  const auto worst = RunJson(base + " --moe-routing worst-case");
+  EXPECT_EQ(balanced["config"]["moe_routing"], "balanced");
+  EXPECT_EQ(worst["config"]["moe_routing"], "worst-case");
+  EXPECT_EQ(worst["peak"]["allocated_bytes"], balanced["peak"]["allocated_bytes"]);
+  // 48 layers of 128 experts [2 * 768, 2048] and [2048, 768] in bf16, the router, attention
+  // and embeddings: the 30,532,122,624 parameters transformers counts, plus LoRA on q, v.
+  EXPECT_EQ(balanced["params"]["total"].get<int64_t>() -
+                balanced["params"]["trainable"].get<int64_t>(),
+            30'532'122'624);
+  const auto dense = RunJson("plan --model llama-3.2-1b --gpu h200 --micro-batch 1");
+  EXPECT_FALSE(dense["config"].contains("moe_routing"));
+}
+
 // torch.optim's foreach AdamW takes sqrt(exp_avg_sq) of every parameter at once: for a
 // 7B full fine-tune one more fp32 copy of all 6,738,415,616 parameters, which moves the
 // peak to the optimizer step. Fused and per-parameter implementations make no such copy.

@@ -375,5 +375,132 @@ TEST(OptimizerCost, ImplementationsOfAdamW) {
       0);
 }
 
+// ---- mixture of experts --------------------------------------------------------------
+// k = 2 experts per token: 2 * 3 * 2 = 12 token-expert pairs at (b, s) = (2, 3).
+constexpr int64_t kTopK = 2;
+SymShape Pairs() { return {Dim::B(), Dim::S(), Dim::C(kTopK)}; }
+SymShape PairRows(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(kTopK), Dim::C(n)}; }
+
+TEST(OpCost, TopKSavesOnlyItsIntegerIndices) {
+  OpGraph g;
+  TensorId probs = TrainableActivation(g, 8);
+  const auto top = g.AddOp({.kind = OpKind::kTopK, .name = "topk", .inputs = {probs}},
+                           {{.name = "values", .shape = Pairs()},
+                            {.name = "indices", .shape = Pairs(), .fixed_dtype = DType::kI64}});
+  const TensorStates states(g, RegimeOf(Precision::kFp32));
+  EXPECT_TRUE(states[top[0]].requires_grad);
+  EXPECT_FALSE(states[top[1]].requires_grad);  // autograd never tracks integer tensors
+  const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
+  EXPECT_EQ(f.saved_outputs, 2u);  // output 1, the indices
+  EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, false).saved_outputs, 0u);
+  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).input_grads,
+            (std::vector<GradFlow>{GradFlow::kNew}));  // zeros of the input's size
+}
+
+TEST(OpCost, InPlaceRenormalizationKeepsTheValuesBeforeItOnlyWhenRecorded) {
+  OpGraph g;
+  TensorId probs = TrainableActivation(g, 8);
+  TensorId values = g.AddOp({.kind = OpKind::kTopK, .name = "topk", .inputs = {probs}},
+                            {{.name = "values", .shape = Pairs()},
+                             {.name = "indices", .shape = Pairs(), .fixed_dtype = DType::kI64}})[0];
+  g.AddOp({.kind = OpKind::kRenormalize, .name = "renorm", .inputs = {values}},
+          {{.name = "w", .shape = Pairs()}});
+  const TensorStates states(g, RegimeOf(Precision::kFp32));
+  const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
+  EXPECT_TRUE(f.output_aliases_input);
+  ASSERT_EQ(f.internals.size(), 2u);
+  EXPECT_EQ(f.internals[0].bytes, 2 * 3 * 4);  // the sum, [b, s, 1] fp32
+  EXPECT_EQ(f.internals[0].lifetime, Lifetime::kSaved);
+  EXPECT_EQ(f.internals[1].bytes, 12 * 4);  // the clone of the values
+  EXPECT_EQ(f.internals[1].lifetime, Lifetime::kSaved);
+  const ForwardCost no_grad = CostForward(g, LastOp(g), states, kEnv, false);
+  ASSERT_EQ(no_grad.internals.size(), 1u);
+  EXPECT_EQ(no_grad.internals[0].lifetime, Lifetime::kTransient);
+  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 3 * 12 * 4);
+}
+
+TEST(OpCost, RestoringTheOrderCopiesTheExpandedGradientOfTheSum) {
+  OpGraph g;
+  TensorId x = TrainableActivation(g, 4);
+  TensorId perm = g.AddInput("perm", Pairs(), DType::kI64);
+  TensorId rows = g.AddOp({.kind = OpKind::kGatherRows,
+                           .name = "gather",
+                           .inputs = {x, perm},
+                           .row_divisor = kTopK},
+                          {{.name = "rows", .shape = PairRows(4)}})[0];
+  const OpId gather{g.num_ops() - 1};
+  TensorId restored = g.AddOp({.kind = OpKind::kGatherRows,
+                               .name = "restore",
+                               .inputs = {rows, perm},
+                               .inverse_permutation = true},
+                              {{.name = "restored", .shape = PairRows(4)}})[0];
+  const OpId restore{g.num_ops() - 1};
+  g.AddOp({.kind = OpKind::kSumTopK, .name = "sum", .inputs = {restored}},
+          {{.name = "out", .shape = Tokens(4)}});
+  const TensorStates states(g, RegimeOf(Precision::kFp32));
+  // perm // k: an int64 index per pair, saved by IndexBackward0.
+  const ForwardCost fg = CostForward(g, g.op(gather), states, kEnv, true);
+  ASSERT_EQ(fg.internals.size(), 1u);
+  EXPECT_EQ(fg.internals[0].bytes, 12 * 8);
+  EXPECT_EQ(fg.internals[0].lifetime, Lifetime::kSaved);
+  EXPECT_EQ(CostBackward(g, g.op(gather), states, kEnv).workspace_bytes, 0);
+  // The inverse permutation is saved; the arange scattered into it is not.
+  const ForwardCost fr = CostForward(g, g.op(restore), states, kEnv, true);
+  ASSERT_EQ(fr.internals.size(), 2u);
+  EXPECT_EQ(fr.internals[0].lifetime, Lifetime::kSaved);
+  EXPECT_EQ(fr.internals[1].lifetime, Lifetime::kEphemeral);
+  EXPECT_EQ(CostBackward(g, g.op(restore), states, kEnv).workspace_bytes, 12 * 4 * 4);
+  const BackwardCost sum = CostBackward(g, LastOp(g), states, kEnv);
+  EXPECT_EQ(sum.input_grads, (std::vector<GradFlow>{GradFlow::kPassThrough}));
+}
+
+TEST(OpCost, GroupedMmCastsItsInputToTheFrozenExpertsDtype) {
+  OpGraph g;
+  TensorId x = TrainableActivation(g, 4);  // fp32 under amp
+  TensorId rows = g.AddOp({.kind = OpKind::kGatherRows,
+                           .name = "gather",
+                           .inputs = {x, g.AddInput("perm", Pairs(), DType::kI64)},
+                           .row_divisor = kTopK},
+                          {{.name = "rows", .shape = PairRows(4)}})[0];
+  TensorId w = g.AddParameter("experts", {Dim::C(3), Dim::C(5), Dim::C(4)}, {.trainable = false});
+  TensorId offsets = g.AddInput("offsets", {Dim::C(3)}, DType::kI32);
+  g.AddOp({.kind = OpKind::kGroupedMm, .name = "gmm", .inputs = {rows, w, offsets}},
+          {{.name = "y", .shape = PairRows(5)}});
+  TrainingConfig lora;
+  lora.precision = Precision::kAmpBf16;
+  lora.fine_tune.mode = FineTuneMode::kLora;
+  const TensorStates states(g, RegimeOf(Precision::kAmpBf16), CostTargetOf(lora));
+  ASSERT_EQ(states[w].dtype, DType::kBF16);
+  EXPECT_EQ(states[LastOp(g).outputs[0]].dtype, DType::kBF16);  // not autocast's choice
+  const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
+  // x.to(bf16) is not saved: the frozen weights need no gradient, so x is not kept.
+  EXPECT_EQ(f.saves_input, (std::vector<bool>{false, true, true}));
+  ASSERT_EQ(f.internals.size(), 1u);
+  EXPECT_EQ(f.internals[0].bytes, 12 * 4 * 2);
+  EXPECT_EQ(f.internals[0].lifetime, Lifetime::kTransient);
+  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).input_grads,
+            (std::vector<GradFlow>{GradFlow::kNew, GradFlow::kNone, GradFlow::kNone}));
+  EXPECT_EQ(CostFlops(g, LastOp(g), states, kEnv).forward, 2.0 * 12 * 5 * 4);
+}
+
+TEST(OpCost, BroadcastProductLeavesAFullSizeTemporaryInBackward) {
+  OpGraph g;
+  TensorId x = TrainableActivation(g, 4);
+  TensorId rows = g.AddOp({.kind = OpKind::kGatherRows,
+                           .name = "gather",
+                           .inputs = {x, g.AddInput("perm", Pairs(), DType::kI64)},
+                           .row_divisor = kTopK},
+                          {{.name = "rows", .shape = PairRows(4)}})[0];
+  TensorId weights = g.AddOp({.kind = OpKind::kGatherRows,
+                              .name = "weights",
+                              .inputs = {rows, g.AddInput("perm2", Pairs(), DType::kI64)}},
+                             {{.name = "column", .shape = PairRows(1)}})[0];
+  g.AddOp({.kind = OpKind::kMul, .name = "weighted", .inputs = {rows, weights}},
+          {{.name = "y", .shape = PairRows(4)}});
+  const TensorStates states(g, RegimeOf(Precision::kFp32));
+  // dY * rows at [pairs, 4] before it is summed to the column's [pairs, 1].
+  EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 12 * 4 * 4);
+}
+
 }  // namespace
 }  // namespace headroom
