@@ -187,6 +187,13 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   if (type == "qwen3_moe" || type == "mixtral") {
     if (auto error = ImportExperts(f, type, spec)) return *error;
   }
+  if (type == "mistral") {
+    // Every Mistral layer attends within sliding_window when it is set (modeling_mistral.py:355;
+    // MistralConfig defaults it to 4096, configuration_mistral.py:79; v0.2 and later write null).
+    const bool null_window = f.root().contains("sliding_window") && f.root()["sliding_window"].is_null();
+    HEADROOM_ASSIGN_OR_RETURN(spec.sliding_window,
+                              null_window ? Result<int64_t>(0) : f.IntOr("sliding_window", 4096));
+  }
   if (type == "phi3") {
     // Phi3Config: no head_dim field (hidden / heads), residual dropout resid_pdrop.
     spec.hidden_dropout = f.NumberOr("resid_pdrop", 0.0);

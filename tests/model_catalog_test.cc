@@ -150,6 +150,27 @@ TEST(HfConfig, MistralQwenGpt2BertImport) {
 // (configuration_qwen3_moe.py:97-104, no head_dim default: hidden / heads) and
 // MixtralConfig's (configuration_mixtral.py:84-88: num_local_experts, experts as wide as
 // intermediate_size, a router that always renormalizes, rope_theta 1e6).
+// MistralConfig defaults sliding_window to 4096 (configuration_mistral.py:79) and every
+// layer then attends within it; v0.2 and later write null: causal.
+TEST(HfConfig, MistralSlidingWindowDefaultsTo4096AndNullMeansNone) {
+  const std::string base =
+      R"({"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096,
+          "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+          "intermediate_size": 14336, "max_position_embeddings": 32768)";
+  auto absent = ParseHfConfigJson(base + "}", "absent");
+  ASSERT_TRUE(absent.ok()) << absent.error().message;
+  EXPECT_EQ(absent->sliding_window, 4096);
+  auto null = ParseHfConfigJson(base + R"(, "sliding_window": null})", "null");
+  ASSERT_TRUE(null.ok()) << null.error().message;
+  EXPECT_EQ(null->sliding_window, 0);
+  auto set = ParseHfConfigJson(base + R"(, "sliding_window": 2048})", "set");
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_EQ(set->sliding_window, 2048);
+  auto catalog = LoadCatalogModel("mistral-7b");
+  ASSERT_TRUE(catalog.ok());
+  EXPECT_EQ(catalog->sliding_window, 4096);  // Mistral-7B-v0.1's config.json
+}
+
 TEST(HfConfig, MixtureOfExpertsImport) {
   const std::string configs = std::string(HEADROOM_TEST_DATA_DIR) + "/../reference/configs/";
   auto qwen = ResolveModel(configs + "qwen3-30b-a3b.json");
