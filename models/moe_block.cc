@@ -1,6 +1,6 @@
 // The sparse mixture-of-experts MLP as transformers 5.24 trains Qwen3-MoE and Mixtral:
 // the router (softmax, top-k, renormalization) and the experts on transformers' default
-// grouped_mm path (modeling_utils.py:1893-1894; integrations/moe.py:424-527). The pairs
+// grouped_mm path (modeling_utils.py:1893-1894; integrations/moe.py:424-537). The pairs
 // are sorted by expert, the tokens gathered per pair, two grouped products over all the
 // experts' 3-D weights run on them, and the weighted rows are put back in token order
 // and summed over each token's k experts. Every size is one row per token-expert pair,
@@ -31,7 +31,7 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
   const SymShape pairs = {Dim::B(), Dim::S(), Dim::C(k)};
 
   // The router: logits = x @ W^T; Qwen3-MoE takes softmax(logits, dtype=float)
-  // (modeling_qwen3_moe.py:257-263), Mixtral softmax(logits.float()) and keeps the fp32
+  // (modeling_qwen3_moe.py:250-268), Mixtral softmax(logits.float()) and keeps the fp32
   // weights (modeling_mixtral.py:106-111).
   TensorId router = layers.Param(p + ".gate.weight", {Dim::C(experts), Dim::C(h)});
   TensorId logits =

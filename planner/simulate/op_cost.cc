@@ -609,8 +609,8 @@ struct CostRule<OpKind::kNllLoss> : FlopsOfClass {
 };
 
 // ---- mixture of experts: the router and transformers' grouped_mm experts path ----------
-// The router (modeling_qwen3_moe.py:255-263, modeling_mixtral.py:104-111) and
-// grouped_mm_experts_forward (integrations/moe.py:424-527), the experts implementation
+// The router (modeling_qwen3_moe.py:250-268, modeling_mixtral.py:104-111) and
+// grouped_mm_experts_forward (integrations/moe.py:424-537), the experts implementation
 // transformers 5.24 picks by default (modeling_utils.py:1893-1894). Every size is one
 // row per token-expert pair, whatever the routing.
 
