@@ -25,13 +25,13 @@ namespace {
 int Fail(const Error& e) { return ReportUsageError(e.message); }
 
 int RunModels() {
-  fmt::print("{:<16} {:<7} {:>16}  {}\n", "model", "family", "parameters", "description");
+  fmt::print("{:<16} {:<9} {:>16}  {}\n", "model", "family", "parameters", "description");
   for (const std::string& name : CatalogModelNames()) {
     auto spec = LoadCatalogModel(name);
     if (!spec) return Fail(spec.error());
     auto graph = BuildGraph(*spec, {});
     if (!graph) return Fail(graph.error());
-    fmt::print("{:<16} {:<7} {:>16}  {}\n", name, FamilyName(spec->family), graph->ParameterCount(),
+    fmt::print("{:<16} {:<9} {:>16}  {}\n", name, FamilyName(spec->family), graph->ParameterCount(),
                CatalogDescription(name));
   }
   return 0;
