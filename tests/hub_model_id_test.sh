@@ -127,12 +127,15 @@ fetch() {
 
 catalog() {
   # Every catalog entry whose first line names its source "(ORG/NAME)": the id plans as
-  # the name does, the id in any case, with no server and offline.
+  # the name does, in any case, with no server and offline.
   export HF_HUB_OFFLINE=1
   local count=0
   while read -r name id; do
-    for spelling in "$id" "$(tr '[:lower:]' '[:upper:]' <<<"$id")"; do
-      "$headroom" plan --model "$name" "${flags[@]}" >"$work/name.txt" 2>&1 || echo "exit $?" >>"$work/name.txt"
+    "$headroom" plan --model "$name" "${flags[@]}" >"$work/name.txt" 2>&1 || echo "exit $?" >>"$work/name.txt"
+    # Every id as written; the first also upper-cased (one lookup path, case-insensitive).
+    spellings=("$id")
+    [ "$count" != 0 ] || spellings+=("$(tr '[:lower:]' '[:upper:]' <<<"$id")")
+    for spelling in "${spellings[@]}"; do
       "$headroom" plan --model "$spelling" "${flags[@]}" >"$work/id.txt" 2>&1 || echo "exit $?" >>"$work/id.txt"
       cmp -s "$work/name.txt" "$work/id.txt" || fail "--model $spelling differs from --model $name"
     done

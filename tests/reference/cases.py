@@ -224,8 +224,6 @@ CASES = [
          precision="bf16", attention="eager", micro_batch=2, seq_len=128),
     Case("wide-qwen3-moe amp-bf16 lora ckpt-all mb2 s128", "qwen3-30b-a3b.json", WIDE_QWEN3_MOE,
          precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2, seq_len=128),
-    Case("tiny-mixtral fp32 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL, micro_batch=2,
-         pinned_only=True),
     Case("tiny-mixtral amp-bf16 adamw sdpa mb2", "mixtral-8x7b.json", TINY_MIXTRAL,
          precision="amp-bf16", micro_batch=2),
     Case("tiny-mixtral bf16 lora sgd mb3", "mixtral-8x7b.json", TINY_MIXTRAL, precision="bf16",
