@@ -126,13 +126,13 @@ void PrintSummary(const RunReport& report, bool cuda) {
     std::printf("  reserved: measured %s vs predicted %s\n",
                 FormatBytes(report.measured_peak_reserved_bytes).c_str(),
                 FormatBytes(report.predicted_peak_reserved_bytes).c_str());
-  if (const ExpertLoad& seen = report.routing_seen; seen.calls > 0) {
+  if (const RoutingSeen& seen = report.routing_seen; seen.calls > 0) {
     // The memory does not depend on it (grouped_mm keeps a row per token-expert pair);
     // printed so that the assumption can be checked against the data.
     std::printf(
         "  routing seen: the most-loaded expert took %.2fx its balanced share (mean over %ld "
         "layer calls %.2fx; worst case %.2fx); assumed %s, which does not change memory\n",
-        seen.max_over_balanced, static_cast<long>(seen.calls), seen.mean_over_balanced(),
+        seen.max_over_balanced, static_cast<long>(seen.calls), seen.mean_over_balanced,
         seen.worst_case_ratio,
         std::string(MoeRoutingName(report.routing_assumed.value_or(MoeRouting::kBalanced)))
             .c_str());

@@ -88,11 +88,13 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
                                  PairRows(k, 1));
   TensorId gate_up_w = layers.Param(p + ".experts.gate_up_proj",
                                     {Dim::C(experts), Dim::C(2 * width), Dim::C(h)});
-  TensorId gate_up = AddOne(g,
-                            {.kind = OpKind::kGroupedMm,
-                             .name = p + ".experts.gate_up_proj",
-                             .inputs = {tokens, gate_up_w, offsets}},
-                            PairRows(k, 2 * width));
+  // grouped_mm of the pairs' rows against every expert's weights [E, out, in].
+  auto grouped_mm = [&](const std::string& name, TensorId rows, TensorId experts_w, int64_t out) {
+    return AddOne(g,
+                  {.kind = OpKind::kGroupedMm, .name = name, .inputs = {rows, experts_w, offsets}},
+                  PairRows(k, out));
+  };
+  TensorId gate_up = grouped_mm(p + ".experts.gate_up_proj", tokens, gate_up_w, 2 * width);
   // _default_apply_gate: gate, up = chunk(2); act(gate) * up (moe.py:568-579).
   const auto halves = layers.SplitView(p + ".experts.chunk", gate_up, {"gate", "up"},
                                        PairRows(k, width));
@@ -100,11 +102,7 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
   TensorId gated = layers.Binary(OpKind::kMul, p + ".experts.gate_mul", act, halves[1]);
   TensorId down_w =
       layers.Param(p + ".experts.down_proj", {Dim::C(experts), Dim::C(h), Dim::C(width)});
-  TensorId down = AddOne(g,
-                         {.kind = OpKind::kGroupedMm,
-                          .name = p + ".experts.down_proj",
-                          .inputs = {gated, down_w, offsets}},
-                         PairRows(k, h));
+  TensorId down = grouped_mm(p + ".experts.down_proj", gated, down_w, h);
   TensorId weighted = layers.Binary(OpKind::kMul, p + ".experts.weighted", down, pair_weights);
   TensorId restored = AddOne(g,
                              {.kind = OpKind::kGatherRows,

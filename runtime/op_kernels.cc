@@ -284,13 +284,8 @@ struct Kernel<OpKind::kExpertSort> {
     const at::Tensor counts = at::histc(hist_in, experts, 0, static_cast<double>(experts - 1));
     if (c.expert_load != nullptr) {
       const double balanced = static_cast<double>(ids.numel()) / static_cast<double>(experts);
-      const double ratio = counts.max().item<double>() / balanced;
-      ExpertLoad& load = *c.expert_load;
-      ++load.calls;
-      load.max_over_balanced = std::max(load.max_over_balanced, ratio);
-      load.sum_over_balanced += ratio;
-      load.worst_case_ratio =
-          static_cast<double>(experts) / static_cast<double>(c.out_sizes(0).back());
+      c.expert_load->Record(counts.max() / balanced,
+                            static_cast<double>(experts) / static_cast<double>(c.out_sizes(0).back()));
     }
     const std::vector<int64_t> sizes = c.out_sizes(0);
     return {sorted.view(sizes), perm.view(sizes), at::cumsum(counts, 0, at::kInt)};
@@ -329,6 +324,22 @@ struct Kernel<OpKind::kSumTopK> {
 };
 
 }  // namespace
+
+void ExpertLoad::Record(const at::Tensor& ratio, double worst_case) {
+  at::NoGradGuard no_grad;
+  max_over_balanced = calls == 0 ? ratio : at::maximum(max_over_balanced, ratio);
+  sum_over_balanced = calls == 0 ? ratio : sum_over_balanced + ratio;
+  ++calls;
+  worst_case_ratio = worst_case;
+}
+
+RoutingSeen Summarize(const ExpertLoad& load) {
+  if (load.calls == 0) return {};
+  return {.calls = load.calls,
+          .max_over_balanced = load.max_over_balanced.item<double>(),
+          .mean_over_balanced = load.sum_over_balanced.item<double>() / static_cast<double>(load.calls),
+          .worst_case_ratio = load.worst_case_ratio};
+}
 
 std::vector<int64_t> KernelCall::out_sizes(size_t k) const {
   std::vector<int64_t> sizes;

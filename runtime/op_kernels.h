@@ -13,14 +13,24 @@
 namespace headroom {
 
 // The routing a mixture of experts actually saw: per expert-sort call, the tokens the
-// most-loaded expert received against the balanced share (pairs / experts).
+// most-loaded expert received against the balanced share (pairs / experts). Kept as
+// 0-dim tensors on the routing's device, so that a layer adds no device sync.
 struct ExpertLoad {
   int64_t calls = 0;
-  double max_over_balanced = 0;   // the largest ratio seen
-  double sum_over_balanced = 0;   // for the mean ratio
-  double worst_case_ratio = 0;    // experts / top_k: every token to the same k experts
-  double mean_over_balanced() const { return calls > 0 ? sum_over_balanced / calls : 0.0; }
+  at::Tensor max_over_balanced;  // the largest ratio seen
+  at::Tensor sum_over_balanced;  // for the mean ratio
+  double worst_case_ratio = 0;   // experts / top_k: every token to the same k experts
+  void Record(const at::Tensor& ratio, double worst_case);
 };
+
+// ExpertLoad read back once, for the run report.
+struct RoutingSeen {
+  int64_t calls = 0;
+  double max_over_balanced = 0;
+  double mean_over_balanced = 0;
+  double worst_case_ratio = 0;
+};
+RoutingSeen Summarize(const ExpertLoad& load);
 
 struct KernelCall {
   const OpGraph& graph;

@@ -27,7 +27,7 @@ void RunReport::Finish(const Trainer& trainer) {
   measured_peak_allocated_bytes = trainer.measured_peak_allocated_bytes();
   measured_peak_reserved_bytes = trainer.measured_peak_reserved_bytes();
   routing_assumed = trainer.config().moe_routing;
-  routing_seen = trainer.expert_load();
+  routing_seen = Summarize(trainer.expert_load());
   error_pct = 100.0 *
               static_cast<double>(measured_peak_allocated_bytes - predicted_peak_allocated_bytes) /
               static_cast<double>(predicted_peak_allocated_bytes);
@@ -41,7 +41,7 @@ void WriteRunReport(const std::filesystem::path& path, const std::string& model,
     predicted["peak_reserved_bytes"] = r.predicted_peak_reserved_bytes;
     measured["peak_reserved_bytes"] = r.measured_peak_reserved_bytes;
   }
-  const nlohmann::json j = {
+  nlohmann::json j = {
       {"model", model},
       {"device", cuda ? "cuda" : "cpu"},
       {"stack", "headroom"},  // what `train` runs and predicts for
@@ -55,16 +55,15 @@ void WriteRunReport(const std::filesystem::path& path, const std::string& model,
       {"skipped_steps", r.skipped_steps},
       {"oom_retries", r.oom_retries},
   };
-  nlohmann::json out = j;
   if (r.routing_seen.calls > 0) {
-    out["moe_routing"] = {
+    j["moe_routing"] = {
         {"assumed", r.routing_assumed ? MoeRoutingName(*r.routing_assumed) : "balanced"},
         {"expert_sorts", r.routing_seen.calls},
         {"max_load_over_balanced", r.routing_seen.max_over_balanced},
-        {"mean_max_load_over_balanced", r.routing_seen.mean_over_balanced()},
+        {"mean_max_load_over_balanced", r.routing_seen.mean_over_balanced},
         {"worst_case_load_over_balanced", r.routing_seen.worst_case_ratio}};
   }
-  ThrowIfError(WriteFileAtomically(path, [&](std::ostream& os) { os << out.dump(2) << "\n"; }));
+  ThrowIfError(WriteFileAtomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; }));
 }
 
 }  // namespace headroom

@@ -25,7 +25,7 @@ struct RunReport {
   int64_t oom_retries = 0;
   double seconds = 0, tokens = 0;  // summed over the steps recorded
   std::optional<MoeRouting> routing_assumed;  // mixtures of experts: the plan's assumption
-  ExpertLoad routing_seen;
+  RoutingSeen routing_seen;
 
   // Adds one optimizer step's results (taken under `config`, the plan of that step);
   // returns the step's tokens.

@@ -1,6 +1,6 @@
 // The op table: every op kind, declared once, with its printed name and its compute
 // class. Each interpreter defines one rule per kind by specializing a class template
-// (the cost rules in planner/simulate/op_cost.cc, the dtype rules in
+// (the cost rules in planner/simulate/op_cost.cc and internal/, the dtype rules in
 // planner/simulate/tensor_states.cc, the kernels in runtime/op_kernels.cc) and dispatches
 // with VisitOpKind, which names every kind in this list: a kind without a rule is an
 // incomplete type there, so a new kind that misses a rule fails to compile.

@@ -3,43 +3,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "planner/simulate/internal/cost_rule_parts.h"
+#include "planner/simulate/internal/moe_cost_rules.h"
+
 namespace headroom {
-namespace {
-
-using Lifetime = InternalBuffer::Lifetime;
-
-struct OpView {
-  const OpGraph& graph;
-  const OpNode& op;
-  const TensorStates& states;
-  const ShapeEnv& env;
-
-  TensorId in(size_t i) const { return op.inputs.at(i); }
-  bool grad(size_t i) const { return states[in(i)].requires_grad; }
-  int64_t numel(TensorId t) const { return graph.tensor(t).shape.Numel(env); }
-  int64_t in_numel(size_t i) const { return numel(in(i)); }
-  int64_t out_numel() const { return numel(op.outputs.at(0)); }
-  // Input i has the output's element count at every (b, s) (not broadcast, not split).
-  bool in_matches_out(size_t i) const {
-    return graph.tensor(in(i)).shape.SameNumel(graph.tensor(op.outputs.at(0)).shape);
-  }
-  int64_t out_bytes() const { return states.Bytes(graph, op.outputs.at(0), env); }
-  bool out_grad() const { return !op.outputs.empty() && states[op.outputs[0]].requires_grad; }
-  bool quantized_weight() const {
-    return op.kind == OpKind::kLinear && states[in(1)].dtype == DType::kNF4;
-  }
-  int64_t last_dim(size_t i) const { return graph.tensor(in(i)).shape.dims().back().value; }
-  bool produced_by(size_t i, OpKind kind) const {
-    const OpId p = graph.tensor(in(i)).producer;
-    return p.valid() && graph.op(p).kind == kind;
-  }
-  // The CPU kernel a bf16 matrix multiply runs, if this op is one.
-  std::optional<CpuBf16> cpu_bf16_matmul() const {
-    if (OpClassOf(op.kind) != OpClass::kMatmul || states[op.outputs.at(0)].dtype != DType::kBF16)
-      return std::nullopt;
-    return states.target().cpu_bf16_matmul;
-  }
-};
+namespace cost_rules {
 
 // Autocast copies of inputs whose dtype changes; saved when the op saves that input.
 void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
@@ -106,85 +74,6 @@ void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
   }
 }
 
-// What a forward rule reads (the op and its tensors' states) and writes (its cost).
-struct ForwardRule {
-  const OpView& v;
-  ForwardCost& cost;
-  bool record;  // autograd records this op: grad mode, and its output requires grad
-
-  // Autograd saves only what the gradients of inputs that require grad need.
-  void SaveIf(size_t i, bool cond) { cost.saves_input[i] = record && cond; }
-  void SaveOutputIf(size_t i, bool cond) {
-    if (record && cond) cost.saved_outputs |= 1u << i;
-  }
-  Lifetime SavedOr(bool cond) const {
-    return record && cond ? Lifetime::kSaved : Lifetime::kTransient;
-  }
-  void Internal(const char* label, int64_t bytes, Lifetime lifetime) {
-    cost.internals.push_back({.label = label, .bytes = bytes, .lifetime = lifetime});
-  }
-};
-
-struct BackwardRule {
-  const OpView& v;
-  BackwardCost& cost;
-
-  int64_t f32_in() const {
-    return StorageBytes(DType::kF32, v.op.inputs.empty() ? 0 : v.in_numel(0));
-  }
-  // The output's gradient is handed to input i unchanged when it requires grad.
-  void PassThroughIf(size_t i, bool cond) {
-    if (v.grad(i) && cond) cost.input_grads[i] = GradFlow::kPassThrough;
-  }
-  bool same_dtype_as_out(size_t i) const {
-    return v.states[v.in(i)].dtype == v.states[v.op.outputs[0]].dtype;
-  }
-};
-
-// One specialization per op kind (planner/graph/op_kinds.h) with three static rules:
-// Forward(ForwardRule&), Backward(BackwardRule&) and Flops(const OpView&). A kind
-// without one is an incomplete type in the dispatch below: it fails to compile.
-template <OpKind K>
-struct CostRule;
-
-// Building blocks a rule states explicitly.
-struct SavesNothing {
-  static void Forward(ForwardRule&) {}
-};
-struct SavesInput0 {
-  static void Forward(ForwardRule& r) { r.SaveIf(0, true); }
-};
-struct SavesOutput {
-  static void Forward(ForwardRule& r) { r.SaveOutputIf(0, true); }
-};
-struct NewGradients {  // each input that requires grad gets a new gradient
-  static void Backward(BackwardRule&) {}
-};
-struct SavesOperandsForEachOther {  // a product: each input's gradient needs the other
-  static void Forward(ForwardRule& r) {
-    r.SaveIf(0, r.v.grad(1));
-    r.SaveIf(1, r.v.grad(0));
-  }
-};
-struct GradientPassesThrough {  // x + c, a copy, cat([empty, x]): backward narrows dY
-  static void Backward(BackwardRule& r) { r.PassThroughIf(0, r.same_dtype_as_out(0)); }
-};
-struct FlopsOfClass {  // by the op's class in the op table
-  static OpFlops Flops(const OpView& v) {
-    switch (OpClassOf(v.op.kind)) {
-      case OpClass::kLayout:
-      case OpClass::kConstant:
-        return {};
-      case OpClass::kMatmul:
-      case OpClass::kAttention:
-      case OpClass::kElementwise:
-        break;
-    }
-    // Elementwise and normalization ops: a few FLOPs per element; memory-bound.
-    const double forward = 5.0 * static_cast<double>(v.op.outputs.empty() ? 0 : v.out_numel());
-    return {forward, v.out_grad() ? 2 * forward : 0.0};
-  }
-};
 struct AttentionProductFlops {  // q @ k^T and p @ v each cost 2 * (b * heads * s * d) * s
   static OpFlops Flops(const OpView& v) {
     const TensorId bhsd = v.op.kind == OpKind::kAttnContext ? v.op.outputs[0] : v.in(0);
@@ -608,108 +497,12 @@ struct CostRule<OpKind::kNllLoss> : FlopsOfClass {
   static void Backward(BackwardRule& r) { r.cost.input_grads[1] = GradFlow::kNone; }
 };
 
-// ---- mixture of experts: the router and transformers' grouped_mm experts path ----------
-// The router (modeling_qwen3_moe.py:250-268, modeling_mixtral.py:104-111) and
-// grouped_mm_experts_forward (integrations/moe.py:424-537), the experts implementation
-// transformers 5.24 picks by default (modeling_utils.py:1893-1894). Every size is one
-// row per token-expert pair, whatever the routing.
+}  // namespace cost_rules
 
-// torch.topk: values in the input's dtype and int64 indices. TopkBackward0 saves the
-// indices and scatters the values' gradient into zeros of the input's size
-// (derivatives.yaml: value_selecting_reduction_backward).
-template <>
-struct CostRule<OpKind::kTopK> : NewGradients, FlopsOfClass {
-  static void Forward(ForwardRule& r) { r.SaveOutputIf(1, true); }
-};
-
-// router_top_value /= router_top_value.sum(dim=-1, keepdim=True), in place. DivBackward0
-// saves the divisor and, for the divisor's gradient, the dividend, which an in-place
-// division keeps as a clone of the values before it (measured: div_ > clone).
-template <>
-struct CostRule<OpKind::kRenormalize> : FlopsOfClass {
-  static void Forward(ForwardRule& r) {
-    r.cost.output_aliases_input = true;
-    const int64_t n = r.v.in_numel(0), rows = n / r.v.last_dim(0);
-    const DType d = r.v.states[r.v.in(0)].dtype;
-    r.Internal("renormalize sum", StorageBytes(d, rows), r.SavedOr(true));
-    if (r.record) r.Internal("renormalize values before /=", StorageBytes(d, n), Lifetime::kSaved);
-  }
-  // The quotient's and the divisor's gradient terms (div, div, neg, mul) at the values'
-  // size.
-  static void Backward(BackwardRule& r) {
-    r.cost.workspace_bytes = 3 * r.v.states.Bytes(r.v.graph, r.v.in(0), r.v.env);
-  }
-};
-
-// torch.sort of the pairs' expert ids (values and permutation, int64, with an int64
-// scratch), then histc over a float copy of the ids on the CPU (an int32 one on CUDA,
-// moe.py:448) and a cumsum into int32 offsets. No gradient.
-template <>
-struct CostRule<OpKind::kExpertSort> : NewGradients, FlopsOfClass {
-  static void Forward(ForwardRule& r) {
-    const int64_t pairs = r.v.in_numel(0);
-    // CostTarget::cuda_autocast is set for CUDA kernels: the device.
-    const DType histc_in = r.v.states.target().cuda_autocast ? DType::kI32 : DType::kF32;
-    r.Internal("histc input", StorageBytes(histc_in, pairs), Lifetime::kTransient);
-    const int64_t experts = r.v.numel(r.v.op.outputs.at(2));
-    for (const char* label : {"histc counts", "cumsum"})
-      r.cost.internals.push_back({.label = label,
-                                  .bytes = StorageBytes(DType::kF32, experts),
-                                  .lifetime = Lifetime::kTransient,
-                                  .per_sample = false});
-    r.cost.workspace_bytes = StorageBytes(DType::kI64, pairs);  // sort's scratch
-  }
-};
-
-// x[index]: rows of input 0 at the positions input 1 gives, divided by row_divisor
-// (hidden_states[perm // top_k]) or inverted (weighted_out[inv_perm], with inv_perm built
-// by empty_like and an arange scattered into it). IndexBackward0 saves the index and
-// builds the gradient as zeros of input 0's size with index_put_(accumulate), which first
-// copies a gradient that arrives as an expanded view (the sum over the k experts').
-template <>
-struct CostRule<OpKind::kGatherRows> : FlopsOfClass {
-  static void Forward(ForwardRule& r) {
-    const int64_t pairs = r.v.in_numel(1);
-    const bool saved = r.v.grad(0);
-    if (r.v.op.inverse_permutation) {
-      r.Internal("inverse permutation", StorageBytes(DType::kI64, pairs), r.SavedOr(saved));
-      r.Internal("arange", StorageBytes(DType::kI64, pairs), Lifetime::kEphemeral);
-    } else if (r.v.op.row_divisor > 0) {
-      r.Internal("perm // top_k", StorageBytes(DType::kI64, pairs), r.SavedOr(saved));
-    } else {
-      r.SaveIf(1, saved);
-    }
-  }
-  static void Backward(BackwardRule& r) {
-    for (OpId consumer : r.v.graph.Consumers(r.v.op.outputs.at(0))) {
-      if (r.v.graph.op(consumer).kind == OpKind::kSumTopK) r.cost.workspace_bytes = r.v.out_bytes();
-    }
-  }
-};
-
-// grouped_mm(x.to(w.dtype), w.transpose(-2, -1), offs) over every expert's weights
-// (moe.py:373-383): autocast leaves it alone; the explicit cast is TensorStates::UsedDType's.
-// derivatives.yaml: _grouped_mm saves x for the weights' gradient, the weights for x's,
-// and the offsets; both gradients are new tensors of the full sizes.
-template <>
-struct CostRule<OpKind::kGroupedMm> : NewGradients {
-  static void Forward(ForwardRule& r) {
-    SavesOperandsForEachOther::Forward(r);
-    r.SaveIf(2, true);
-  }
-  static OpFlops Flops(const OpView& v) {
-    const double mm = 2.0 * static_cast<double>(v.out_numel()) * static_cast<double>(v.last_dim(0));
-    return {mm, (v.grad(0) ? mm : 0.0) + (v.grad(1) ? mm : 0.0)};
-  }
-};
-
-// view(tokens, top_k, h).sum(dim=1): SumBackward1 expands the gradient (no copy).
-template <>
-struct CostRule<OpKind::kSumTopK> : SavesNothing, FlopsOfClass {
-  static void Backward(BackwardRule& r) { r.PassThroughIf(0, r.same_dtype_as_out(0)); }
-};
-
-}  // namespace
+using cost_rules::BackwardRule;
+using cost_rules::CostRule;
+using cost_rules::ForwardRule;
+using cost_rules::OpView;
 
 ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStates& states,
                         const ShapeEnv& env, bool grad_mode) {
@@ -718,8 +511,8 @@ ForwardCost CostForward(const OpGraph& graph, const OpNode& op, const TensorStat
   cost.saves_input.assign(op.inputs.size(), false);
   ForwardRule rule{v, cost, grad_mode && v.out_grad()};
   VisitOpKind(op.kind, [&]<OpKind K>() { CostRule<K>::Forward(rule); });
-  AddAutocastCasts(v, cost);
-  AddCpuBf16ForwardScratch(v, cost);
+  cost_rules::AddAutocastCasts(v, cost);
+  cost_rules::AddCpuBf16ForwardScratch(v, cost);
   return cost;
 }
 
@@ -733,7 +526,7 @@ BackwardCost CostBackward(const OpGraph& graph, const OpNode& op, const TensorSt
   }
   BackwardRule rule{v, cost};
   VisitOpKind(op.kind, [&]<OpKind K>() { CostRule<K>::Backward(rule); });
-  AddCpuBf16BackwardScratch(v, cost);
+  cost_rules::AddCpuBf16BackwardScratch(v, cost);
   return cost;
 }
 

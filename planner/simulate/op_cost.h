@@ -2,7 +2,8 @@
 // besides its outputs, what it saves for backward, what its backward allocates, its
 // transient workspace, and its FLOPs. The rules describe PyTorch eager (the ATen
 // kernels and autograd formulas the executor calls); docs/memory-model.md lists them.
-// Each op kind has its CostRule<K> in op_cost.cc (see planner/graph/op_kinds.h).
+// Each op kind has its CostRule<K> in op_cost.cc or internal/moe_cost_rules.h (see
+// planner/graph/op_kinds.h).
 #pragma once
 
 #include "planner/simulate/layer.h"
