@@ -144,4 +144,17 @@ AttentionKernelChoice ChooseAttentionKernel(const ModelSpec& model, const Attent
   return ChooseCuda(p, repeats_kv);
 }
 
+bool SdpaTakesWindowMask(const ModelSpec& model, AttentionImpl impl, int64_t seq_len) {
+  return impl == AttentionImpl::kSdpa && model.sliding_window > 0 &&
+         seq_len >= model.sliding_window;
+}
+
+std::optional<AttentionKernelChoice> ChooseWindowAttentionKernel(const ModelSpec& model,
+                                                                 const TrainingConfig& config) {
+  if (!SdpaTakesWindowMask(model, config.attention, config.seq_len)) return std::nullopt;
+  AttentionCall call = AttentionCallOf(config);
+  call.masked = true;
+  return ChooseAttentionKernel(model, call);
+}
+
 }  // namespace headroom

@@ -7,6 +7,7 @@
 
 #include "models/layer.h"
 
+#include <optional>
 #include <string>
 
 #include "models/model_spec.h"
@@ -37,5 +38,13 @@ struct AttentionKernelChoice {
 AttentionKernelChoice ChooseAttentionKernel(const ModelSpec& model, const AttentionCall& call);
 // The call a training config makes (dtype from its precision, the stack's conventions).
 AttentionCall AttentionCallOf(const TrainingConfig& config);
+
+// Whether SDPA's sliding-window layers take a bool mask: once the sequence reaches the
+// window (masking_utils.py _ignore_causal_mask_sdpa: `kv_length >= local_attention_size`);
+// shorter sequences run is_causal like the global layers.
+bool SdpaTakesWindowMask(const ModelSpec& model, AttentionImpl impl, int64_t seq_len);
+// The kernel those layers run, when they take the mask.
+std::optional<AttentionKernelChoice> ChooseWindowAttentionKernel(const ModelSpec& model,
+                                                                 const TrainingConfig& config);
 
 }  // namespace headroom

@@ -68,10 +68,10 @@ void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   x = layers.Scaled("model.embed_tokens.scale", x, std::sqrt(static_cast<double>(h)));
   g.MarkInputEmbeddings(x);
   const TensorId inputs_embeds = x;
-  // Eager builds both masks up front, full then sliding (modeling_gemma2.py:421-434).
-  const TensorId full_mask = layers.CausalMaskIfEager(x);
+  // Both masks up front, full then sliding (modeling_gemma2.py:421-434).
+  const TensorId full_mask = layers.DecoderMask(x, 0);
   const TensorId sliding_mask =
-      spec.sliding_window > 0 ? layers.CausalMaskIfEager(x, spec.sliding_window) : TensorId{};
+      spec.sliding_window > 0 ? layers.DecoderMask(x, spec.sliding_window) : TensorId{};
   const RopePair global_rope = layers.RopeTables("model.rotary_emb", "rope", x, spec.rope);
   RopePair local_rope = global_rope;
   if (spec.rope_local_theta > 0)  // Gemma 3: one table per layer type

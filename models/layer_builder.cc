@@ -16,7 +16,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .copy_head_views = python && config.micro_batch > 1,
           .peft_casts = python,
           .hold_model_outputs = python,
-          .python_references = python};
+          .python_references = python,
+          .seq_len = config.seq_len};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -169,6 +170,22 @@ TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden, int64_t sliding_window
                       {{.name = name, .shape = {Dim::B(), Dim::C(1), Dim::S(), Dim::S()}}})[0];
 }
 
+TensorId LayerBuilder::DecoderMask(TensorId hidden, int64_t window) {
+  if (options_.attention_call.impl == AttentionImpl::kEager)
+    return CausalMaskIfEager(hidden, window);
+  if (window <= 0 || !SdpaTakesWindowMask(spec_, options_.attention_call.impl, options_.seq_len))
+    return TensorId{};
+  const TensorId mask = graph_.AddOp({.kind = OpKind::kWindowMask,
+                                      .name = "sliding_window_mask",
+                                      .inputs = {hidden},
+                                      .sliding_window = window},
+                                     {{.name = "sliding_window_mask",
+                                       .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
+                                       .fixed_dtype = DType::kBool}})[0];
+  if (options_.python_references) graph_.HoldUntilForwardEnd(mask);
+  return mask;
+}
+
 std::array<TensorId, 2> LayerBuilder::RopeTables(const std::string& op_name,
                                                  const std::string& name, TensorId x,
                                                  const RopeParams& rope) {
@@ -204,21 +221,32 @@ TensorId LayerBuilder::Attention(const std::string& prefix, TensorId q, TensorId
     graph_.HoldUntilForwardEnd(k);
     graph_.HoldUntilForwardEnd(v);
   }
-  const AttentionKernelChoice kernel = ChooseAttentionKernel(spec_, options_.attention_call);
+  AttentionCall call = options_.attention_call;
+  call.masked = mask.valid() && call.impl != AttentionImpl::kEager;
+  const AttentionKernelChoice kernel = ChooseAttentionKernel(spec_, call);
   const double scale =
       spec_.query_pre_attn_scalar > 0 ? 1.0 / std::sqrt(spec_.query_pre_attn_scalar) : 0.0;
   if (kernel.repeats_kv) {
-    k = Op(OpKind::kRepeatKv, prefix + ".repeat_k", {k}, HeadsShape(heads, d));
-    v = Op(OpKind::kRepeatKv, prefix + ".repeat_v", {v}, HeadsShape(heads, d));
+    auto repeat = [&](TensorId t, const std::string& name) {
+      return graph_.AddOp({.kind = OpKind::kRepeatKv,
+                           .name = name,
+                           .inputs = {t},
+                           .attention_kernel = kernel.kernel},
+                          {{.name = name, .shape = HeadsShape(heads, d)}})[0];
+    };
+    k = repeat(k, prefix + ".repeat_k");
+    v = repeat(v, prefix + ".repeat_v");
   }
   TensorId context;
   last_attention_weights_ = TensorId{};
   if (kernel.kernel != AttentionKernel::kEager) {
+    std::vector<TensorId> inputs = {q, k, v};
+    if (call.masked) inputs.push_back(mask);
     context = graph_.AddOp({.kind = OpKind::kSdpa,
                             .name = prefix + ".sdpa",
-                            .inputs = {q, k, v},
+                            .inputs = std::move(inputs),
                             .dropout_p = spec_.attention_dropout,
-                            .causal = causal,
+                            .causal = causal && !call.masked,  // the mask carries causality
                             .attention_kernel = kernel.kernel,
                             .contiguous_query = contiguous_query,
                             .attention_scale = scale},

@@ -41,6 +41,9 @@ struct GraphOptions {
   // argument) until the module returns, after autograd and its other consumers let go of
   // it: transformers runs in Python. headroom's runtime frees each tensor at its last use.
   bool python_references = false;
+  // The sequence length the graph is built for; 0: not known. Shapes stay symbolic in s,
+  // but whether transformers builds an SDPA sliding-window mask depends on it.
+  int64_t seq_len = 0;
 };
 
 // The graph options a training config implies for its stack.
@@ -104,9 +107,17 @@ class LayerBuilder {
   // `sliding_window` > 0: the sliding-window mask (masking_utils.py's
   // sliding_window_overlay), the same bytes.
   TensorId CausalMaskIfEager(TensorId hidden, int64_t sliding_window = 0);
+  // The mask a decoder's attention layers take (`sliding_window` 0: causal ones): eager's
+  // additive mask (CausalMaskIfEager); under SDPA, transformers' bool [1, 1, s, s]
+  // sliding-window mask once the sequence reaches the window
+  // (masking_utils.py create_sliding_window_causal_mask; shorter sequences skip it in
+  // _ignore_causal_mask_sdpa and run is_causal), held by the model's forward until it
+  // returns; otherwise none.
+  TensorId DecoderMask(TensorId hidden, int64_t sliding_window);
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
-  // `mask` is the causal mask for eager decoders, invalid for encoders and SDPA.
+  // `mask` is the causal mask for eager decoders, the bool window mask for SDPA's
+  // sliding-window layers (WindowMaskIfSdpa), invalid otherwise.
   // `contiguous_query`: q is a contiguous [b, heads, s, d] tensor, not a transposed view.
   TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask,
                      bool causal, bool contiguous_query = false);

@@ -22,7 +22,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   // of shape [1, s] (cache_position.unsqueeze(0)): one table for the whole batch.
   const auto tables = layers.RopeTables("model.rotary_emb", "rope", x, spec.rope);
   // Mistral and Mixtral configs may set a window for every layer (0: causal).
-  TensorId mask = layers.CausalMaskIfEager(x, spec.sliding_window);
+  TensorId mask = layers.DecoderMask(x, spec.sliding_window);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}", i);

@@ -66,8 +66,8 @@ void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
   g.MarkInputEmbeddings(x);
   const TensorId inputs_embeds = x;
   const auto tables = layers.RopeTables("model.rotary_emb", "rope", x, spec.rope);
-  // Phi3Model's mask is a sliding-window one when the config has a window (same bytes).
-  TensorId mask = layers.CausalMaskIfEager(x, spec.sliding_window);
+  // Phi3Model's mask is a sliding-window one when the config has a window.
+  TensorId mask = layers.DecoderMask(x, spec.sliding_window);
 
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}", i);

@@ -167,6 +167,21 @@ struct Kernel<OpKind::kCausalMask> {
   }
 };
 template <>
+struct Kernel<OpKind::kWindowMask> {
+  // transformers' SDPA sliding-window mask, as masking_utils.py builds it without vmap:
+  // true where a position may attend, [1, 1, s, s].
+  static Outputs Run(const KernelCall& c) {
+    at::NoGradGuard no_grad;
+    const int64_t s = c.out_sizes()[3];
+    const auto positions = at::TensorOptions().dtype(at::kLong).device(c.in[0].device());
+    const at::Tensor q = at::arange(s, positions).view({1, 1, s, 1});
+    const at::Tensor kv = at::arange(s, positions).view({1, 1, 1, s});
+    const at::Tensor in_window =
+        at::ones({}, positions.dtype(at::kBool)) & kv.gt(q - c.op.sliding_window);
+    return {in_window & kv.le(q)};
+  }
+};
+template <>
 struct Kernel<OpKind::kView> {
   static Outputs Run(const KernelCall& c) {
     const at::Tensor& x = c.in[0];
@@ -238,8 +253,10 @@ struct Kernel<OpKind::kSdpa> {
   static Outputs Run(const KernelCall& c) {
     std::optional<double> scale;
     if (c.op.attention_scale > 0) scale = c.op.attention_scale;
-    return {at::scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], std::nullopt,
-                                             c.op.dropout_p, c.op.causal, scale)};
+    std::optional<at::Tensor> mask;  // a bool window mask, converted by SDPA itself
+    if (c.in.size() > 3) mask = c.in[3];
+    return {at::scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], mask, c.op.dropout_p,
+                                             c.op.causal, scale)};
   }
 };
 template <>

@@ -132,7 +132,8 @@ void OpGraph::CheckWellFormed() const {
         const bool inside = t.producer.valid() && t.producer.value >= b.first_op.value;
         const bool per_forward_table =
             t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
-                                   graph_[t.producer.value].kind == OpKind::kCausalMask);
+                                   graph_[t.producer.value].kind == OpKind::kCausalMask ||
+                                   graph_[t.producer.value].kind == OpKind::kWindowMask);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
                              t.role == TensorRole::kBuffer || t.role == TensorRole::kInput ||
                              per_forward_table;

@@ -92,8 +92,8 @@ struct OpNode {
   // kAttnScores, kSdpa: the softmax scale; 0 is 1 / sqrt(head_dim) (Gemma: 1 / sqrt of
   // query_pre_attn_scalar).
   double attention_scale = 0.0;
-  // kCausalMask: a sliding-window mask (a position sees this many tokens, itself
-  // included); 0: causal.
+  // kCausalMask, kWindowMask: a sliding-window mask (a position sees this many tokens,
+  // itself included); 0: causal.
   int64_t sliding_window = 0;
   // kGatherRows: the rows of input 0 at input 1's positions divided by this (x[perm // k],
   // the tokens of sorted token-expert pairs); 0: at the positions themselves (w[perm]).

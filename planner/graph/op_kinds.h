@@ -44,13 +44,14 @@ enum class OpClass {
   X(RopeTables, "rope_tables", kConstant)         /* () -> cos, sin [1, s, head_dim] */            \
   X(Rope, "rope", kElementwise)                   /* (x, cos, sin) -> rotated x */                 \
   X(CausalMask, "causal_mask", kConstant)         /* () -> additive mask [b, 1, s, s] (eager) */   \
+  X(WindowMask, "window_mask", kConstant)         /* () -> bool [1, 1, s, s] sliding window (SDPA) */\
   X(View, "view", kLayout)                   /* reshape, transpose, split, select: no bytes */     \
   X(RepeatKv, "repeat_kv", kElementwise)     /* kv repeated to all query heads (a copy) */         \
   X(MergeHeads, "merge_heads", kElementwise) /* [b, a, s, d] -> [b, s, a*d] */                     \
   X(AttnScores, "attn_scores", kMatmul)      /* (q, k[, mask]) -> q @ k^T * scale + mask */        \
   X(Softmax, "softmax", kElementwise)        /* (scores) -> probabilities */                       \
   X(AttnContext, "attn_context", kMatmul)    /* (probs, v) -> probs @ v */                         \
-  X(Sdpa, "sdpa", kAttention)                /* (q, k, v): flash / memory-efficient kernel */      \
+  X(Sdpa, "sdpa", kAttention)                /* (q, k, v[, bool mask]): the fused kernel */        \
   X(CastF32, "cast_f32", kElementwise)       /* x.float(); an alias when x is fp32 */              \
   X(LogSoftmax, "log_softmax", kElementwise) /* (logits fp32) -> log-probabilities */              \
   X(NllLoss, "nll_loss", kElementwise)       /* (log_probs, labels) -> scalar loss */          \

@@ -33,18 +33,6 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     return MakeError(fmt::format("--seq-len {} is longer than {} supports ({} positions)",
                                  c.seq_len, r.model.name, r.model.max_positions));
   }
-  if (r.model.sliding_window > 0 && c.seq_len >= r.model.sliding_window &&
-      c.attention != AttentionImpl::kEager) {
-    // Under SDPA, transformers builds a boolean sliding-window mask once the sequence
-    // reaches the window (masking_utils.py:286-287), repeats K/V for it and runs another
-    // kernel: not modelled yet, so refused rather than predicted as causal attention.
-    // Eager attention's sliding mask has the causal mask's bytes, and is planned.
-    return MakeError(fmt::format(
-        "--seq-len {}: {} attends within a sliding window of {} tokens, and under SDPA "
-        "sequences that long take a sliding-window mask headroom does not model yet; use "
-        "--seq-len {} or less, or --attention eager",
-        c.seq_len, r.model.name, r.model.sliding_window, r.model.sliding_window - 1));
-  }
   const bool bf16 = c.precision == Precision::kAmpBf16 || c.precision == Precision::kBf16 ||
                     c.precision == Precision::kMixedBf16;
   if (bf16 && !r.device.supports_bf16()) {

@@ -18,7 +18,8 @@ ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
           o.time,
           o.plan.global_batch,
           o.search ? &*o.search : nullptr,
-          ChooseAttentionKernel(request.model, AttentionCallOf(o.plan.config))};
+          ChooseAttentionKernel(request.model, AttentionCallOf(o.plan.config)),
+          ChooseWindowAttentionKernel(request.model, o.plan.config)};
 }
 
 bool NothingFits(const PlanOutcome& o) { return o.search && !o.search->feasible; }

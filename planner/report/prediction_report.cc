@@ -76,6 +76,13 @@ std::string RequestLines(const ReportInputs& in) {
                      CheckpointedIndices(p.checkpointed).size(), p.checkpointed.size());
   out += fmt::format("  attention kernel {}{}\n", AttentionKernelName(in.attention_kernel.kernel),
                      in.attention_kernel.reason.empty() ? "" : ": " + in.attention_kernel.reason);
+  if (const auto& w = in.window_attention_kernel) {
+    out += fmt::format(
+        "  sliding-window layers: attention kernel {}: {}; the sequence reaches the window, so "
+        "transformers passes a bool mask, which each layer converts to an additive "
+        "[b, 1, s, s] one\n",
+        AttentionKernelName(w->kernel), w->reason);
+  }
   if (c.moe_routing) {
     out += fmt::format(
         "  experts' routing assumed {}: the same memory for any routing (transformers' grouped_mm "
@@ -210,6 +217,10 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
       {"attention", AttentionName(c.attention)},
       {"attention_kernel", AttentionKernelName(in.attention_kernel.kernel)},
       {"attention_kernel_reason", in.attention_kernel.reason},
+      {"window_attention_kernel", in.window_attention_kernel
+                                      ? nlohmann::json(AttentionKernelName(
+                                            in.window_attention_kernel->kernel))
+                                      : nlohmann::json(nullptr)},
       {"checkpoint", c.checkpoint.ToString()},
       {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
       {"stack", StackName(c.stack)},

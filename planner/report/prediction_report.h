@@ -27,6 +27,9 @@ struct ReportInputs {
   int64_t global_batch = 0;
   const SearchResult* search = nullptr;    // set when the solver chose the plan
   AttentionKernelChoice attention_kernel;  // the kernel the plan assumes, and why
+  // The kernel of SDPA's sliding-window layers when they take a mask (a window shorter
+  // than the sequence).
+  std::optional<AttentionKernelChoice> window_attention_kernel;
 };
 
 std::string FormatPredictionText(const ReportInputs& in);

@@ -229,7 +229,16 @@ struct CostRule<OpKind::kAddScalar> : SavesNothing, GradientPassesThrough, Flops
 template <>
 struct CostRule<OpKind::kKvCacheCopy> : SavesNothing, GradientPassesThrough, FlopsOfClass {};
 template <>
-struct CostRule<OpKind::kRepeatKv> : SavesNothing, NewGradients, FlopsOfClass {};
+struct CostRule<OpKind::kRepeatKv> : SavesNothing, NewGradients, FlopsOfClass {
+  // repeat_kv's expand + reshape of a single K/V head is a view, stride 0 over the query
+  // heads, which the fused kernels read as it is (measured on the CPU: no copy); eager's
+  // matmul copies it, and that copy is planned as this op's output.
+  static void Forward(ForwardRule& r) {
+    const auto& dims = r.v.graph.tensor(r.v.in(0)).shape.dims();
+    r.cost.output_aliases_input =
+        dims.at(1).value == 1 && r.v.op.attention_kernel != AttentionKernel::kEager;
+  }
+};
 template <>
 struct CostRule<OpKind::kLogSoftmax> : SavesOutput, NewGradients, FlopsOfClass {};
 template <>
@@ -287,6 +296,26 @@ struct CostRule<OpKind::kCausalMask> : NewGradients, FlopsOfClass {
          .bytes = StorageBytes(DType::kBool, r.v.env.seq_len * r.v.env.seq_len),
          .lifetime = Lifetime::kTransient,
          .per_sample = false});
+  }
+};
+
+template <>
+struct CostRule<OpKind::kWindowMask> : NewGradients, FlopsOfClass {
+  // masking_utils.py's sdpa_mask without vmap (sdpa_mask, and_masks,
+  // sliding_window_causal_mask_function): `ones(()) & (kv > q - window)`, then
+  // `& (kv <= q)`, each a bool [1, 1, s, s] over int64 position aranges. At the second
+  // `&` the first result and the causal comparison are live beside the mask.
+  static void Forward(ForwardRule& r) {
+    const int64_t s = r.v.env.seq_len;
+    for (const char* label : {"window mask: first AND", "window mask: causal comparison"})
+      r.cost.internals.push_back({.label = label,
+                                  .bytes = StorageBytes(DType::kBool, s * s),
+                                  .lifetime = Lifetime::kTransient,
+                                  .per_sample = false});
+    r.cost.internals.push_back({.label = "window mask: q and kv position aranges",
+                                .bytes = 2 * StorageBytes(DType::kI64, s),
+                                .lifetime = Lifetime::kTransient,
+                                .per_sample = false});
   }
 };
 
@@ -423,7 +452,10 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
   static void Forward(ForwardRule& r) {
     const SdpaShape a = SdpaShape::Of(r.v);
     const AttentionKernel kernel = r.v.op.attention_kernel;
-    if (kernel == AttentionKernel::kMath) return MathAttentionForward(r, a);
+    if (kernel == AttentionKernel::kMath) {
+      if (masked(r.v)) AdditiveMask(r, a, false);
+      return MathAttentionForward(r, a);
+    }
     // The fused kernels save q, k, v (grouped K/V as passed), their output and an fp32
     // logsumexp: [b, h, s] (flash, cuDNN's [b, h, s, 1], the CPU's, flash-attn's
     // softmax_lse); the memory-efficient kernel pads s to a multiple of 32 (kAlignLSE).
@@ -431,6 +463,24 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
     r.SaveOutputIf(0, true);
     const int64_t lse_s = kernel == AttentionKernel::kMemEfficient ? RoundUp(a.s, 32) : a.s;
     r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, a.b * a.heads * lse_s), r.SavedOr(true));
+    if (masked(r.v)) AdditiveMask(r, a, true);
+  }
+  // A bool attn_mask (transformers' sliding window) as input 3.
+  static bool masked(const OpView& v) { return v.op.inputs.size() > 3; }
+  // scaled_dot_product_attention converts a bool mask first (attention.cpp
+  // convert_boolean_attn_mask: where(mask, 0, -inf)) into a [b, 1, s, s] tensor of q's
+  // dtype, the mask's broadcast batch made real. The fused kernels save it for backward;
+  // the memory-efficient kernel's preprocess_mask pads the last dimension to a multiple of
+  // 8 first when s is not one (pad_bias, then a sliced view). The math composite adds it
+  // in place: a local until the call returns.
+  static void AdditiveMask(ForwardRule& r, const SdpaShape& a, bool fused) {
+    const int64_t where = StorageBytes(a.dtype, a.b * a.s * a.s);
+    if (!fused) return r.Internal("sdpa additive mask", where, Lifetime::kTransient);
+    const bool padded = r.v.op.attention_kernel == AttentionKernel::kMemEfficient && a.s % 8 != 0;
+    r.Internal("sdpa additive mask", where, r.SavedOr(!padded));
+    if (padded)
+      r.Internal("sdpa additive mask padded to 8", StorageBytes(a.dtype, a.b * a.s * RoundUp(a.s, 8)),
+                 r.SavedOr(true));
   }
   static void Backward(BackwardRule& r) {
     const SdpaShape a = SdpaShape::Of(r.v);

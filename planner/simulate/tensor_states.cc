@@ -107,6 +107,8 @@ struct DTypeRule<OpKind::kRope> : PromotesInputs {};
 template <>
 struct DTypeRule<OpKind::kCausalMask> : KeepsInputDType {};
 template <>
+struct DTypeRule<OpKind::kWindowMask> : KeepsInputDType {};  // bool (fixed)
+template <>
 struct DTypeRule<OpKind::kView> : KeepsInputDType {};
 template <>
 struct DTypeRule<OpKind::kRepeatKv> : KeepsInputDType {};

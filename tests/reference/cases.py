@@ -83,6 +83,10 @@ TINY_GEMMA3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads
                "head_dim": 32, "num_hidden_layers": 2, "intermediate_size": 176,
                "vocab_size": 512, "query_pre_attn_scalar": 32, "sliding_window": 128,
                "sliding_window_pattern": 2, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+# Windows shorter than the sequence: under SDPA transformers then builds a boolean
+# sliding-window mask, which SDPA converts per sliding layer, and repeats K/V for it.
+TINY_GEMMA3_WINDOW = dict(TINY_GEMMA3, sliding_window=64)
+TINY_PHI3_WINDOW = dict(TINY_PHI3, sliding_window=64)
 # Mixture of experts: 8 experts, 2 per token, a different expert width from the dense one.
 TINY_QWEN3_MOE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
                   "head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 176,
@@ -214,6 +218,14 @@ CASES = [
          precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2),
     Case("tiny-gemma3 fp32 lora sgd sdpa mb3", "gemma-3-1b.json", TINY_GEMMA3, mode="lora",
          optimizer="sgd", micro_batch=3),
+    # Sliding windows shorter than the sequence under SDPA (a boolean mask, K/V repeated).
+    Case("tiny-gemma3 fp32 adamw sdpa window64 mb2 s256", "gemma-3-1b.json", TINY_GEMMA3_WINDOW,
+         micro_batch=2, seq_len=256, pinned_only=True),
+    Case("tiny-gemma3 amp-bf16 lora ckpt-all sdpa window64 mb2 s256", "gemma-3-1b.json",
+         TINY_GEMMA3_WINDOW, precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2,
+         seq_len=256),
+    Case("tiny-phi3 bf16 adamw sdpa window64 mb2 s256", "phi-3-mini.json", TINY_PHI3_WINDOW,
+         precision="bf16", micro_batch=2, seq_len=256),
     # Mixture of experts (router softmax/top-k, grouped_mm experts), tiny.
     Case("tiny-qwen3-moe fp32 adamw sdpa mb2 k2", "qwen3-30b-a3b.json", TINY_QWEN3_MOE,
          micro_batch=2, grad_accum=2, pinned_only=True),
