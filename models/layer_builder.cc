@@ -182,7 +182,7 @@ TensorId LayerBuilder::DecoderMask(TensorId hidden, int64_t window) {
                                      {{.name = "sliding_window_mask",
                                        .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
                                        .fixed_dtype = DType::kBool}})[0];
-  if (options_.python_references) graph_.HoldUntilForwardEnd(mask);
+  sdpa_window_masks_.push_back(mask);
   return mask;
 }
 
@@ -335,6 +335,7 @@ void LayerBuilder::EndDecoderLayer(TensorId block_input, TensorId attn_weights, 
 void LayerBuilder::CausalLmHead(TensorId normed, TensorId inputs_embeds, TensorId embed,
                                 TensorId labels) {
   HeldUntilModuleReturns(inputs_embeds, normed);
+  for (TensorId mask : sdpa_window_masks_) HeldUntilModuleReturns(mask, normed);
   TensorId lm_weight =
       spec_.tie_embeddings
           ? embed

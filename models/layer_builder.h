@@ -112,7 +112,7 @@ class LayerBuilder {
   // sliding-window mask once the sequence reaches the window
   // (masking_utils.py create_sliding_window_causal_mask; shorter sequences skip it in
   // _ignore_causal_mask_sdpa and run is_causal), held by the model's forward until it
-  // returns; otherwise none.
+  // returns (CausalLmHead); otherwise none.
   TensorId DecoderMask(TensorId hidden, int64_t sliding_window);
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
@@ -136,8 +136,9 @@ class LayerBuilder {
   // the block input, and the layer's `_` the eager attention weights (if any), until the
   // layer returns (modeling_llama.py:297-314, 393-394); then the block ends.
   void EndDecoderLayer(TensorId block_input, TensorId attn_weights, TensorId out);
-  // A causal LM's head after its final norm: the model's inputs_embeds lives until the
-  // model returns, the LM head is the embedding (tied) or its own weight, then the loss.
+  // A causal LM's head after its final norm: the model's inputs_embeds (and its SDPA
+  // window masks) live until the model returns, the LM head is the embedding (tied) or
+  // its own weight, then the loss.
   void CausalLmHead(TensorId normed, TensorId inputs_embeds, TensorId embed, TensorId labels);
   // Classification loss over [b, num_labels] logits.
   TensorId ClassificationLoss(TensorId logits, TensorId labels, int64_t num_labels);
@@ -152,6 +153,7 @@ class LayerBuilder {
 
   OpGraph& graph_;
   TensorId last_attention_weights_;
+  std::vector<TensorId> sdpa_window_masks_;  // held by the model's forward (DecoderMask)
   const ModelSpec& spec_;
   const GraphOptions& options_;
   std::set<std::string> lora_roles_;

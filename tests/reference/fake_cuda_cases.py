@@ -6,7 +6,8 @@ first forward and at its peak. Fields as in cases.Case, plus amp-fp16; no optimi
 import dataclasses
 
 from cases import (BERT_QV, GPT2_QKV, LLAMA_QKVO, PHI3_ALL, TINY_BERT, TINY_GEMMA2, TINY_GEMMA3,
-                   TINY_GPT2, TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3, load_hf_config)
+                   TINY_GEMMA3_WINDOW, TINY_GPT2, TINY_LLAMA, TINY_PHI3, TINY_PHI3_WINDOW,
+                   TINY_QWEN2, TINY_QWEN3, load_hf_config)
 
 LLAMA_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -65,6 +66,8 @@ Q3_32B = "qwen3-32b.json"
 PHI4 = "phi-4.json"
 G2_9B = "gemma-2-9b.json"
 G3_27B = "gemma-3-27b.json"
+G3_1B = "gemma-3-1b.json"
+PHI3_MINI = "phi-3-mini.json"
 Q3_30B_A3B = "qwen3-30b-a3b.json"
 MIXTRAL = "mixtral-8x7b.json"
 
@@ -94,6 +97,11 @@ CASES = [
              precision="amp-bf16", attention="eager", micro_batch=2),
     FakeCase("tiny-gemma3 bf16 lora sdpa mb2", "gemma-3-1b.json", TINY_GEMMA3, precision="bf16",
              mode="lora", micro_batch=2),
+    FakeCase("tiny-gemma3 bf16 lora sdpa window64 mb2 s256", "gemma-3-1b.json",
+             TINY_GEMMA3_WINDOW, precision="bf16", mode="lora", micro_batch=2, seq_len=256),
+    # fp32: the memory-efficient kernel; s = 100 pads the mask's rows to a multiple of 8.
+    FakeCase("tiny-phi3 fp32 sdpa window64 mb2 s100", "phi-3-mini.json", TINY_PHI3_WINDOW,
+             micro_batch=2, seq_len=100),
     FakeCase("tiny-bert seq-cls amp-bf16 sdpa mb2", "bert-base-uncased.json", TINY_BERT,
              task="seq-cls", precision="amp-bf16", micro_batch=2),
     # Real sizes.
@@ -148,8 +156,7 @@ CASES = [
     FakeCase("phi-4 amp-bf16 full s4096", PHI4, precision="amp-bf16", seq_len=4096, slow=True),
     FakeCase("phi-4 bf16 lora qkv s8192", PHI4, precision="bf16", mode="lora",
              lora_targets=("qkv_proj",), seq_len=8192, slow=True),
-    # Gemma 2 runs eager (transformers refuses SDPA for it); Gemma 3 at s >= its 1024-token
-    # window is planned eager (SDPA's sliding-window mask is not modelled).
+    # Gemma 2 runs eager (transformers refuses SDPA with its soft-capped scores).
     FakeCase("gemma-2-9b amp-bf16 full eager s4096", G2_9B, precision="amp-bf16",
              attention="eager", seq_len=4096, slow=True),
     FakeCase("gemma-2-9b bf16 lora eager s8192", G2_9B, precision="bf16", mode="lora",
@@ -161,8 +168,16 @@ CASES = [
              seq_len=2048, slow=True),
     FakeCase("mixtral-8x7b bf16 lora s4096", MIXTRAL, precision="bf16", mode="lora",
              seq_len=4096, slow=True),
+    # Sliding windows shorter than the sequence under SDPA: a bool mask, converted per
+    # sliding layer (cuDNN for head size <= 128, else the memory-efficient kernel), K/V
+    # repeated (a view for Gemma-3-1B's one K/V head).
+    FakeCase("gemma-3-27b bf16 lora sdpa s4096", G3_27B, precision="bf16", mode="lora",
+             seq_len=4096, slow=True),
+    FakeCase("gemma-3-27b amp-bf16 lora sdpa s8192", G3_27B, precision="amp-bf16", mode="lora",
+             seq_len=8192, slow=True),
     FakeCase("gemma-3-27b bf16 lora eager s4096", G3_27B, precision="bf16", mode="lora",
              attention="eager", seq_len=4096, slow=True),
-    FakeCase("gemma-3-27b amp-bf16 lora eager s8192", G3_27B, precision="amp-bf16", mode="lora",
-             attention="eager", seq_len=8192, slow=True),
+    FakeCase("gemma-3-1b bf16 full sdpa s2048", G3_1B, precision="bf16", seq_len=2048, slow=True),
+    FakeCase("phi-3-mini amp-bf16 lora qkv sdpa s4096", PHI3_MINI, precision="amp-bf16",
+             mode="lora", lora_targets=("qkv_proj",), seq_len=4096, slow=True),
 ]

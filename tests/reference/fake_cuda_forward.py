@@ -193,11 +193,12 @@ def measure(case):
         return "math"
 
     def convert_boolean_attn_mask(mask, dtype, fill=-math.inf):
-        # attention.cpp convert_boolean_attn_mask: where(mask.logical_not(), -inf, 0).
+        # attention.cpp convert_boolean_attn_mask_(mask, dtype, neg_inf):
+        # where(mask, 0.0, scalar_tensor(neg_inf, dtype)), one [b, 1, s, s] tensor of q's
+        # dtype (the CPU trace of the same function shows nothing else).
         if mask is None or mask.dtype != torch.bool:
             return mask
-        return torch.where(mask.logical_not(), fill, torch.scalar_tensor(0.0, dtype=dtype,
-                                                                             device=mask.device))
+        return torch.where(mask, 0.0, torch.scalar_tensor(fill, dtype=dtype, device=mask.device))
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
              enable_gqa=False):
