@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "models/attention_kernel_choice.h"
+#include "models/build_graph.h"
 #include "models/catalog.h"
 
 namespace headroom {
@@ -84,6 +85,47 @@ TEST(AttentionKernelChoice, CpuRunsItsFlashKernelEagerAndFlash2AsAsked) {
   const auto f2 = ChooseAttentionKernel(Model("llama-3.2-1b"), flash2);
   EXPECT_EQ(f2.kernel, AttentionKernel::kFlashAttn2);
   EXPECT_FALSE(f2.repeats_kv);
+}
+
+// Gemma 3's sliding layers under SDPA, as transformers runs them (masking_utils.py
+// _ignore_causal_mask_sdpa): below the window every layer runs is_causal; from the window
+// on, the sliding layers take one bool mask, run non-causal and repeat K/V, while the
+// global layers keep is_causal and enable_gqa.
+TEST(AttentionKernelChoice, SlidingLayersTakeTheWindowMaskFromTheWindowOn) {
+  const ModelSpec gemma = Model("gemma-3-27b");  // window 1024, head size 128, 16 of 32 K/V heads
+  for (int64_t s : {1023, 1024}) {
+    GraphOptions options{.attention_call = Cuda(9.0, DType::kBF16), .seq_len = s};
+    const OpGraph g = *BuildGraph(gemma, options);
+    int masks = 0, masked = 0, causal = 0, repeats = 0;
+    for (int o = 0; o < g.num_ops(); ++o) {
+      const OpNode& op = g.op(OpId{o});
+      masks += op.kind == OpKind::kWindowMask;
+      repeats += op.kind == OpKind::kRepeatKv;
+      if (op.kind != OpKind::kSdpa) continue;
+      if (op.inputs.size() == 4) {
+        ++masked;
+        EXPECT_FALSE(op.causal);
+        EXPECT_EQ(op.attention_kernel, AttentionKernel::kCudnn);  // with a mask, d <= 128
+      } else {
+        ++causal;
+        EXPECT_TRUE(op.causal);
+      }
+    }
+    const int sliding = s >= 1024 ? 52 : 0;  // 5 of every 6 of its 62 layers
+    EXPECT_EQ(masks, s >= 1024 ? 1 : 0) << s;
+    EXPECT_EQ(masked, sliding) << s;
+    EXPECT_EQ(causal, 62 - sliding) << s;
+    EXPECT_EQ(repeats, 2 * sliding) << s;
+  }
+  // Head size 256 (Gemma 3 1B): cuDNN's limit is 128, flash takes no mask.
+  ModelSpec small = Model("gemma-3-1b");
+  const auto window = ChooseWindowAttentionKernel(
+      small, {.seq_len = 512, .precision = Precision::kBf16, .kernels = {.cuda = true,
+                                                                          .compute_capability = 9.0}});
+  ASSERT_TRUE(window.has_value());
+  EXPECT_EQ(window->kernel, AttentionKernel::kMemEfficient);
+  EXPECT_TRUE(window->repeats_kv);
+  EXPECT_FALSE(ChooseWindowAttentionKernel(small, {.seq_len = 511}).has_value());
 }
 
 }  // namespace

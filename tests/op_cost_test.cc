@@ -186,6 +186,87 @@ TEST(OpCost, MathSdpaSavesScaledOperandsProbabilitiesAndRepeatedV) {
   EXPECT_EQ(transient, q + 3 * 9 + 9 * 4 + 2 * scores + scores / 4 + 2 * 4 * 3);
 }
 
+// SDPA over [b=2, 2 heads, s=3, d=8] in bf16 with transformers' bool window mask as its
+// fourth input.
+OpGraph MaskedSdpa(AttentionKernel kernel) {
+  OpGraph g;
+  TensorId x = TrainableActivation(g, 48);
+  const SymShape heads{Dim::B(), Dim::C(2), Dim::S(), Dim::C(8)};
+  TensorId mask = g.AddOp({.kind = OpKind::kWindowMask,
+                           .name = "window",
+                           .inputs = {x},
+                           .sliding_window = 2},
+                          {{.name = "mask",
+                            .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
+                            .fixed_dtype = DType::kBool}})[0];
+  auto qkv = g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
+                     {{.name = "q", .shape = heads, .alias_of = x},
+                      {.name = "k", .shape = heads, .alias_of = x},
+                      {.name = "v", .shape = heads, .alias_of = x}});
+  g.AddOp({.kind = OpKind::kSdpa,
+           .name = "sdpa",
+           .inputs = {qkv[0], qkv[1], qkv[2], mask},
+           .attention_kernel = kernel},
+          {{.name = "o", .shape = heads}});
+  return g;
+}
+
+TEST(OpCost, WindowMaskIsOneBoolPatternWithTwoLiveTemporaries) {
+  const OpGraph g = MaskedSdpa(AttentionKernel::kCpuFlash);
+  const TensorStates states(g, RegimeOf(Precision::kBf16));
+  const OpNode& window = g.op(OpId{1});
+  EXPECT_EQ(states.Bytes(g, window.outputs[0], kEnv), 9);  // bool [1, 1, s, s]
+  EXPECT_FALSE(states[window.outputs[0]].requires_grad);
+  const ForwardCost f = CostForward(g, window, states, kEnv, true);
+  int64_t transient = 0;
+  for (const InternalBuffer& b : f.internals) {
+    EXPECT_EQ(b.lifetime, Lifetime::kTransient);
+    EXPECT_FALSE(b.per_sample);
+    transient += b.bytes;
+  }
+  // The first AND and the causal comparison (bool [s, s] each), two int64 aranges [s].
+  EXPECT_EQ(transient, 2 * 9 + 2 * 3 * 8);
+}
+
+TEST(OpCost, MaskedSdpaSavesTheAdditiveMaskOfItsKernel) {
+  const int64_t lse = 2 * 2 * 3 * 4, where = 2 * 3 * 3 * 2;  // bf16 [b, 1, s, s]
+  auto internals = [](const OpGraph& g, Lifetime lifetime) {
+    const TensorStates states(g, RegimeOf(Precision::kBf16));
+    const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
+    EXPECT_EQ(f.saves_input, (std::vector<bool>{true, true, true, false}));  // not the bool
+    int64_t bytes = 0;
+    for (const InternalBuffer& b : f.internals) bytes += b.lifetime == lifetime ? b.bytes : 0;
+    return bytes;
+  };
+  // CPU flash and cuDNN keep where(mask, 0, -inf) for backward, beside the logsumexp.
+  for (AttentionKernel k : {AttentionKernel::kCpuFlash, AttentionKernel::kCudnn}) {
+    EXPECT_EQ(internals(MaskedSdpa(k), Lifetime::kSaved), lse + where);
+    EXPECT_EQ(internals(MaskedSdpa(k), Lifetime::kTransient), 0);
+  }
+  // The memory-efficient kernel at s = 3 pads the mask's rows to 8 and saves the copy.
+  const OpGraph efficient = MaskedSdpa(AttentionKernel::kMemEfficient);
+  EXPECT_EQ(internals(efficient, Lifetime::kSaved), 2 * 2 * 32 * 4 + 2 * 3 * 8 * 2);
+  EXPECT_EQ(internals(efficient, Lifetime::kTransient), where);
+}
+
+TEST(OpCost, RepeatingOneKvHeadForAFusedKernelIsAView) {
+  for (auto [kv_heads, kernel, view] :
+       {std::tuple{1, AttentionKernel::kCpuFlash, true}, {1, AttentionKernel::kEager, false},
+        {2, AttentionKernel::kCudnn, false}}) {
+    OpGraph g;
+    TensorId x = TrainableActivation(g, 8);
+    TensorId k = g.AddOp({.kind = OpKind::kView, .name = "k", .inputs = {x}},
+                         {{.name = "k",
+                           .shape = {Dim::B(), Dim::C(kv_heads), Dim::S(), Dim::C(8)},
+                           .alias_of = x}})[0];
+    g.AddOp({.kind = OpKind::kRepeatKv, .name = "repeat", .inputs = {k}, .attention_kernel = kernel},
+            {{.name = "k4", .shape = {Dim::B(), Dim::C(4), Dim::S(), Dim::C(8)}}});
+    const TensorStates states(g, RegimeOf(Precision::kFp32));
+    EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, true).output_aliases_input, view)
+        << kv_heads << " " << AttentionKernelName(kernel);
+  }
+}
+
 TEST(OpCost, SoftmaxUnderAutocastRunsInFp32) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 3);  // stands in for [b, s, s] scores
