@@ -253,8 +253,10 @@ struct Kernel<OpKind::kSdpa> {
   static Outputs Run(const KernelCall& c) {
     std::optional<double> scale;
     if (c.op.attention_scale > 0) scale = c.op.attention_scale;
-    std::optional<at::Tensor> mask;  // a bool window mask, converted by SDPA itself
-    if (c.in.size() > 3) mask = c.in[3];
+    // A bool window mask, expanded over the batch as sdpa_mask passes it (a view);
+    // SDPA converts it into a [b, 1, s, s] additive mask itself.
+    std::optional<at::Tensor> mask;
+    if (c.in.size() > 3) mask = c.in[3].expand({c.in[0].size(0), 1, -1, -1});
     return {at::scaled_dot_product_attention(c.in[0], c.in[1], c.in[2], mask, c.op.dropout_p,
                                              c.op.causal, scale)};
   }

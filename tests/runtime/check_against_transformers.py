@@ -76,7 +76,8 @@ CONFIGS = {
         "model_type": "phi3", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-        "rope_theta": 10000.0, "pad_token_id": None, "architectures": ["Phi3ForCausalLM"],
+        "rope_theta": 10000.0, "pad_token_id": None, "sliding_window": 16,
+        "architectures": ["Phi3ForCausalLM"],
     },
     # Gemma 2: scaled embeddings, sandwich norms, soft-capped scores and logits, a 4-token
     # window on layer 0 (eager, as transformers runs Gemma 2).
@@ -86,12 +87,14 @@ CONFIGS = {
         "head_dim": 32, "max_position_embeddings": 128, "query_pre_attn_scalar": 24,
         "sliding_window": 4, "architectures": ["Gemma2ForCausalLM"],
     },
-    # Gemma 3: q/k norms, two rotary bases, linear scaling on the global layer.
+    # Gemma 3: q/k norms, two rotary bases, linear scaling on the global layer. Phi-3 and
+    # Gemma 3 have windows shorter than SEQ: under SDPA their sliding layers take the
+    # bool window mask.
     "gemma3": {
         "model_type": "gemma3_text", "vocab_size": 512, "hidden_size": 64,
         "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 1, "head_dim": 32, "max_position_embeddings": 128,
-        "query_pre_attn_scalar": 24, "sliding_window": 64, "sliding_window_pattern": 2,
+        "query_pre_attn_scalar": 24, "sliding_window": 16, "sliding_window_pattern": 2,
         "rope_scaling": {"rope_type": "linear", "factor": 8.0},
         "architectures": ["Gemma3ForCausalLM"],
     },
