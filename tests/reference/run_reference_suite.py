@@ -102,20 +102,63 @@ def onednn_kernels(stdout):
     return seen
 
 
-def measure(case, config_dir, threads, device, env):
+def payload_of(case, config_dir, threads, device):
     payload = dict(vars(case), config_dir=config_dir, threads=threads, device=device)
     payload["lora_targets"] = list(case.lora_targets)
+    return payload
+
+
+def measure(case, config_dir, threads, device, env):
+    """One case in a fresh process (CUDA: its allocator's reserved peak starts from zero)."""
     env = dict(env)
     if is_bf16(case) and device == "cpu":
         env["ONEDNN_VERBOSE"] = "1"  # the kernels it ran (printed to stdout, no tensors)
     out = subprocess.run([sys.executable, os.path.join(HERE, "hf_training_run.py"),
-                          json.dumps(payload)], env=env, capture_output=True, text=True)
+                          json.dumps(payload_of(case, config_dir, threads, device))],
+                         env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{case.name}: reference run failed:\n{out.stderr[-3000:]}")
     result = next(json.loads(line) for line in reversed(out.stdout.strip().splitlines())
                   if line.startswith("{"))
     result["onednn_kernels"] = onednn_kernels(out.stdout)
     return result
+
+
+class Worker:
+    """The CPU cases of one path in one `hf_training_run.py --serve` process (torch and
+    transformers imported once). oneDNN's verbose lines printed between a case's payload
+    and its RESULT line are that case's kernels."""
+
+    def __init__(self, env):
+        self.env = dict(env, ONEDNN_VERBOSE="1")
+        self.proc = None
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+
+    def measure(self, case, config_dir, threads):
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "hf_training_run.py"), "--serve"],
+                env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self.stderr, text=True)
+        self.proc.stdin.write(json.dumps(payload_of(case, config_dir, threads, "cpu")) + "\n")
+        self.proc.stdin.flush()
+        lines = []
+        for line in self.proc.stdout:
+            if line.startswith("RESULT "):
+                result = json.loads(line[len("RESULT "):])
+                if "error" in result:
+                    raise RuntimeError(f"{case.name}: reference run failed: {result['error']}")
+                result["onednn_kernels"] = onednn_kernels("".join(lines))
+                return result
+            lines.append(line)
+        self.stderr.seek(0)
+        raise RuntimeError(f"{case.name}: the reference worker exited:\n"
+                           f"{self.stderr.read()[-3000:]}")
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
 
 
 def predict(case, headroom, config_path, extra_flags, gpu, env):
@@ -170,6 +213,8 @@ def main():
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--gpu", help="run on CUDA and predict for this catalog GPU (e.g. h200)")
     parser.add_argument("--tsv", help="also write one row per case (with reserved bytes) here")
+    parser.add_argument("--fresh-process", action="store_true",
+                        help="run each CPU case in its own process (checks the shared worker)")
     args = parser.parse_args()
     threads = args.threads or (DEFAULT_PATH_THREADS if args.default_path else 1)
     env = suite_env(args.default_path)
@@ -188,6 +233,7 @@ def main():
               f"reads the host CPU{'' if args.default_path else ' under the cap'}")
     header = f"{'configuration':<48} {'predicted':>14} {'measured':>14} {'error':>8}  peak (measured / predicted)"
     print(header, flush=True)
+    worker = None if args.gpu or args.fresh_process else Worker(env)
     with tempfile.TemporaryDirectory() as tmp:
         for i, case in enumerate(cases):
             config_dir = os.path.join(tmp, f"case{i}")
@@ -196,7 +242,10 @@ def main():
             with open(config_path, "w") as f:
                 json.dump(case.hf_config(), f)
             start = time.time()
-            measured = measure(case, config_dir, threads, "cuda" if args.gpu else "cpu", env)
+            if worker:
+                measured = worker.measure(case, config_dir, threads)
+            else:
+                measured = measure(case, config_dir, threads, "cuda" if args.gpu else "cpu", env)
             plan = predict(case, args.headroom, config_path, args.plan_flag, args.gpu,
                            env)
             predicted_bytes = plan["peak"]["allocated_bytes"]
@@ -217,6 +266,8 @@ def main():
                   f"  ({row[6]:.1f} s){'' if ok else '  OUT OF BOUND'}", flush=True)
             if is_bf16(case) and not args.gpu:
                 print(kernel_line(host, plan, measured), flush=True)
+    if worker:
+        worker.close()
     print(f"{len(cases) - failures} of {len(cases)} cases within {args.bound_pct}%"
           f" (max |error| {max((abs(r[3]) for r in rows), default=0):.3f}%)")
     if args.markdown:
