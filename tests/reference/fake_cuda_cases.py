@@ -175,6 +175,8 @@ CASES = [
              seq_len=4096, slow=True),
     FakeCase("gemma-3-27b amp-bf16 lora sdpa s8192", G3_27B, precision="amp-bf16", mode="lora",
              seq_len=8192, slow=True),
+    FakeCase("gemma-3-27b bf16 full sdpa s4096", G3_27B, precision="bf16", seq_len=4096,
+             slow=True),
     FakeCase("gemma-3-27b bf16 lora eager s4096", G3_27B, precision="bf16", mode="lora",
              attention="eager", seq_len=4096, slow=True),
     FakeCase("gemma-3-1b bf16 full sdpa s2048", G3_1B, precision="bf16", seq_len=2048, slow=True),
