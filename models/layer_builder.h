@@ -117,7 +117,7 @@ class LayerBuilder {
 
   // Scaled dot-product attention over heads tensors, returning [b, s, heads * head_dim].
   // `mask` is the causal mask for eager decoders, the bool window mask for SDPA's
-  // sliding-window layers (WindowMaskIfSdpa), invalid otherwise.
+  // sliding-window layers (DecoderMask), invalid otherwise.
   // `contiguous_query`: q is a contiguous [b, heads, s, d] tensor, not a transposed view.
   TensorId Attention(const std::string& prefix, TensorId q, TensorId k, TensorId v, TensorId mask,
                      bool causal, bool contiguous_query = false);

@@ -44,9 +44,9 @@ enum class OpClass {
   X(RopeTables, "rope_tables", kConstant)         /* () -> cos, sin [1, s, head_dim] */            \
   X(Rope, "rope", kElementwise)                   /* (x, cos, sin) -> rotated x */                 \
   X(CausalMask, "causal_mask", kConstant)         /* () -> additive mask [b, 1, s, s] (eager) */   \
-  X(WindowMask, "window_mask", kConstant)         /* () -> bool [1, 1, s, s] sliding window (SDPA) */\
+  X(WindowMask, "window_mask", kConstant)         /* () -> bool [1, 1, s, s] (SDPA window) */      \
   X(View, "view", kLayout)                   /* reshape, transpose, split, select: no bytes */     \
-  X(RepeatKv, "repeat_kv", kElementwise)     /* kv repeated to all query heads (a copy) */         \
+  X(RepeatKv, "repeat_kv", kElementwise)     /* kv repeated to all query heads (one head: view) */ \
   X(MergeHeads, "merge_heads", kElementwise) /* [b, a, s, d] -> [b, s, a*d] */                     \
   X(AttnScores, "attn_scores", kMatmul)      /* (q, k[, mask]) -> q @ k^T * scale + mask */        \
   X(Softmax, "softmax", kElementwise)        /* (scores) -> probabilities */                       \

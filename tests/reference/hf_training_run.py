@@ -144,12 +144,11 @@ def measure(case):
 
 def serve():
     """CPU cases one after another, one JSON payload per stdin line, each answered by a
-    RESULT line: torch, transformers and PEFT are imported once here, and each case runs
-    in a child forked from this process, so that it starts as a fresh process would (no
-    state left by an earlier case, which the meter's scan of live tensors would count).
-    Importing once takes
-    about four fifths off a tiny case's time on 2 cores; run_reference_suite.py
-    --fresh-process runs the old way for comparison."""
+    RESULT line. torch and transformers are imported once, here; each case runs in a
+    child forked from this process, so that it starts as a fresh process would (nothing
+    an earlier case left, which the meter's scan of live tensors would count). On 2 cores
+    that takes four fifths off a tiny case's time; run_reference_suite.py
+    --fresh-process runs one process per case, for comparison."""
     import ctypes
     import os
 
