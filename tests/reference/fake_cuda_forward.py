@@ -8,7 +8,8 @@ at the same points. Prints a table; exits 1 when a case is outside the bound.
     python3 fake_cuda_forward.py HEADROOM [--fast | --only-slow] [--only SUBSTR]
                                  [--bound-pct 0.5] [--trace] [--min-bytes N]
 
-Each case runs in a fresh process (`--measure JSON`). Only the forward runs: the
+Each case runs in its own process, forked from one that imported torch and transformers
+(`--serve`, fork_server.py). Only the forward runs: the
 autograd engine asks the CUDA driver for a context, so backward cannot run on fake
 CUDA tensors. What can be measured this way is what CUDA's forward allocates: the
 autocast cast cache, the SDPA kernel the CUDA dispatcher picks (below), CUDA's
@@ -382,7 +383,8 @@ def simulate(case, headroom, config_path, tmp):
             "end_row": end_row, "peak_row": peak_row, "csv": csv_path, "cmd": cmd}
 
 
-def run_case(case, headroom, trace=False):
+def run_case(case, headroom, server, trace=False):
+    """Measures `case` in a child of `server` (fork_server.py) and simulates it."""
     from fake_cuda_cases import FakeCase  # noqa: F401
     with tempfile.TemporaryDirectory() as tmp:
         config_dir = os.path.join(tmp, "cfg")
@@ -396,14 +398,11 @@ def run_case(case, headroom, trace=False):
                    "attention": case.attention, "micro_batch": case.micro_batch,
                    "seq_len": case.seq_len, "base_dtype": case.effective_base_dtype(),
                    "trace": trace}
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
-                   TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="")
         start = time.time()
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure",
-                              json.dumps(payload)], env=env, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"{case.name}: measurement failed:\n{out.stderr[-4000:]}")
-        measured = json.loads(out.stdout.strip().splitlines()[-1])
+        try:
+            measured, _ = server.run(payload)
+        except RuntimeError as e:
+            raise RuntimeError(f"{case.name}: measurement failed:\n{e}") from None
         predicted = simulate(case, headroom, config_path, tmp)
         if trace:
             with open(predicted["csv"]) as f:
@@ -418,8 +417,12 @@ def pct(p, m):
 
 
 def main():
-    if len(sys.argv) > 2 and sys.argv[1] == "--measure":
-        print(json.dumps(measure(json.loads(sys.argv[2]))))
+    if sys.argv[1:] == ["--serve"]:
+        import fork_server
+        import torch._subclasses.fake_tensor  # noqa: F401 - imported once for the children
+        import transformers.modeling_utils  # noqa: F401
+        from transformers.models.auto import modeling_auto  # noqa: F401
+        fork_server.serve(measure)
         return 0
     from fake_cuda_cases import CASES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -439,9 +442,14 @@ def main():
     print(hdr, flush=True)
     failures = 0
     worst = 0.0
+    import fork_server
+    server = fork_server.ForkServer(
+        [sys.executable, os.path.abspath(__file__), "--serve"],
+        dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
+             TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES=""))
     for case in cases:
         try:
-            m, p, secs = run_case(case, args.headroom, args.trace)
+            m, p, secs = run_case(case, args.headroom, server, args.trace)
         except RuntimeError as e:
             print(f"{case.name:<52} ERROR\n{e}", flush=True)
             failures += 1
@@ -468,6 +476,7 @@ def main():
                 if int(r["bytes"]) >= args.min_bytes:
                     live = int(r["allocated_bytes"]) - int(r["weights_bytes"]) - p["workspace"]
                     print(f"    {r['kind']:<5} {int(r['bytes']):>14,} {live:>15,}  {r['op']}  {r['category']}")
+    server.close()
     print(f"{len(cases) - failures} of {len(cases)} cases within {args.bound_pct}%"
           f" (max |error| {worst:.3f}%)")
     return 1 if failures else 0

@@ -143,38 +143,15 @@ def measure(case):
 
 
 def serve():
-    """CPU cases one after another, one JSON payload per stdin line, each answered by a
-    RESULT line. torch and transformers are imported once, here; each case runs in a
-    child forked from this process, so that it starts as a fresh process would (nothing
-    an earlier case left, which the meter's scan of live tensors would count). On 2 cores
-    that takes four fifths off a tiny case's time; run_reference_suite.py
-    --fresh-process runs one process per case, for comparison."""
-    import ctypes
-    import os
-
-    # Not peft: importing it makes two 0-dim tensors, which a full fine-tune's fresh
-    # process does not have (the LoRA cases import it themselves).
+    """CPU cases in children forked from this process (fork_server.py), torch and
+    transformers imported once. Not peft: importing it makes two 0-dim tensors, which a
+    full fine-tune's fresh process does not have (the LoRA cases import it themselves)."""
+    import fork_server
     import transformers  # noqa: F401 - imported for the children
     import transformers.modeling_utils  # noqa: F401 - transformers imports lazily
     from transformers.models.auto import modeling_auto  # noqa: F401
 
-    libc = ctypes.CDLL(None)
-    for line in sys.stdin:
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                result = measure(json.loads(line))
-            except BaseException as e:  # noqa: BLE001 - reported to the parent
-                result, code = {"error": f"{type(e).__name__}: {e}"}, 1
-            libc.fflush(None)  # oneDNN's verbose lines (C stdio) before the result
-            print("RESULT " + json.dumps(result), flush=True)
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if not os.WIFEXITED(status):
-            print("RESULT " + json.dumps({"error": f"the case's process ended: {status}"}),
-                  flush=True)
+    fork_server.serve(measure)
 
 
 def main():

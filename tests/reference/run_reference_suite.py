@@ -31,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cases import CASES  # noqa: E402
+import fork_server  # noqa: E402
 
 
 # oneDNN capped at AVX-512 without BF16: a machine with AVX-512 then runs the emulated
@@ -125,40 +126,24 @@ def measure(case, config_dir, threads, device, env):
 
 
 class Worker:
-    """The CPU cases of one path in one `hf_training_run.py --serve` process (torch and
-    transformers imported once). oneDNN's verbose lines printed between a case's payload
-    and its RESULT line are that case's kernels."""
+    """The CPU cases of one path, each forked from one `hf_training_run.py --serve`
+    process (fork_server.py). oneDNN's verbose lines a case prints are its kernels."""
 
     def __init__(self, env):
-        self.env = dict(env, ONEDNN_VERBOSE="1")
-        self.proc = None
-        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.server = fork_server.ForkServer(
+            [sys.executable, os.path.join(HERE, "hf_training_run.py"), "--serve"],
+            dict(env, ONEDNN_VERBOSE="1"))
 
     def measure(self, case, config_dir, threads):
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "hf_training_run.py"), "--serve"],
-                env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self.stderr, text=True)
-        self.proc.stdin.write(json.dumps(payload_of(case, config_dir, threads, "cpu")) + "\n")
-        self.proc.stdin.flush()
-        lines = []
-        for line in self.proc.stdout:
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT "):])
-                if "error" in result:
-                    raise RuntimeError(f"{case.name}: reference run failed: {result['error']}")
-                result["onednn_kernels"] = onednn_kernels("".join(lines))
-                return result
-            lines.append(line)
-        self.stderr.seek(0)
-        raise RuntimeError(f"{case.name}: the reference worker exited:\n"
-                           f"{self.stderr.read()[-3000:]}")
+        try:
+            result, lines = self.server.run(payload_of(case, config_dir, threads, "cpu"))
+        except RuntimeError as e:
+            raise RuntimeError(f"{case.name}: reference run failed: {e}") from None
+        result["onednn_kernels"] = onednn_kernels("".join(lines))
+        return result
 
     def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait()
+        self.server.close()
 
 
 def predict(case, headroom, config_path, extra_flags, gpu, env):
