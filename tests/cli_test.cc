@@ -39,6 +39,25 @@ TEST(Cli, LoraBf16Llama7bFitsOn4090WithCheckpointing) {
   EXPECT_EQ(j["config"]["checkpointed_layers"].size(), 32u);
 }
 
+// Gemma 3 1B's 22 sliding layers (of 26) take transformers' window mask from its 512-token
+// window on: another kernel there (head size 256: no cuDNN, and flash takes no mask), and
+// each keeps a bf16 [1, 1, s, s] additive mask for backward.
+TEST(Cli, SlidingLayersPastTheWindowAreReportedAndCostTheirMasks) {
+  const std::string base =
+      "plan --model gemma-3-1b --gpu h100-80gb --precision bf16 --micro-batch 1 --seq-len ";
+  const CommandResult below = RunCli(base + "511");
+  const CommandResult past = RunCli(base + "512");
+  ASSERT_EQ(below.exit_code, 0) << below.err;
+  ASSERT_EQ(past.exit_code, 0) << past.err;
+  EXPECT_EQ(below.out.find("sliding-window layers"), std::string::npos);
+  EXPECT_NE(past.out.find("sliding-window layers (22 of 26): attention kernel memory-efficient"),
+            std::string::npos)
+      << past.out;
+  const auto j = RunJson(base + "512");
+  EXPECT_EQ(j["config"]["window_attention_kernel"], "memory-efficient");
+  EXPECT_TRUE(RunJson(base + "511")["config"]["window_attention_kernel"].is_null());
+}
+
 TEST(Cli, JsonHasTheDocumentedFields) {
   const auto j = RunJson("plan --model tiny-gpt2 --device cpu --seq-len 64 --micro-batch 2");
   for (const char* key : {"fits", "budget_bytes"}) EXPECT_TRUE(j.contains(key)) << key;

@@ -10,6 +10,12 @@
 namespace headroom {
 namespace {
 
+int64_t SlidingLayerCount(const ModelSpec& model) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < model.num_layers; ++i) n += model.is_sliding_layer(i);
+  return n;
+}
+
 ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
   return {request.model.name,
           o.plan.config,
@@ -19,7 +25,9 @@ ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
           o.plan.global_batch,
           o.search ? &*o.search : nullptr,
           ChooseAttentionKernel(request.model, AttentionCallOf(o.plan.config)),
-          ChooseWindowAttentionKernel(request.model, o.plan.config)};
+          ChooseWindowAttentionKernel(request.model, o.plan.config),
+          SlidingLayerCount(request.model),
+          request.model.num_layers};
 }
 
 bool NothingFits(const PlanOutcome& o) { return o.search && !o.search->feasible; }

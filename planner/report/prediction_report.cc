@@ -78,10 +78,10 @@ std::string RequestLines(const ReportInputs& in) {
                      in.attention_kernel.reason.empty() ? "" : ": " + in.attention_kernel.reason);
   if (const auto& w = in.window_attention_kernel) {
     out += fmt::format(
-        "  sliding-window layers: attention kernel {}: {}; the sequence reaches the window, so "
-        "transformers passes a bool mask, which each layer converts to an additive "
+        "  sliding-window layers ({} of {}): attention kernel {}: {}; the sequence reaches the "
+        "window, so transformers passes a bool mask, which each layer converts to an additive "
         "[b, 1, s, s] one\n",
-        AttentionKernelName(w->kernel), w->reason);
+        in.window_layers, in.num_layers, AttentionKernelName(w->kernel), w->reason);
   }
   if (c.moe_routing) {
     out += fmt::format(

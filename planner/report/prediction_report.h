@@ -30,6 +30,8 @@ struct ReportInputs {
   // The kernel of SDPA's sliding-window layers when they take a mask (a window shorter
   // than the sequence).
   std::optional<AttentionKernelChoice> window_attention_kernel;
+  int64_t window_layers = 0;  // how many of the model's layers are sliding-window layers
+  int64_t num_layers = 0;
 };
 
 std::string FormatPredictionText(const ReportInputs& in);
