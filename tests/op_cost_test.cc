@@ -22,6 +22,15 @@ TensorId TrainableActivation(OpGraph& g, int64_t width) {
 
 const OpNode& LastOp(const OpGraph& g) { return g.op(OpId{g.num_ops() - 1}); }
 
+// One view op splitting x (a fused projection) into q [q_shape] and k, v [kv_shape].
+std::vector<TensorId> SplitQkv(OpGraph& g, TensorId x, const SymShape& q_shape,
+                               const SymShape& kv_shape) {
+  return g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
+                 {{.name = "q", .shape = q_shape, .alias_of = x},
+                  {.name = "k", .shape = kv_shape, .alias_of = x},
+                  {.name = "v", .shape = kv_shape, .alias_of = x}});
+}
+
 TEST(OpCost, LinearUnderAutocastSavesTheCastInput) {
   OpGraph g;
   TensorId x = g.AddInput("x", Tokens(4), DType::kF32);  // data: no grad
@@ -120,10 +129,7 @@ TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 48);  // fused qkv: 3 * 2 heads * 8
   const SymShape heads{Dim::B(), Dim::C(2), Dim::S(), Dim::C(8)};
-  auto qkv = g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
-                     {{.name = "q", .shape = heads, .alias_of = x},
-                      {.name = "k", .shape = heads, .alias_of = x},
-                      {.name = "v", .shape = heads, .alias_of = x}});
+  auto qkv = SplitQkv(g, x, heads, heads);
   g.AddOp({.kind = OpKind::kSdpa, .name = "sdpa", .inputs = {qkv[0], qkv[1], qkv[2]}},
           {{.name = "o", .shape = heads}});
   const TensorStates states(g, RegimeOf(Precision::kBf16));
@@ -145,10 +151,7 @@ OpGraph GroupedSdpa(AttentionKernel kernel) {
   const SymShape q_shape{Dim::B(), Dim::C(4), Dim::S(), Dim::C(8)};
   const SymShape kv_shape{Dim::B(), Dim::C(2), Dim::S(), Dim::C(8)};
   TensorId x = TrainableActivation(g, 8);
-  auto qkv = g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
-                     {{.name = "q", .shape = q_shape, .alias_of = x},
-                      {.name = "k", .shape = kv_shape, .alias_of = x},
-                      {.name = "v", .shape = kv_shape, .alias_of = x}});
+  auto qkv = SplitQkv(g, x, q_shape, kv_shape);
   g.AddOp({.kind = OpKind::kSdpa,
            .name = "sdpa",
            .inputs = {qkv[0], qkv[1], qkv[2]},
@@ -199,10 +202,7 @@ OpGraph MaskedSdpa(AttentionKernel kernel) {
                           {{.name = "mask",
                             .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
                             .fixed_dtype = DType::kBool}})[0];
-  auto qkv = g.AddOp({.kind = OpKind::kView, .name = "split", .inputs = {x}},
-                     {{.name = "q", .shape = heads, .alias_of = x},
-                      {.name = "k", .shape = heads, .alias_of = x},
-                      {.name = "v", .shape = heads, .alias_of = x}});
+  auto qkv = SplitQkv(g, x, heads, heads);
   g.AddOp({.kind = OpKind::kSdpa,
            .name = "sdpa",
            .inputs = {qkv[0], qkv[1], qkv[2], mask},

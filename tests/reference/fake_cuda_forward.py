@@ -29,6 +29,7 @@ import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import fork_server  # noqa: E402
 
 ROUND = 512  # c10/cuda/CUDACachingAllocator.cpp: kMinBlockSize, every request rounded up
 
@@ -418,11 +419,7 @@ def pct(p, m):
 
 def main():
     if sys.argv[1:] == ["--serve"]:
-        import fork_server
-        import torch._subclasses.fake_tensor  # noqa: F401 - imported once for the children
-        import transformers.modeling_utils  # noqa: F401
-        from transformers.models.auto import modeling_auto  # noqa: F401
-        fork_server.serve(measure)
+        fork_server.serve(measure, (*fork_server.TRANSFORMERS, "torch._subclasses.fake_tensor"))
         return 0
     from fake_cuda_cases import CASES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -442,7 +439,6 @@ def main():
     print(hdr, flush=True)
     failures = 0
     worst = 0.0
-    import fork_server
     server = fork_server.ForkServer(
         [sys.executable, os.path.abspath(__file__), "--serve"],
         dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",

@@ -5,10 +5,11 @@ imports them once, then runs each case in a child forked from itself, so every c
 starts as a fresh process would: nothing an earlier case made is alive (the CPU meter's
 scan of live tensors would count it), and no patch a case applies outlives it.
 
-    server side:  serve(measure)            one JSON payload per stdin line
+    server side:  serve(measure, preload)   one JSON payload per stdin line
     client side:  ForkServer(cmd, env).run(payload) -> (result dict, lines printed before it)
 """
 import ctypes
+import importlib
 import json
 import os
 import subprocess
@@ -16,11 +17,17 @@ import sys
 import tempfile
 
 _RESULT = "RESULT "
+# transformers imports its submodules lazily: these are what every case loads first.
+TRANSFORMERS = ("transformers", "transformers.modeling_utils",
+                "transformers.models.auto.modeling_auto")
 
 
-def serve(measure):
-    """Answers each stdin line (a JSON payload) with a RESULT line holding measure(payload),
-    computed in a forked child; whatever the child prints before it goes out first."""
+def serve(measure, preload=TRANSFORMERS):
+    """Imports `preload`, then answers each stdin line (a JSON payload) with a RESULT line
+    holding measure(payload), computed in a forked child; whatever the child prints
+    before it goes out first."""
+    for module in preload:
+        importlib.import_module(module)
     libc = ctypes.CDLL(None)
     for line in sys.stdin:
         sys.stdout.flush()

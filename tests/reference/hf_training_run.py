@@ -147,10 +147,6 @@ def serve():
     transformers imported once. Not peft: importing it makes two 0-dim tensors, which a
     full fine-tune's fresh process does not have (the LoRA cases import it themselves)."""
     import fork_server
-    import transformers  # noqa: F401 - imported for the children
-    import transformers.modeling_utils  # noqa: F401 - transformers imports lazily
-    from transformers.models.auto import modeling_auto  # noqa: F401
-
     fork_server.serve(measure)
 
 
