@@ -77,6 +77,19 @@ void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
                     " (native = amx; default: this machine's CPU)");
 }
 
+void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
+  AddIntegerOption(cmd, "--gpus", f.gpus, 1, limits::kMaxGpus,
+                   "Data-parallel ranks (GPUs, or CPU processes with --device cpu); the plan "
+                   "is per rank (default 1)");
+  AddIntegerOption(cmd, "--nodes", f.nodes, 1, limits::kMaxGpus,
+                   "Machines the ranks are spread over (default 1)");
+  AddEnumOption(cmd, "--sharding", f.sharding, kShardingNames,
+                "How ranks split the model state: " + Choices(kShardingNames) +
+                    " (default: none on one rank)");
+  cmd.add_flag("--ddp-bucket-view", f.ddp_bucket_view,
+               "DDP(gradient_as_bucket_view=True): gradients live in DDP's buckets");
+}
+
 void AddSolverFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_flag("--auto", f.auto_plan,
                "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
@@ -217,6 +230,7 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
                  "(default: balanced; memory is the same for every routing under transformers' "
                  "grouped_mm experts)");
   AddStackFlags(cmd, f);
+  AddParallelFlags(cmd, f);
 }
 
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
@@ -242,6 +256,11 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.kernels = {.cuda = r.device.is_cuda,
                .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16()),
                .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
+  c.parallel = {.gpus = f.gpus,
+                .nodes = f.nodes,
+                .sharding = f.sharding.value_or(Sharding::kNone),
+                .ddp_bucket_view = f.ddp_bucket_view};
+  if (auto error = ValidateParallelism(c.parallel)) return *error;
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;

@@ -39,6 +39,10 @@ struct PlanFlags {
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
   std::optional<DType> base_dtype;              // unset: the stack's recipe
   std::optional<CpuBf16> cpu_bf16;              // unset: this machine's CPU (--device cpu)
+  int64_t gpus = 1;
+  int64_t nodes = 1;
+  std::optional<Sharding> sharding;  // unset: none on one rank
+  bool ddp_bucket_view = false;
   bool json = false;
   bool auto_plan = false;                  // --auto; also implied without --micro-batch
   std::optional<int64_t> global_batch;     // unset: micro-batch x grad-accum, or the default

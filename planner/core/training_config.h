@@ -10,6 +10,7 @@
 
 #include "planner/core/dtype.h"
 #include "planner/core/enum_table.h"
+#include "planner/core/parallelism.h"
 #include "planner/core/result.h"
 #include "planner/core/training_stack.h"
 
@@ -132,6 +133,7 @@ struct TrainingConfig {
   std::optional<DType> base_dtype;  // LoRA: storage of the frozen base; unset: the stack's recipe
   KernelTarget kernels;             // set from the device the plan targets
   std::optional<MoeRouting> moe_routing;  // set for mixture-of-experts models only
+  Parallelism parallel;                   // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };
 

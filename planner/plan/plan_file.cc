@@ -109,6 +109,13 @@ std::string WritePlanYaml(const PlanFile& p) {
   if (c.moe_routing)
     out << YAML::Key << "moe_routing" << YAML::Value
         << std::string(MoeRoutingName(*c.moe_routing));
+  if (c.parallel.distributed()) {
+    out << YAML::Key << "gpus" << YAML::Value << c.parallel.gpus;
+    out << YAML::Key << "nodes" << YAML::Value << c.parallel.nodes;
+    out << YAML::Key << "sharding" << YAML::Value
+        << std::string(ShardingName(c.parallel.sharding));
+    out << YAML::Key << "ddp_bucket_view" << YAML::Value << c.parallel.ddp_bucket_view;
+  }
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
   out << YAML::Key << "lora_alpha" << YAML::Value << c.fine_tune.lora_alpha;
@@ -172,6 +179,13 @@ class PlanReader {
       if (!c.base_dtype) throw BadValue{"base_dtype must be fp32, bf16 or fp16"};
     }
     if (t["moe_routing"]) c.moe_routing = Take(ParseMoeRouting(t["moe_routing"].as<std::string>()));
+    if (t["sharding"]) {  // one rank when absent
+      c.parallel.sharding = Take(ParseSharding(t["sharding"].as<std::string>()));
+      c.parallel.gpus = Need(t, "gpus").as<int64_t>();
+      c.parallel.nodes = Need(t, "nodes").as<int64_t>();
+      c.parallel.ddp_bucket_view = Need(t, "ddp_bucket_view").as<bool>();
+      if (auto error = ValidateParallelism(c.parallel)) throw BadValue{error->message};
+    }
     c.fine_tune.mode =
         Take(ParseIn(kFineTuneNames, Need(t, "fine_tune").as<std::string>(), "fine_tune"));
     c.fine_tune.lora_rank = Need(t, "lora_rank").as<int64_t>();

@@ -83,6 +83,14 @@ std::string RequestLines(const ReportInputs& in) {
         "[b, 1, s, s] one\n",
         in.window_layers, in.num_layers, AttentionKernelName(w->kernel), w->reason);
   }
+  if (c.parallel.distributed()) {
+    out += fmt::format("  {} ranks ({} per node), sharding {}{}: the figures below are rank {}'s, "
+                       "the one holding the most\n",
+                       c.parallel.gpus, c.parallel.gpus_per_node(),
+                       ShardingName(c.parallel.sharding),
+                       c.parallel.ddp_bucket_view ? " (gradients as bucket views)" : "",
+                       p.rank);
+  }
   if (c.moe_routing) {
     out += fmt::format(
         "  experts' routing assumed {}: the same memory for any routing (transformers' grouped_mm "
@@ -281,7 +289,15 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                {"grad_accum_steps", c.grad_accum_steps},
                {"global_batch", in.global_batch},
                {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
-               {"precision", PrecisionName(c.precision)}};
+               {"precision", PrecisionName(c.precision)},
+               {"gpus", c.parallel.gpus},
+               {"nodes", c.parallel.nodes},
+               {"sharding", ShardingName(c.parallel.sharding)},
+               {"ddp_bucket_view", c.parallel.ddp_bucket_view}};
+  j["peak"]["per_rank"] = {{"rank", p.rank},
+                           {"allocated_bytes", p.allocated_peak_bytes},
+                           {"reserved_bytes", p.reserved_peak_bytes},
+                           {"device_bytes", p.device_peak_bytes}};
   j["estimate"] = {{"step_seconds", in.time.step_seconds},
                    {"tokens_per_second", in.time.tokens_per_second},
                    {"forward_seconds", in.time.forward_seconds},

@@ -11,6 +11,7 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
   TabulateTensors(c);
   TabulateOps();
   TabulateBlocks();
+  shards = LayoutShards(g, states, parameters, bytes, c.parallel);
 }
 
 // Per tensor: bytes, uses, roles; per parameter: master copy and optimizer states.
@@ -137,8 +138,9 @@ const TensorStates& SimulationTables::states() const { return impl_->states; }
 int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
   const Granularity rounding(granularity);
   int64_t total = 0;
-  for (const OptimizerParamCost& cost : impl_->optimizer_costs) {
-    for (int64_t bytes : cost.state_bytes) total += rounding.RoundUp(bytes);
+  for (size_t i = 0; i < impl_->optimizer_costs.size(); ++i) {
+    if (!impl_->shards.owns_optimizer_state[i]) continue;
+    for (int64_t bytes : impl_->optimizer_costs[i].state_bytes) total += rounding.RoundUp(bytes);
   }
   return total;
 }

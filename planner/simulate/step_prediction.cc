@@ -1,6 +1,7 @@
 #include "planner/simulate/step_prediction.h"
 
 #include "planner/simulate/caching_allocator_model.h"
+#include "planner/simulate/internal/simulation_tables_impl.h"
 #include "planner/simulate/live_bytes.h"
 #include "planner/simulate/step_simulator.h"
 
@@ -19,6 +20,7 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   p.checkpointed = checkpointed;
   p.params_total = graph.ParameterCount();
   p.params_trainable = graph.TrainableParameterCount();
+  p.rank = tables.impl().shards.rank;
   p.budget_bytes = device.memory_bytes;
   SimulationOptions options;
   options.cublas_workspace_bytes = device.CublasWorkspaceBytes();

@@ -33,6 +33,7 @@ struct StepPrediction {
   std::string oom_phase_text;          // where the allocator model ran out, if it did
   int64_t params_total = 0;
   int64_t params_trainable = 0;
+  int64_t rank = 0;  // the data-parallel rank predicted: the busiest
   std::vector<bool> checkpointed;
   Timeline timeline;
 

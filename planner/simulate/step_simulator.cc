@@ -13,6 +13,8 @@ namespace headroom {
 namespace {
 
 constexpr int64_t kNoBuffer = -1;
+// A parameter's .grad that is a view into DDP's bucket (gradient_as_bucket_view).
+constexpr int64_t kBucketView = -2;
 constexpr int64_t kNotCast = SimulationTables::Impl::kNotCast;
 
 // Buffers held per owner (an op until its backward, a checkpointed block until its
@@ -185,6 +187,10 @@ class StepSimulator {
     for (TensorId b : tables_.model_buffers) {
       buffer_of_[b.value] = Acquire(Bytes(b), Category::kWeights);
       persistent_bytes_ += Bytes(b);
+    }
+    for (int64_t bucket : tables_.shards.ddp_bucket_bytes) {
+      Acquire(bucket, Category::kGradients);
+      persistent_bytes_ += bucket;
     }
     if (options_.cublas_workspace_bytes > 0) {
       Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
@@ -531,7 +537,12 @@ class StepSimulator {
     }
     pending_grad_[p.value] = kNoBuffer;
     grad_arrivals_[p.value] = 0;
-    if (param_grad_[p.value] == kNoBuffer) {
+    if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
+      // DDP's hook copies the fresh .grad into its bucket and makes .grad a view of it
+      // (reducer.cpp mark_variable_ready_dense): the fresh tensor is freed.
+      Release(grad);
+      param_grad_[p.value] = kBucketView;
+    } else if (param_grad_[p.value] == kNoBuffer) {
       param_grad_[p.value] = grad;  // AccumulateGrad steals it as .grad
     } else {
       Release(grad);  // added in place into .grad
@@ -544,18 +555,25 @@ class StepSimulator {
     const bool states_first = tables_.states.target().torch_optim;
     int64_t group_temp_bytes = 0;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
-      if (!tables_.trainable[tables_.parameters[i].value]) continue;
+      if (!UpdatesHere(i)) continue;
       const OptimizerParamCost& cost = tables_.optimizer_costs[i];
       if (step == 1 && states_first) AllocateStates(cost);
       group_temp_bytes += cost.group_temp_bytes;
     }
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
-      if (!tables_.trainable[tables_.parameters[i].value]) continue;
+      if (!UpdatesHere(i)) continue;
       const OptimizerParamCost& cost = tables_.optimizer_costs[i];
       if (step == 1 && !states_first) AllocateStates(cost);
       if (cost.step_temp_bytes > 0) Release(Acquire(cost.step_temp_bytes, Category::kTemporaries));
     }
     if (group_temp_bytes > 0) Release(Acquire(group_temp_bytes, Category::kTemporaries));
+  }
+
+  // Whether this rank's optimizer updates parameter i (ZeRO-1 updates its partition and
+  // receives the others' broadcast in place).
+  bool UpdatesHere(size_t i) const {
+    return tables_.trainable[tables_.parameters[i].value] &&
+           tables_.shards.owns_optimizer_state[i];
   }
 
   void AllocateStates(const OptimizerParamCost& cost) {
@@ -572,8 +590,7 @@ class StepSimulator {
   void ZeroGrad(int step) {
     SetPhase(Phase::Kind::kZeroGrad, step, 0);
     for (int64_t& g : param_grad_) {
-      if (g == kNoBuffer) continue;
-      Release(g);
+      if (g >= 0) Release(g);  // a bucket view stays in its bucket
       g = kNoBuffer;
     }
   }

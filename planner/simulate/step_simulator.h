@@ -58,8 +58,8 @@ class SimulationTables {
   const OpGraph& graph() const;
   const TrainingConfig& config() const { return config_; }
   const TensorStates& states() const;
-  // The optimizer states of every trainable parameter, each rounded up to `granularity`
-  // (a power of two) as the allocator counts it.
+  // The optimizer states of every trainable parameter this rank updates, each rounded
+  // up to `granularity` (a power of two) as the allocator counts it.
   int64_t OptimizerStateBytes(int64_t granularity) const;
 
   struct Impl;

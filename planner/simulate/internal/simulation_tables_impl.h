@@ -10,6 +10,7 @@
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/op_cost.h"
 #include "planner/simulate/optimizer_model.h"
+#include "planner/simulate/shard_layout.h"
 #include "planner/simulate/step_simulator.h"
 #include "planner/simulate/tensor_states.h"
 
@@ -51,6 +52,7 @@ struct SimulationTables::Impl {
   std::vector<TensorId> parameters;
   std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
   std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
+  ShardLayout shards;  // what the replayed rank holds (everything on one rank)
   // Per tensor: how many gradients a backward pass hands a parameter (2 for a tied
   // embedding: the LM head's and the lookup's).
   std::vector<int> param_grad_arrivals;

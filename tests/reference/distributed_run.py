@@ -1,0 +1,158 @@
+"""One distributed reference run: N CPU processes on gloo train a transformers model under
+DDP, ZeRO-1 (DDP + ZeroRedundancyOptimizer) or FSDP2 (fully_shard), written the way a
+PyTorch user writes it, and each rank measures its own peak with PeakMeter.
+
+    python3 distributed_run.py '{"config": ..., "sharding": "ddp", "gpus": 2, ...}'
+
+prints one JSON line: {"ranks": [{"measured_peak_bytes", "phase", ...}, ...]}. The keys
+are those of cases.Case plus `sharding` (ddp | ddp-bucket-view | zero1 | fsdp |
+fsdp-no-reshard) and `gpus` (the world size).
+"""
+
+import json
+import os
+import socket
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def wrap(model, case, world):
+    """The model as each scheme trains it: DDP's reducer, or FSDP2 units of one decoder
+    block each plus the root (the embeddings, final norm and head), the layout
+    torchtitan and accelerate's transformer-layer policy use."""
+    scheme = case["sharding"]
+    if scheme in ("ddp", "ddp-bucket-view", "zero1"):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        # init_sync=False: every rank builds the same weights from the same seed, and the
+        # broadcast that would check it frees its flat buffer on gloo's worker thread,
+        # where the profiler does not see the free (the meter would count it for good).
+        return DDP(model, gradient_as_bucket_view=scheme == "ddp-bucket-view", init_sync=False)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (world,))
+    # fsdp: the defaults (blocks resharded after forward; the root, left at None, kept
+    # unsharded to the end of backward); fsdp-no-reshard: nothing resharded until backward.
+    reshard = {} if scheme == "fsdp" else {"reshard_after_forward": False}
+    for block in decoder_blocks(model):
+        fully_shard(block, mesh=mesh, **reshard)
+    fully_shard(model, mesh=mesh, **reshard)
+    return model
+
+
+def decoder_blocks(model):
+    for module in model.modules():
+        if type(module).__name__.endswith(("DecoderLayer", "Block")) and not isinstance(
+                module, torch.nn.ModuleList):
+            yield module
+
+
+def build_optimizer(case, model):
+    import hf_training_run
+    params = [p for p in model.parameters() if p.requires_grad]
+    if case["sharding"] != "zero1":
+        return hf_training_run.build_optimizer(case, params)
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    impl = case["optimizer_impl"]
+    if case["optimizer"] == "sgd":
+        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.SGD, lr=1e-3)
+    return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-4,
+                                   foreach=impl == "foreach", fused=impl == "fused")
+
+
+def rank_main(case):
+    import torch.distributed as dist
+    import transformers
+
+    import hf_training_run
+    from peak_meter import PeakMeter
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    hf_config = transformers.AutoConfig.from_pretrained(case["config_dir"])
+    b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
+    gen = torch.Generator().manual_seed(1 + rank)
+    autocast = case["precision"] == "amp-bf16"
+    meter = PeakMeter(keep_trace=bool(case.get("trace")), unmeasured_phase="build",
+                      collective_frees=True)
+    dist.barrier()
+    # The wrappers' buffers (DDP's buckets) live in C++ where the live scan cannot see
+    # them, and fully_shard frees the whole weights it replaces: build and wrap inside
+    # the profiled region so that the profiler sees both, outside the measured peak.
+    with meter:
+        with meter.phase("build"):
+            model = wrap(hf_training_run.build_model(case, hf_config), case, world)
+            optimizer = build_optimizer(case, model)
+        for _ in range(case["steps"]):
+            for _ in range(accum):
+                with meter.phase("forward"):
+                    ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                        loss = model(input_ids=ids, labels=ids).loss / accum
+                with meter.phase("backward"):
+                    loss.backward()
+                del loss, ids
+            with meter.phase("optimizer step"):
+                optimizer.step()
+            with meter.phase("zero_grad"):
+                optimizer.zero_grad(set_to_none=True)
+    result = {"rank": rank, "measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
+              "live_before_bytes": meter.live_before_bytes}
+    if case.get("trace"):
+        result["trace"] = [(e["args"]["Bytes"], e["args"]["Total Allocated"])
+                           for e in meter.last_trace if e.get("name") == "[memory]"]
+    dist.destroy_process_group()
+    return result
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(case):
+    """Forks `gpus` rank processes from this one (torch and transformers imported once,
+    nothing live: each rank starts as a fresh process would) on one free port, and
+    gathers their results."""
+    world = int(case["gpus"])
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                      WORLD_SIZE=str(world))
+    children = []
+    for r in range(world):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            code = 0
+            try:
+                os.environ["RANK"] = str(r)
+                result = rank_main(case)
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                result, code = {"rank": r, "error": f"{type(e).__name__}: {e}"}, 1
+            os.write(write_fd, json.dumps(result).encode())
+            os._exit(code)
+        os.close(write_fd)
+        children.append((pid, read_fd))
+    ranks = []
+    for pid, read_fd in children:
+        with os.fdopen(read_fd, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        result = json.loads(data) if data else {"error": f"rank process ended ({status})"}
+        if "error" in result:
+            raise RuntimeError(f"rank {result.get('rank', '?')}: {result['error']}")
+        ranks.append(result)
+    return {"ranks": sorted(ranks, key=lambda r: r["rank"])}
+
+
+def main():
+    print(json.dumps(launch(json.loads(sys.argv[1]))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Measured against predicted, per rank: real transformers + PEFT training under DDP,
+ZeRO-1 (DDP + ZeroRedundancyOptimizer) and FSDP2 on 2 and 4 CPU processes (gloo),
+each rank measured by PeakMeter (distributed_run.py), against `headroom plan --gpus N
+--sharding S --json`, whose peak is its busiest rank's. Every rank must be within the
+bound of that prediction. Prints the table; exits 1 when a rank is outside it.
+
+    python3 run_distributed_suite.py HEADROOM [--bound-pct 3] [--only SUBSTR] [--markdown FILE]
+
+Runs on the pinned CPU path of run_reference_suite.py (ONEDNN_MAX_CPU_ISA=AVX512_CORE,
+one thread per rank).
+"""
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fork_server  # noqa: E402
+from cases import TINY_GPT2, TINY_LLAMA, TINY_QWEN2, Case  # noqa: E402
+from run_reference_suite import predict, suite_env  # noqa: E402
+
+
+@dataclasses.dataclass
+class DistributedCase:
+    case: Case
+    sharding: str  # ddp | ddp-bucket-view | zero1 | fsdp | fsdp-no-reshard
+    gpus: int
+
+    @property
+    def name(self):
+        return f"{self.case.name} {self.sharding} x{self.gpus}"
+
+    def plan_flags(self):
+        scheme = "ddp" if self.sharding == "ddp-bucket-view" else self.sharding
+        flags = ["--gpus", str(self.gpus), "--sharding", scheme]
+        return flags + (["--ddp-bucket-view"] if self.sharding == "ddp-bucket-view" else [])
+
+
+GPT2 = ("gpt2.json", TINY_GPT2)
+LLAMA = ("llama-3.2-1b.json", TINY_LLAMA)
+QWEN2 = ("qwen2.5-0.5b.json", TINY_QWEN2)
+
+
+def case(family, name, **kw):
+    config, overrides = family
+    kw.setdefault("micro_batch", 2)
+    return Case(name, config, overrides, **kw)
+
+
+CASES = [
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"), "ddp", 2),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"),
+                    "ddp-bucket-view", 2),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"), "zero1", 2),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"), "zero1", 4),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2 k2", grad_accum=2), "ddp", 4),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 lora adamw sdpa mb2", mode="lora"), "ddp", 2),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw ckpt-all sdpa mb2", checkpoint="all"),
+                    "zero1", 2),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 adamw sdpa mb2"), "ddp-bucket-view", 4),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 lora adamw sdpa mb2", mode="lora"), "zero1", 4),
+]
+
+
+def measure(payload):
+    import distributed_run
+    return distributed_run.launch(payload)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("headroom", help="path to the headroom binary")
+    parser.add_argument("--bound-pct", type=float, default=3.0)
+    parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:  # the measuring side: ranks forked from one process per case
+        return fork_server.serve(measure)
+    env = suite_env(default_path=False)
+    server = fork_server.ForkServer(
+        [sys.executable, os.path.abspath(__file__), args.headroom, "--serve"], env)
+    cases = [c for c in CASES if args.only in c.name]
+    print(f"{'configuration':<52} {'predicted':>12} {'rank':>4} {'measured':>12} {'error':>8}")
+    rows, failures = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, dc in enumerate(cases):
+            config_dir = os.path.join(tmp, f"case{i}")
+            os.makedirs(config_dir)
+            config_path = os.path.join(config_dir, "config.json")
+            with open(config_path, "w") as f:
+                json.dump(dc.case.hf_config(), f)
+            start = time.time()
+            payload = dict(vars(dc.case), config_dir=config_dir, sharding=dc.sharding,
+                           gpus=dc.gpus, lora_targets=list(dc.case.lora_targets))
+            measured, _ = server.run(payload)
+            plan = predict(dc.case, args.headroom, config_path, dc.plan_flags(), None, env)
+            predicted = plan["peak"]["per_rank"]["allocated_bytes"]
+            for r in measured["ranks"]:
+                error = 100.0 * (predicted - r["measured_peak_bytes"]) / r["measured_peak_bytes"]
+                ok = abs(error) <= args.bound_pct
+                failures += not ok
+                rows.append((dc.name, predicted, r["rank"], r["measured_peak_bytes"], error,
+                             r["phase"], plan["peak"]["phase"]))
+                print(f"{dc.name:<52} {predicted:>12,} {r['rank']:>4} "
+                      f"{r['measured_peak_bytes']:>12,} {error:>+7.2f}%  {r['phase']} / "
+                      f"{plan['peak']['phase']}{'' if ok else '  OUT OF BOUND'}", flush=True)
+            print(f"    ({time.time() - start:.1f} s)", flush=True)
+    server.close()
+    print(f"{len(rows) - failures} of {len(rows)} ranks in {len(cases)} configurations within "
+          f"{args.bound_pct}% (max |error| {max((abs(r[4]) for r in rows), default=0):.3f}%)")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("| configuration | rank | predicted bytes (busiest rank) | measured bytes "
+                    "| error | peak: measured / predicted |\n|---|---:|---:|---:|---:|---|\n")
+            for name, p, rank, m, e, mp, pp in rows:
+                f.write(f"| {name} | {rank} | {p:,} | {m:,} | {e:+.3f}% | {mp} / {pp} |\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
