@@ -47,6 +47,14 @@ std::optional<Error> CheckExecutable(const TrainingConfig& config) {
         "--attention flash2 (the flash-attn package) is modelled by the planner but not executed "
         "by `train`; use sdpa");
   }
+  if (config.parallel.distributed()) {
+    // (No fmt here: LibTorch's headers bring their own.)
+    return MakeError("--sharding " + std::string(ShardingName(config.parallel.sharding)) +
+                     " over " + std::to_string(config.parallel.gpus) +
+                     " ranks is planned by headroom but run by the engines it exports to: "
+                     "`headroom plan ... --emit deepspeed | accelerate-fsdp | torchrun | hf`; "
+                     "`train` runs one process");
+  }
   return std::nullopt;
 }
 

@@ -50,6 +50,16 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
       return MakeError(fmt::format("--attention flash2 (flash-attn 2) needs sm80+; {} is sm{:.0f}",
                                    r.device.name, r.device.compute_capability * 10));
   }
+  if (auto error = ValidateParallelism(c.parallel)) return error;
+  if (c.parallel.fsdp() && c.fine_tune.mode == FineTuneMode::kQLora)
+    return MakeError(
+        "--sharding fsdp with QLoRA (FSDP2 over 4-bit NF4 weights) is not modelled; use "
+        "--lora-rank, or --sharding ddp");
+  if (c.parallel.fsdp() && RegimeOf(c.precision).master_weights)
+    return MakeError(fmt::format(
+        "--sharding fsdp with --precision {}: FSDP2 keeps no fp32 master copy (its "
+        "MixedPrecisionPolicy is not modelled yet); use fp32, bf16 or amp-bf16",
+        PrecisionName(c.precision)));
   const FineTuneConfig& ft = c.fine_tune;
   if (ft.mode != FineTuneMode::kFull) {
     if (auto error = CheckRange(ft.lora_rank, 1, kMaxLoraRank, "--lora-rank")) return error;

@@ -35,10 +35,67 @@ std::vector<int64_t> DdpBucketBytes(const std::vector<int64_t>& grad_bytes_in_or
   return buckets;
 }
 
+namespace {
+
+// The block whose ops read the parameter; the root's (the last unit) when it is read
+// outside the blocks or by several.
+int UnitOf(const OpGraph& graph, TensorId param) {
+  const int root = static_cast<int>(graph.blocks().size());
+  int unit = -1;
+  for (OpId op : graph.Consumers(param)) {
+    const int block = graph.op(op).block;
+    if (block < 0 || (unit >= 0 && unit != block)) return root;
+    unit = block;
+  }
+  return unit >= 0 ? unit : root;
+}
+
+// FSDP2 on rank 0 (the busiest: torch.chunk gives it full rows, and every rank stores
+// padded shards, so only the optimizer states of trailing ranks can be smaller).
+void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
+                const std::vector<TensorId>& parameters, const std::vector<int64_t>& bytes,
+                int64_t world, bool cuda, ShardLayout& layout) {
+  const int num_blocks = static_cast<int>(graph.blocks().size());
+  layout.fsdp_units.assign(num_blocks + 1, {});
+  layout.local_param_bytes.assign(parameters.size(), 0);
+  layout.local_rows.assign(parameters.size(), 0);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const TensorInfo& info = graph.tensor(parameters[i]);
+    const int64_t numel = info.shape.Numel({});
+    const int64_t rows = info.shape.dims().empty() ? 1 : info.shape.dims()[0].value;
+    const int64_t per_row = rows > 0 ? numel / rows : 0;
+    const int64_t chunk = (rows + world - 1) / world;
+    const int64_t elem = numel > 0 ? bytes[parameters[i].value] / numel : 0;
+    const int64_t shard = chunk * per_row * elem;
+    layout.local_param_bytes[i] = shard;
+    layout.local_rows[i] = chunk;
+    FsdpUnit& unit = layout.fsdp_units[UnitOf(graph, parameters[i])];
+    unit.params.push_back(i);
+    unit.unsharded_bytes.push_back(world * shard);
+    unit.flat_bytes += world * shard;
+    if (!states[parameters[i]].requires_grad) continue;
+    unit.trainable = true;
+    unit.reduce_input_bytes += world * shard;
+    unit.reduce_output_bytes += shard;
+    if (rows % world != 0) unit.pad_copy_bytes.push_back(world * shard);
+  }
+  // A block's post-backward hook sits on its input; over a frozen embedding (and with
+  // no hook making the embedding's output require grad) that input needs no gradient.
+  for (int b = 0; b < num_blocks; ++b)
+    layout.fsdp_units[b].deferred_post_backward = !states[graph.blocks()[b].input].requires_grad;
+  layout.fsdp_units[num_blocks].deferred_post_backward = true;
+  // DeviceMesh keeps torch.arange(W) (int32 here) on the CPU: device memory only there.
+  layout.mesh_bytes = cuda ? 0 : 4 * world;
+}
+
+}  // namespace
+
 ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
                          const std::vector<TensorId>& parameters,
-                         const std::vector<int64_t>& bytes, const Parallelism& parallel) {
+                         const std::vector<int64_t>& bytes, const Parallelism& parallel,
+                         bool cuda) {
   ShardLayout layout;
+  if (parallel.fsdp()) LayoutFsdp(graph, states, parameters, bytes, parallel.gpus, cuda, layout);
   layout.owns_optimizer_state.assign(parameters.size(), 1);
   std::vector<int64_t> trainable_bytes;
   std::vector<size_t> trainable_index;

@@ -13,6 +13,24 @@
 
 namespace headroom {
 
+// One FSDP2 unit (torch/distributed/fsdp/_fully_shard): a decoder block, or the root
+// (every parameter outside the blocks). Each parameter is sharded on dim 0 in
+// torch.chunk rows, c = ceil(d / W), and padded to c rows on every rank
+// (_fsdp_param.py, init_sharded_param).
+struct FsdpUnit {
+  std::vector<size_t> params;            // indices into the parameters
+  std::vector<int64_t> unsharded_bytes;  // per parameter: W padded shards (copy-out)
+  int64_t flat_bytes = 0;                // the all-gather output: W x the unit's shards
+  int64_t reduce_input_bytes = 0;        // W x the trainable shards (reduce-scatter input)
+  int64_t reduce_output_bytes = 0;       // the trainable shards: the sharded .grad
+  // chunk_cat's padded copy of each gradient whose dim 0 does not divide by W.
+  std::vector<int64_t> pad_copy_bytes;
+  bool trainable = false;  // whether anything is reduce-scattered
+  // The unit's inputs need no gradient (the root; the first block over a frozen
+  // embedding): its post-backward runs in the final callback of the backward.
+  bool deferred_post_backward = false;
+};
+
 struct ShardLayout {
   int64_t rank = 0;  // the rank replayed: the one holding the most
   // Per parameter, in OpGraph::Parameters() order: whether this rank's optimizer keeps
@@ -21,13 +39,20 @@ struct ShardLayout {
   // DDP's reducer: the bytes of each flat gradient bucket, allocated when DDP is built
   // and kept for the whole run (reducer.cpp initialize_buckets).
   std::vector<int64_t> ddp_bucket_bytes;
+  // FSDP2: per parameter, the padded shard this rank stores; per unit (blocks in order,
+  // then the root) what it gathers and reduces; the device mesh's rank tensor.
+  std::vector<int64_t> local_param_bytes;
+  std::vector<int64_t> local_rows;  // rows of dim 0 this rank's optimizer updates
+  std::vector<FsdpUnit> fsdp_units;
+  int64_t mesh_bytes = 0;
 };
 
 // `parameters` in OpGraph::Parameters() order; `bytes` per tensor, as the simulator
 // sizes them.
 ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
                          const std::vector<TensorId>& parameters,
-                         const std::vector<int64_t>& bytes, const Parallelism& parallel);
+                         const std::vector<int64_t>& bytes, const Parallelism& parallel,
+                         bool cuda);
 
 // ZeroRedundancyOptimizer's partition (_partition_parameters): parameters sorted by
 // numel, largest first (a stable sort), each to the rank with the fewest elements so

@@ -11,7 +11,22 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
   TabulateTensors(c);
   TabulateOps();
   TabulateBlocks();
-  shards = LayoutShards(g, states, parameters, bytes, c.parallel);
+  shards = LayoutShards(g, states, parameters, bytes, c.parallel, c.kernels.cuda);
+  if (!c.parallel.fsdp()) return;
+  // FSDP2's optimizer updates the local shard: states and temporaries of its rows.
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!trainable[parameters[i].value]) continue;
+    const TensorInfo& info = g.tensor(parameters[i]);
+    const int64_t numel = info.shape.Numel({});
+    const int64_t rows = info.shape.dims().empty() ? 1 : info.shape.dims()[0].value;
+    const SymShape shard = info.shape.dims().size() <= 1
+                               ? SymShape{Dim::C(shards.local_rows[i])}
+                               : SymShape{Dim::C(shards.local_rows[i]), Dim::C(numel / rows)};
+    optimizer_costs[i] = CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), shard,
+                                       states.OptimizerStateDType(parameters[i]),
+                                       states.regime().master_weights, states.target().torch_optim);
+    if (master_bytes[i] > 0) master_bytes[i] = StorageBytes(DType::kF32, shard.Numel({}));
+  }
 }
 
 // Per tensor: bytes, uses, roles; per parameter: master copy and optimizer states.

@@ -32,6 +32,7 @@ def wrap(model, case, world):
         return DDP(model, gradient_as_bucket_view=scheme == "ddp-bucket-view", init_sync=False)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    settle_collectives()
     mesh = init_device_mesh("cpu", (world,))
     # fsdp: the defaults (blocks resharded after forward; the root, left at None, kept
     # unsharded to the end of backward); fsdp-no-reshard: nothing resharded until backward.
@@ -40,6 +41,29 @@ def wrap(model, case, world):
         fully_shard(block, mesh=mesh, **reshard)
     fully_shard(model, mesh=mesh, **reshard)
     return model
+
+
+def settle_collectives():
+    """Each of FSDP2's collectives waited for at once, then a pause for gloo's worker
+    thread to drop its references to the buffers: otherwise the worker can free a
+    buffer after the main thread let it go, where the profiler records no free, and the
+    meter would count the buffer for the rest of the run (PeakMeter's collective_frees
+    covers the buffers made inside a collective; this covers the ones handed to it)."""
+    import time
+
+    import torch.distributed as dist
+
+    def settled(collective):
+        def run(*args, **kwargs):
+            work = collective(*args, **kwargs)
+            if work is not None:
+                work.wait()
+            time.sleep(0.002)
+            return work
+        return run
+
+    dist.all_gather_single = settled(dist.all_gather_single)
+    dist.reduce_scatter_single = settled(dist.reduce_scatter_single)
 
 
 def decoder_blocks(model):

@@ -4,7 +4,7 @@ each rank measured by PeakMeter (distributed_run.py), against `headroom plan --g
 --sharding S --json`, whose peak is its busiest rank's. Every rank must be within the
 bound of that prediction. Prints the table; exits 1 when a rank is outside it.
 
-    python3 run_distributed_suite.py HEADROOM [--bound-pct 3] [--only SUBSTR] [--markdown FILE]
+    python3 run_distributed_suite.py HEADROOM [--bound-pct 1] [--only SUBSTR] [--markdown FILE]
 
 Runs on the pinned CPU path of run_reference_suite.py (ONEDNN_MAX_CPU_ISA=AVX512_CORE,
 one thread per rank).
@@ -63,6 +63,20 @@ CASES = [
                     "zero1", 2),
     DistributedCase(case(QWEN2, "tiny-qwen2 fp32 adamw sdpa mb2"), "ddp-bucket-view", 4),
     DistributedCase(case(QWEN2, "tiny-qwen2 fp32 lora adamw sdpa mb2", mode="lora"), "zero1", 4),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"), "fsdp", 2),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"),
+                    "fsdp-no-reshard", 4),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2 k2", grad_accum=2), "fsdp", 4),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw ckpt-all sdpa mb2", checkpoint="all"),
+                    "fsdp", 2),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 lora adamw sdpa mb2", mode="lora"),
+                    "fsdp-no-reshard", 2),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 adamw sdpa mb2"), "fsdp-no-reshard", 2),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 lora adamw ckpt-all sdpa mb2", mode="lora",
+                         checkpoint="all"), "fsdp", 4),
+    DistributedCase(case(QWEN2, "tiny-qwen2 bf16 adamw sdpa mb2", precision="bf16"), "fsdp", 2),
+    DistributedCase(case(GPT2, "tiny-gpt2 amp-bf16 adamw eager mb2", precision="amp-bf16",
+                         attention="eager"), "fsdp", 2),
 ]
 
 
@@ -74,7 +88,7 @@ def measure(payload):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("headroom", help="path to the headroom binary")
-    parser.add_argument("--bound-pct", type=float, default=3.0)
+    parser.add_argument("--bound-pct", type=float, default=1.0)
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
