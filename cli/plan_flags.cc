@@ -1,5 +1,7 @@
 #include "cli/plan_flags.h"
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "cli/numeric_option.h"
@@ -78,9 +80,25 @@ void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
 }
 
 void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
-  AddIntegerOption(cmd, "--gpus", f.gpus, 1, limits::kMaxGpus,
-                   "Data-parallel ranks (GPUs, or CPU processes with --device cpu); the plan "
-                   "is per rank (default 1)");
+  auto gpus = [&f](const std::string& text) {
+    f.gpus_auto = text == "auto";
+    if (!f.gpus_auto) f.gpus = std::stoll(text);
+  };
+  auto count_or_auto = [](std::string& text) -> std::string {
+    if (text == "auto") return "";
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > limits::kMaxGpus)
+      return fmt::format("'{}' is not auto or a count in [1, {}]", text, limits::kMaxGpus);
+    return "";
+  };
+  cmd.add_option_function<std::string>(
+         "--gpus", gpus,
+         "Data-parallel ranks (GPUs, or CPU processes with --device cpu), or auto: the fewest "
+         "that fit, with the fastest sharding there (default 1); the plan is per rank")
+      ->check(CLI::Validator(count_or_auto, "N|auto"));
+  AddIntegerOption(cmd, "--max-gpus", f.max_gpus, 1, limits::kMaxGpus,
+                   "With --gpus auto: the most ranks to consider (default 1024)");
   AddIntegerOption(cmd, "--nodes", f.nodes, 1, limits::kMaxGpus,
                    "Machines the ranks are spread over (default 1)");
   AddEnumOption(cmd, "--sharding", f.sharding, kShardingNames,
@@ -258,8 +276,11 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
                .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
   c.parallel = {.gpus = f.gpus,
                 .nodes = f.nodes,
-                .sharding = f.sharding.value_or(Sharding::kNone),
+                // --gpus auto: the solver sets the count and the scheme.
+                .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
                 .ddp_bucket_view = f.ddp_bucket_view};
+  if (f.gpus_auto && f.nodes != 1)
+    return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
   if (auto error = ValidateParallelism(c.parallel)) return *error;
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
@@ -277,14 +298,19 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
 }
 
 Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
-  const bool solving = f.auto_plan || !f.micro_batch || f.emit;
+  const bool solving = f.auto_plan || !f.micro_batch || f.emit || f.gpus_auto;
   if (auto error = CheckModeFlags(f, solving)) return *error;
   if (!solving) return std::optional<SearchOptions>();
   SearchOptions o;
+  o.num_gpus = static_cast<int>(r.config.parallel.gpus);
+  if (f.gpus_auto) {
+    o.gpu_count = GpuCountOptions{.max_gpus = f.max_gpus};
+    if (f.sharding) o.gpu_count->schemes = {*f.sharding};
+  }
   if (f.global_batch) {
     o.global_batch = *f.global_batch;
   } else if (f.micro_batch || f.grad_accum) {
-    o.global_batch = f.micro_batch.value_or(1) * f.grad_accum.value_or(1);
+    o.global_batch = f.micro_batch.value_or(1) * f.grad_accum.value_or(1) * f.gpus;
     if (auto error = limits::CheckRange(o.global_batch, 1, limits::kMaxBatch,
                                         "--micro-batch x --grad-accum (the global batch)"))
       return *error;

@@ -40,6 +40,8 @@ struct PlanFlags {
   std::optional<DType> base_dtype;              // unset: the stack's recipe
   std::optional<CpuBf16> cpu_bf16;              // unset: this machine's CPU (--device cpu)
   int64_t gpus = 1;
+  bool gpus_auto = false;  // --gpus auto: the solver chooses the count and the sharding
+  int64_t max_gpus = 1024;
   int64_t nodes = 1;
   std::optional<Sharding> sharding;  // unset: none on one rank
   bool ddp_bucket_view = false;

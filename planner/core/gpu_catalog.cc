@@ -47,6 +47,8 @@ std::vector<DeviceSpec> GpuCatalog() {
       d.bandwidth_gbps = n["bandwidth_gbps"].as<double>();
       d.matmul_efficiency = n["matmul_efficiency"].as<double>();
       d.bandwidth_efficiency = n["bandwidth_efficiency"].as<double>();
+      d.link_gbps = n["link_gbps"].as<double>();
+      d.network_gbps = n["network_gbps"].as<double>();
       out.push_back(std::move(d));
     }
     return out;
@@ -80,6 +82,8 @@ DeviceSpec CustomGpu(int64_t memory_bytes) {
   d.cublas_workspace_bytes = kCublasWorkspaceDefault;
   d.peak_tflops = {{"fp32", 19.5}, {"tf32", 156}, {"bf16", 312}, {"fp16", 312}};
   d.bandwidth_gbps = 2039;
+  d.link_gbps = 300;  // an A100-class node, as the compute figures above
+  d.network_gbps = 25;
   return d;
 }
 
@@ -91,6 +95,8 @@ DeviceSpec CpuDevice(int64_t memory_bytes) {
   d.memory_bytes = memory_bytes;
   d.peak_tflops = {{"fp32", 1.0}, {"bf16", 0.5}, {"fp16", 0.25}};
   d.bandwidth_gbps = 20;
+  d.link_gbps = 5;  // gloo between processes of one host (shared memory copies)
+  d.network_gbps = 1.25;
   return d;
 }
 

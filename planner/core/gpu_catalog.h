@@ -29,6 +29,8 @@ struct DeviceSpec {
   double bandwidth_gbps = 0;
   double matmul_efficiency = 0.5;
   double bandwidth_efficiency = 0.8;
+  double link_gbps = 0;     // per GPU, one direction, to the GPUs of its node
+  double network_gbps = 0;  // per GPU, one direction, to other nodes
 
   bool supports_bf16() const { return compute_capability >= 8.0 || !is_cuda; }
 

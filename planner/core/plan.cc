@@ -7,7 +7,8 @@ namespace headroom {
 Result<Plan> Plan::FromConfig(const TrainingConfig& config, int num_blocks) {
   Result<std::vector<bool>> flags = config.checkpoint.Resolve(num_blocks);
   if (!flags) return flags.error();
-  return Plan{config, std::move(*flags), config.micro_batch * config.grad_accum_steps};
+  return Plan{config, std::move(*flags),
+              config.micro_batch * config.grad_accum_steps * config.parallel.gpus};
 }
 
 Plan Plan::WithCheckpointed(TrainingConfig config, std::vector<bool> checkpointed,

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "planner/simulate/step_size_bound.h"
+#include "planner/solve/gpu_count_search.h"
 
 namespace headroom {
 
@@ -16,7 +17,10 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
   if (auto error = CheckStepSize(graph, {micro_batch, request.config.seq_len})) return *error;
   PlanOutcome out;
   if (options) {
-    out.search = SearchPlan(graph, request.config, request.device, *options);
+    out.search = options->gpu_count
+                     ? SearchGpuCount(graph, request.config, request.device, *options,
+                                      *options->gpu_count)
+                     : SearchPlan(graph, request.config, request.device, *options);
     out.options = options;
     out.plan = out.search->plan;
     out.prediction = std::move(out.search->prediction);  // one copy of the timeline

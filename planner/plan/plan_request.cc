@@ -55,11 +55,6 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     return MakeError(
         "--sharding fsdp with QLoRA (FSDP2 over 4-bit NF4 weights) is not modelled; use "
         "--lora-rank, or --sharding ddp");
-  if (c.parallel.fsdp() && RegimeOf(c.precision).master_weights)
-    return MakeError(fmt::format(
-        "--sharding fsdp with --precision {}: FSDP2 keeps no fp32 master copy (its "
-        "MixedPrecisionPolicy is not modelled yet); use fp32, bf16 or amp-bf16",
-        PrecisionName(c.precision)));
   const FineTuneConfig& ft = c.fine_tune;
   if (ft.mode != FineTuneMode::kFull) {
     if (auto error = CheckRange(ft.lora_rank, 1, kMaxLoraRank, "--lora-rank")) return error;

@@ -154,16 +154,25 @@ std::string PlanLines(const ReportInputs& in) {
   std::string out;
   const auto ckpt = CheckpointedIndices(p.checkpointed);
   out += fmt::format(
-      "  plan: micro-batch {} x {} accumulation = global batch {}, {}, {} of {} blocks "
+      "  plan: micro-batch {} x {} accumulation{} = global batch {}, {}, {} of {} blocks "
       "checkpointed{}\n",
-      c.micro_batch, c.grad_accum_steps, in.global_batch, PrecisionName(c.precision), ckpt.size(),
+      c.micro_batch, c.grad_accum_steps,
+      c.parallel.gpus > 1 ? fmt::format(" x {} ranks", c.parallel.gpus) : "", in.global_batch,
+      PrecisionName(c.precision), ckpt.size(),
       p.checkpointed.size(), ckpt.empty() ? "" : fmt::format(" ({})", IndexRanges(ckpt)));
   out += fmt::format(
-      "  estimate: {:.3f} s per step, {:.0f} tokens/s (recomputation {:.1f}% of the step)\n",
+      "  estimate: {:.3f} s per step, {:.0f} tokens/s{} (recomputation {:.1f}% of the step{})\n",
       in.time.step_seconds, in.time.tokens_per_second,
+      c.parallel.gpus > 1
+          ? fmt::format(" over {} ranks, {:.0f} per rank", c.parallel.gpus,
+                        in.time.tokens_per_second_per_gpu)
+          : "",
       in.time.step_seconds > 0 ? 100.0 * static_cast<double>(c.grad_accum_steps) *
                                      in.time.recompute_seconds / in.time.step_seconds
-                               : 0.0);
+                               : 0.0,
+      c.parallel.gpus > 1 ? fmt::format(", communication not hidden {:.3f} s",
+                                        in.time.communication_seconds)
+                          : "");
   if (in.search) {
     out += fmt::format("  solver: {:.3f} s, verified by simulation against {} ({:.0f}% margin){}\n",
                        in.search->solver_seconds, FormatBytes(in.search->usable_bytes),
@@ -300,6 +309,8 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                            {"device_bytes", p.device_peak_bytes}};
   j["estimate"] = {{"step_seconds", in.time.step_seconds},
                    {"tokens_per_second", in.time.tokens_per_second},
+                   {"tokens_per_second_per_gpu", in.time.tokens_per_second_per_gpu},
+                   {"communication_seconds", in.time.communication_seconds},
                    {"forward_seconds", in.time.forward_seconds},
                    {"backward_seconds", in.time.backward_seconds},
                    {"recompute_seconds", in.time.recompute_seconds},

@@ -30,6 +30,14 @@ namespace headroom {
 // drivers and fragmentation over a long run that two replayed steps do not show.
 inline constexpr double kDefaultMargin = 0.05;
 
+// `--gpus auto` (gpu_count_search.h).
+struct GpuCountOptions {
+  int64_t max_gpus = 1024;
+  // The schemes to consider beyond one rank; the order breaks ties in speed.
+  std::vector<Sharding> schemes = {Sharding::kDdp, Sharding::kZero1, Sharding::kFsdpNoReshard,
+                                   Sharding::kFsdp};
+};
+
 struct SearchOptions {
   int64_t global_batch = 8;  // sequences per optimizer step, over all GPUs
   int num_gpus = 1;          // data-parallel replicas
@@ -43,6 +51,8 @@ struct SearchOptions {
   int64_t max_micro_batch = 64;
   // When set, only this micro-batch is considered (the user stated it).
   std::optional<int64_t> fixed_micro_batch;
+  // When set, the number of ranks and the sharding are searched too.
+  std::optional<GpuCountOptions> gpu_count;
 };
 
 struct SearchResult {

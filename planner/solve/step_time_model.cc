@@ -33,7 +33,9 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
     : block_forward_(graph.blocks().size(), 0.0),
       tokens_per_step_(
           static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len)),
-      grad_accum_(config.grad_accum_steps) {
+      grad_accum_(config.grad_accum_steps),
+      parallel_(config.parallel),
+      device_(device) {
   const ShapeEnv env{config.micro_batch, config.seq_len};
   std::vector<double> tensor_bytes(graph.num_tensors());
   for (int t = 0; t < graph.num_tensors(); ++t)
@@ -64,7 +66,9 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
   const PrecisionRegime& regime = states.regime();
   for (TensorId p : graph.Parameters()) {
     const TensorInfo& t = graph.tensor(p);
+    comm_volume_.param_bytes += tensor_bytes[p.value];
     if (!t.param.trainable) continue;
+    comm_volume_.trainable_bytes += tensor_bytes[p.value];
     const OptimizerParamCost cost =
         CostOptimizer(config.optimizer, EffectiveOptimizerImpl(config), t.shape,
                       states.OptimizerStateDType(p), regime.master_weights, false);
@@ -82,11 +86,19 @@ StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
   for (size_t i = 0; i < checkpointed.size() && i < block_forward_.size(); ++i) {
     if (checkpointed[i]) t.recompute_seconds += block_forward_[i];
   }
-  t.optimizer_seconds = optimizer_;
+  // Sharded optimizer states are updated on one rank's share.
+  const bool sharded_states = parallel_.sharding == Sharding::kZero1 || parallel_.fsdp();
+  t.optimizer_seconds =
+      sharded_states ? optimizer_ / static_cast<double>(parallel_.gpus) : optimizer_;
+  t.communication_seconds =
+      EstimateComm(parallel_, comm_volume_, grad_accum_, t.forward_seconds,
+                   t.backward_seconds + t.recompute_seconds, device_)
+          .exposed_seconds;
   t.step_seconds = static_cast<double>(grad_accum_) *
                        (t.forward_seconds + t.backward_seconds + t.recompute_seconds) +
-                   optimizer_;
-  t.tokens_per_second = t.step_seconds > 0 ? tokens_per_step_ / t.step_seconds : 0.0;
+                   t.optimizer_seconds + t.communication_seconds;
+  t.tokens_per_second_per_gpu = t.step_seconds > 0 ? tokens_per_step_ / t.step_seconds : 0.0;
+  t.tokens_per_second = t.tokens_per_second_per_gpu * static_cast<double>(parallel_.gpus);
   return t;
 }
 

@@ -13,6 +13,7 @@
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/tensor_states.h"
 #include "planner/core/training_config.h"
+#include "planner/solve/comm_time_model.h"
 
 namespace headroom {
 
@@ -25,8 +26,13 @@ struct StepTime {
   double backward_seconds = 0;   // one micro-batch
   double recompute_seconds = 0;  // one micro-batch, checkpointed blocks only
   double optimizer_seconds = 0;  // once per step
-  double step_seconds = 0;       // grad_accum x (forward + backward + recompute) + optimizer
-  double tokens_per_second = 0;  // micro_batch x grad_accum x seq_len / step_seconds
+  // Data parallelism: the collectives' time not hidden behind compute (comm_time_model.h).
+  double communication_seconds = 0;
+  // grad_accum x (forward + backward + recompute) + optimizer + communication
+  double step_seconds = 0;
+  // Over all ranks: ranks x micro_batch x grad_accum x seq_len / step_seconds.
+  double tokens_per_second = 0;
+  double tokens_per_second_per_gpu = 0;
 };
 
 class StepTimeModel {
@@ -44,8 +50,11 @@ class StepTimeModel {
  private:
   double forward_ = 0, backward_ = 0, optimizer_ = 0;
   std::vector<double> block_forward_;
-  double tokens_per_step_ = 0;
+  double tokens_per_step_ = 0;  // on one rank
   int64_t grad_accum_ = 1;
+  Parallelism parallel_;
+  CommVolume comm_volume_;
+  DeviceSpec device_;
 };
 
 }  // namespace headroom
