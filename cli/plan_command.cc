@@ -18,7 +18,7 @@ int Fail(const std::string& message) { return ReportUsageError(message); }
 void PrintOutcome(const PlanFlags& flags, const PlanRequest& request, const PlanOutcome& outcome) {
   if (flags.emit) {
     const StackExport out = ExportPlan(*flags.emit, outcome);
-    std::cout << out.config.dump(2) << "\n";
+    std::cout << out.text;
     for (const std::string& note : out.notes) fmt::print(stderr, "headroom: note: {}\n", note);
   } else if (flags.json) {
     std::cout << PlanJson(request, outcome).dump(2) << "\n";
@@ -66,6 +66,12 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   if (!options) return Fail(options.error().message);
   auto outcome = PlanFor(*request, *graph, *options);
   if (!outcome) return Fail(outcome.error().message);
+  if (flags.emit && !outcome->fits()) {
+    // Nothing to hand an engine: the report says what would fit.
+    std::cout << FormatPlanText(*request, *outcome);
+    return Fail(fmt::format("no plan fits, so there is nothing to export to {}",
+                            NameIn(kExportTargetTitles, *flags.emit)));
+  }
 
   PrintOutcome(flags, *request, *outcome);
   if (flags.output_plan) {

@@ -77,13 +77,29 @@ StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome) {
   const Plan& plan = outcome.plan;
   const bool all = plan.checkpoints_all();
   StackExport out;
-  out.config = target == ExportTarget::kHuggingFace
-                   ? HfTrainingArguments(plan.config, all)
-                   : DeepSpeedConfig(plan.config, plan.global_batch);
-  out.notes.push_back(
-      fmt::format("{} checkpoints all blocks or none; planned {}{}",
-                  NameIn(kExportTargetTitles, target), all ? "all" : "none",
-                  outcome.fits() ? "" : " (NO PLAN FITS: see `headroom plan` without --emit)"));
+  switch (target) {
+    case ExportTarget::kHuggingFace:
+      out.text = HfTrainingArguments(plan.config, all, plan.global_batch).dump(2) + "\n";
+      break;
+    case ExportTarget::kDeepSpeed:
+      out.text = DeepSpeedConfig(plan.config, plan.global_batch).dump(2) + "\n";
+      break;
+    case ExportTarget::kAccelerateFsdp:
+      out.text = AccelerateFsdpConfig(plan.config, all);
+      if (plan.config.precision == Precision::kBf16)
+        out.notes.push_back("load the model in bf16 (from_pretrained(..., dtype=torch.bfloat16))");
+      break;
+    case ExportTarget::kTorchrun:
+      out.text = TorchrunCommand(plan.config.parallel, "train.py") + "\n";
+      out.notes.push_back(fmt::format(
+          "train.py: your training script; each rank runs micro-batch {} x {} accumulation "
+          "under {}",
+          plan.config.micro_batch, plan.config.grad_accum_steps,
+          ShardingName(plan.config.parallel.sharding)));
+      break;
+  }
+  out.notes.push_back(fmt::format("{} checkpoints all blocks or none; planned {}",
+                                  NameIn(kExportTargetTitles, target), all ? "all" : "none"));
   if (target == ExportTarget::kDeepSpeed && all)
     out.notes.push_back(
         "enable gradient checkpointing in the model (model.gradient_checkpointing_enable())");

@@ -19,7 +19,8 @@ std::string FormatPlanText(const PlanRequest& request, const PlanOutcome& outcom
 nlohmann::json PlanJson(const PlanRequest& request, const PlanOutcome& outcome);
 
 struct StackExport {
-  nlohmann::json config;           // HF TrainingArguments or a DeepSpeed config
+  std::string text;                // TrainingArguments or DeepSpeed JSON, accelerate YAML,
+                                   // or the torchrun command
   std::vector<std::string> notes;  // for stderr: what the stack changes in the plan
 };
 StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace headroom {
 namespace {
 
@@ -28,9 +30,20 @@ bool IsFp16(Precision p) { return p == Precision::kAmpFp16 || p == Precision::kM
 }  // namespace
 
 std::vector<Precision> ExportPrecisions(ExportTarget target) {
-  if (target == ExportTarget::kHuggingFace)
-    return {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16};
-  return {Precision::kFp32, Precision::kMixedBf16, Precision::kMixedFp16};
+  switch (target) {
+    case ExportTarget::kHuggingFace:
+      return {Precision::kFp32, Precision::kAmpBf16, Precision::kAmpFp16};
+    case ExportTarget::kDeepSpeed:
+      return {Precision::kFp32, Precision::kMixedBf16, Precision::kMixedFp16};
+    case ExportTarget::kAccelerateFsdp:
+      // FSDP2's MixedPrecisionPolicy (what accelerate's mixed_precision sets) is not
+      // modelled: fp32, or a model loaded in bf16 with mixed_precision 'no'.
+      return {Precision::kFp32, Precision::kBf16};
+    case ExportTarget::kTorchrun:
+      break;  // the user's script: any regime
+  }
+  return {Precision::kFp32,    Precision::kAmpBf16,   Precision::kAmpFp16,
+          Precision::kBf16,    Precision::kMixedBf16, Precision::kMixedFp16};
 }
 
 std::vector<Precision> ExportablePrecisions(ExportTarget target,
@@ -49,7 +62,8 @@ std::vector<Precision> ExportablePrecisions(ExportTarget target,
   return out;
 }
 
-nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all) {
+nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
+                                   int64_t global_batch) {
   nlohmann::json j = {
       {"per_device_train_batch_size", c.micro_batch},
       {"gradient_accumulation_steps", c.grad_accum_steps},
@@ -59,7 +73,70 @@ nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all)
       {"optim", HfOptimizer(c.optimizer)},
   };
   if (c.optimizer == OptimizerKind::kSgdMomentum) j["optim_args"] = "momentum=0.9";
+  if (c.parallel.fsdp()) {
+    // FSDP2 through accelerate; checkpointing through FSDP's own wrapper, as HF asks
+    // (gradient_checkpointing with FSDP is refused in favour of activation_checkpointing).
+    j["fsdp"] = c.parallel.sharding == Sharding::kFsdp ? "full_shard auto_wrap"
+                                                       : "shard_grad_op auto_wrap";
+    j["fsdp_config"] = {{"version", 2},
+                        {"reshard_after_forward", c.parallel.sharding == Sharding::kFsdp},
+                        {"activation_checkpointing", checkpoint_all}};
+    j["gradient_checkpointing"] = false;
+  } else if (c.parallel.sharding == Sharding::kZero1) {
+    j["deepspeed"] = DeepSpeedConfig(c, global_batch > 0 ? global_batch : c.micro_batch *
+                                                                          c.grad_accum_steps *
+                                                                          c.parallel.gpus);
+    j["deepspeed"]["train_batch_size"] = "auto";
+    j["deepspeed"]["train_micro_batch_size_per_gpu"] = "auto";
+    j["deepspeed"]["gradient_accumulation_steps"] = "auto";
+  }
   return j;
+}
+
+int DeepSpeedStage(Sharding sharding) {
+  switch (sharding) {
+    case Sharding::kNone:
+    case Sharding::kDdp:
+      return 0;
+    case Sharding::kZero1:
+      return 1;
+    case Sharding::kFsdpNoReshard:
+      return 2;
+    case Sharding::kFsdp:
+      return 3;
+  }
+  return 0;
+}
+
+std::string AccelerateFsdpConfig(const TrainingConfig& c, bool checkpoint_all) {
+  const Parallelism& p = c.parallel;
+  std::string out;
+  out += "compute_environment: LOCAL_MACHINE\n";
+  out += "distributed_type: FSDP\n";
+  out += "fsdp_config:\n";
+  out += "  fsdp_version: 2\n";
+  out += "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n";
+  out += fmt::format("  fsdp_reshard_after_forward: {}\n", p.sharding == Sharding::kFsdp);
+  out += fmt::format("  fsdp_activation_checkpointing: {}\n", checkpoint_all);
+  out += "  fsdp_offload_params: false\n";
+  out += "  fsdp_cpu_ram_efficient_loading: false\n";
+  out += "  fsdp_state_dict_type: SHARDED_STATE_DICT\n";
+  out += "mixed_precision: 'no'\n";  // bf16: the model is loaded in bf16
+  out += fmt::format("num_machines: {}\n", p.nodes);
+  out += fmt::format("num_processes: {}\n", p.gpus);
+  out += "machine_rank: 0\n";
+  out += "main_training_function: main\n";
+  out += fmt::format("use_cpu: {}\n", !c.kernels.cuda);
+  return out;
+}
+
+std::string TorchrunCommand(const Parallelism& p, const std::string& script) {
+  if (p.nodes <= 1)
+    return fmt::format("torchrun --standalone --nnodes 1 --nproc-per-node {} {}", p.gpus, script);
+  return fmt::format(
+      "torchrun --nnodes {} --nproc-per-node {} --node-rank $NODE_RANK --rdzv-backend c10d "
+      "--rdzv-endpoint $MASTER_ADDR:29500 {}",
+      p.nodes, p.gpus_per_node(), script);
 }
 
 nlohmann::json DeepSpeedConfig(const TrainingConfig& c, int64_t global_batch) {
@@ -76,8 +153,25 @@ nlohmann::json DeepSpeedConfig(const TrainingConfig& c, int64_t global_batch) {
         {"loss_scale_window", 2000},
         {"hysteresis", 1},
         {"min_loss_scale", 1}}},
-      {"zero_optimization", {{"stage", 0}}},
+      {"zero_optimization",
+       {{"stage", DeepSpeedStage(c.parallel.sharding)},
+        // DeepSpeed's defaults (deepspeed/runtime/zero/config.py), in elements.
+        {"reduce_bucket_size", 500000000},
+        {"allgather_bucket_size", 500000000},
+        {"contiguous_gradients", true},
+        {"overlap_comm", c.parallel.sharding == Sharding::kFsdp},
+        {"offload_optimizer", {{"device", "none"}}},
+        {"offload_param", {{"device", "none"}}}}},
   };
+  if (c.parallel.sharding == Sharding::kFsdp) {
+    j["zero_optimization"]["stage3_prefetch_bucket_size"] = 50000000;
+    j["zero_optimization"]["stage3_max_live_parameters"] = 1000000000;
+    j["zero_optimization"]["stage3_param_persistence_threshold"] = 100000;
+    j["zero_optimization"].erase("offload_param");
+    j["zero_optimization"]["offload_param"] = {{"device", "none"}};
+  } else {
+    j["zero_optimization"].erase("offload_param");
+  }
   if (c.optimizer == OptimizerKind::kAdamW) {
     j["optimizer"] = {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"weight_decay", "auto"}}}};
   }

@@ -15,11 +15,17 @@
 
 namespace headroom {
 
-enum class ExportTarget { kHuggingFace, kDeepSpeed };
+enum class ExportTarget { kHuggingFace, kDeepSpeed, kAccelerateFsdp, kTorchrun };
 inline constexpr EnumName<ExportTarget> kExportTargetNames[] = {
-    {ExportTarget::kHuggingFace, "hf"}, {ExportTarget::kDeepSpeed, "deepspeed"}};
+    {ExportTarget::kHuggingFace, "hf"},
+    {ExportTarget::kDeepSpeed, "deepspeed"},
+    {ExportTarget::kAccelerateFsdp, "accelerate-fsdp"},
+    {ExportTarget::kTorchrun, "torchrun"}};
 inline constexpr EnumName<ExportTarget> kExportTargetTitles[] = {
-    {ExportTarget::kHuggingFace, "Hugging Face"}, {ExportTarget::kDeepSpeed, "DeepSpeed"}};
+    {ExportTarget::kHuggingFace, "Hugging Face"},
+    {ExportTarget::kDeepSpeed, "DeepSpeed"},
+    {ExportTarget::kAccelerateFsdp, "accelerate (FSDP2)"},
+    {ExportTarget::kTorchrun, "torchrun"}};
 
 // Precision regimes the stack runs: HF Trainer's bf16/fp16 flags are autocast (AMP);
 // DeepSpeed's are 16-bit weights with fp32 master weights (mixed).
@@ -30,7 +36,21 @@ std::vector<Precision> ExportablePrecisions(ExportTarget target,
                                             const std::vector<Precision>& wanted,
                                             bool bf16_supported);
 
-nlohmann::json HfTrainingArguments(const TrainingConfig& config, bool checkpoint_all);
+// TrainingArguments; with --sharding, `fsdp`/`fsdp_config` (FSDP2) or `deepspeed`
+// (zero1: ZeRO stage 1) set as transformers reads them.
+nlohmann::json HfTrainingArguments(const TrainingConfig& config, bool checkpoint_all,
+                                   int64_t global_batch = 0);
+// A DeepSpeed config: batch sizes, precision, and zero_optimization with the stage of
+// the plan's sharding (ddp 0, zero1 1, fsdp-no-reshard 2, fsdp 3) and DeepSpeed's
+// bucket defaults written out (runtime/zero/config.py, in elements), so that the file
+// states what runs.
 nlohmann::json DeepSpeedConfig(const TrainingConfig& config, int64_t global_batch);
+int DeepSpeedStage(Sharding sharding);
+// An accelerate config file (YAML) for FSDP2: processes, machines, reshard, activation
+// checkpointing, mixed precision; the units are the model's _no_split_modules (its
+// decoder layers), as accelerate's TRANSFORMER_BASED_WRAP picks by default.
+std::string AccelerateFsdpConfig(const TrainingConfig& config, bool checkpoint_all);
+// The torchrun command that starts the plan's ranks (`script` runs on each).
+std::string TorchrunCommand(const Parallelism& parallel, const std::string& script);
 
 }  // namespace headroom

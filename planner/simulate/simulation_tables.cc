@@ -150,6 +150,20 @@ SimulationTables SimulationTables::WithBatch(int64_t micro_batch, int64_t grad_a
 const OpGraph& SimulationTables::graph() const { return impl_->graph; }
 const TensorStates& SimulationTables::states() const { return impl_->states; }
 
+SimulationTables::ModelState SimulationTables::FullModelState() const {
+  const Impl& t = *impl_;
+  ModelState m;
+  for (size_t i = 0; i < t.parameters.size(); ++i) {
+    const int64_t bytes = t.bytes[t.parameters[i].value];
+    m.weights += bytes;
+    if (!t.trainable[t.parameters[i].value]) continue;
+    m.gradients += bytes;
+    m.optimizer += t.master_bytes[i];
+    for (int64_t s : t.optimizer_costs[i].state_bytes) m.optimizer += s;
+  }
+  return m;
+}
+
 int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
   const Granularity rounding(granularity);
   int64_t total = 0;

@@ -61,6 +61,12 @@ class SimulationTables {
   // The optimizer states of every trainable parameter this rank updates, each rounded
   // up to `granularity` (a power of two) as the allocator counts it.
   int64_t OptimizerStateBytes(int64_t granularity) const;
+  // The model state of one unsharded rank: every weight as stored, the gradients of the
+  // trainable ones, and their optimizer states and master weights.
+  struct ModelState {
+    int64_t weights = 0, gradients = 0, optimizer = 0;
+  };
+  ModelState FullModelState() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

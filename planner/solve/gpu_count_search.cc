@@ -4,48 +4,37 @@
 #include <chrono>
 #include <optional>
 
+
 namespace headroom {
 namespace {
 
-// Whether the leanest plan of `config` (micro-batch 1, every block checkpointed unless
-// the checkpoint set is fixed) fits on one rank: no plan at this count fits otherwise.
-bool SmallestPlanFits(const OpGraph& graph, TrainingConfig config, const DeviceSpec& device,
-                      const SearchOptions& options) {
-  SearchOptions per_count = options;
-  per_count.num_gpus = static_cast<int>(config.parallel.gpus);
-  config.micro_batch = 1;
-  config.grad_accum_steps = PerGpuBatch(per_count, nullptr);
-  const int n = static_cast<int>(graph.blocks().size());
-  const std::vector<bool> flags = options.fixed_checkpoint ? *options.fixed_checkpoint->Resolve(n)
-                                                           : std::vector<bool>(n, true);
-  const StepPrediction p = PredictStep(graph, config, flags, device);
-  return PeakAgainstBudget(p, device) <= UsableBytes(device, options.margin);
+struct ModelState {
+  double weights = 0, gradients = 0, states = 0;
+};
+
+ModelState ModelStateOf(const OpGraph& graph, const TrainingConfig& base) {
+  TrainingConfig one = base;
+  one.parallel = Parallelism{};
+  const SimulationTables::ModelState m = SimulationTables(graph, one).FullModelState();
+  return {static_cast<double>(m.weights), static_cast<double>(m.gradients),
+          static_cast<double>(m.optimizer)};
 }
 
-// The first count of `ladder` at which the scheme's smallest plan fits; memory per rank
-// falls with the count when states are sharded, so bisect; DDP holds everything on
-// every rank, so its answer is the same at every count past one.
-std::optional<int64_t> FewestFitting(const OpGraph& graph, const TrainingConfig& base,
-                                     const DeviceSpec& device, const SearchOptions& options,
-                                     const std::vector<int64_t>& ladder, Sharding sharding) {
-  auto fits = [&](size_t i) {
-    TrainingConfig config = base;
-    config.parallel = ParallelismFor(ladder[i], sharding);
-    return SmallestPlanFits(graph, config, device, options);
-  };
-  if (ladder.size() < 2) return std::nullopt;
-  if (sharding == Sharding::kDdp) return fits(1) ? std::optional(ladder[1]) : std::nullopt;
-  size_t lo = 1, hi = ladder.size() - 1;
-  if (!fits(hi)) return std::nullopt;
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (fits(mid)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
+// A lower bound of a rank's peak under `sharding` over `n` ranks: its share of the model
+// state (DDP holds all of it; ZeRO-1 a 1/n share of the states; FSDP of everything).
+double LowerBound(const ModelState& m, Sharding sharding, int64_t n) {
+  const double share = 1.0 / static_cast<double>(n);
+  switch (sharding) {
+    case Sharding::kNone:
+    case Sharding::kDdp:
+      return m.weights + m.gradients + m.states;
+    case Sharding::kZero1:
+      return m.weights + m.gradients + m.states * share;
+    case Sharding::kFsdp:
+    case Sharding::kFsdpNoReshard:
+      return (m.weights + m.gradients + m.states) * share;
   }
-  return ladder[lo];
+  return 0;
 }
 
 SearchResult SolveAt(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
@@ -53,6 +42,7 @@ SearchResult SolveAt(const OpGraph& graph, const TrainingConfig& base, const Dev
   TrainingConfig config = base;
   config.parallel = parallel;
   options.num_gpus = static_cast<int>(parallel.gpus);
+  options.gpu_count.reset();
   return SearchPlan(graph, config, device, options);
 }
 
@@ -77,7 +67,6 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
                             const DeviceSpec& device, const SearchOptions& options,
                             const GpuCountOptions& counts) {
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<int64_t> ladder = GpuCountLadder(counts.max_gpus);
   auto finish = [&](SearchResult r) {
     r.solver_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -85,27 +74,28 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
   };
   SearchResult one = SolveAt(graph, base, device, options, ParallelismFor(1, Sharding::kNone));
   if (one.feasible) return finish(std::move(one));
-  // The fewest ranks of each scheme, then the fastest plan at the fewest of all.
-  std::vector<std::pair<int64_t, Sharding>> fewest;
-  for (Sharding s : counts.schemes) {
-    if (auto n = FewestFitting(graph, base, device, options, ladder, s)) fewest.emplace_back(*n, s);
-  }
-  if (fewest.empty()) {
-    const Sharding leanest = counts.schemes.back();
-    return finish(SolveAt(graph, base, device, options,
-                          ParallelismFor(ladder.back(), leanest)));
-  }
-  const int64_t n = std::min_element(fewest.begin(), fewest.end())->first;
+  const std::vector<int64_t> ladder = GpuCountLadder(counts.max_gpus);
+  const ModelState state = ModelStateOf(graph, base);
+  const double usable = static_cast<double>(UsableBytes(device, options.margin));
+  // Up the ladder, from the first count whose model-state bound leaves room, each scheme
+  // solved until one fits; the fewest ranks win, then the most tokens per second.
   std::optional<SearchResult> best;
-  for (const auto& [count, sharding] : fewest) {
-    if (count != n) continue;
-    SearchResult r = SolveAt(graph, base, device, options, ParallelismFor(n, sharding));
-    if (r.feasible && (!best || r.time.tokens_per_second > best->time.tokens_per_second))
-      best = std::move(r);
+  std::optional<SearchResult> closest;  // the last attempt, reported when nothing fits
+  for (size_t i = 1; i < ladder.size() && !best; ++i) {
+    for (Sharding s : counts.schemes) {
+      if (LowerBound(state, s, ladder[i]) > usable) continue;
+      SearchResult r = SolveAt(graph, base, device, options, ParallelismFor(ladder[i], s));
+      if (r.feasible && (!best || r.time.tokens_per_second > best->time.tokens_per_second)) {
+        best = std::move(r);
+      } else if (!r.feasible) {
+        closest = std::move(r);
+      }
+    }
   }
-  return finish(best ? std::move(*best)
-                     : SolveAt(graph, base, device, options,
-                               ParallelismFor(n, fewest.front().second)));
+  if (best) return finish(std::move(*best));
+  return finish(closest ? std::move(*closest)
+                        : SolveAt(graph, base, device, options,
+                                  ParallelismFor(ladder.back(), counts.schemes.back())));
 }
 
 }  // namespace headroom

@@ -1,8 +1,7 @@
 // `--gpus auto`: the fewest data-parallel ranks at which a plan fits, and the sharding
-// that is fastest at that count. Counts go 1, 2, 4, 8, then whole nodes of 8. For each
-// scheme the smallest plan (micro-batch 1, every block checkpointed) decides whether a
-// count can fit, found by bisection where memory falls with the count (sharded states);
-// the full solver then runs only at the count found, once per scheme that fits there.
+// that is fastest at that count. Counts go 1, 2, 4, 8, then whole nodes of 8. A count
+// is solved only once each scheme's share of the model state (weights, gradients,
+// optimizer states) leaves room on a rank; the full solver decides from there up.
 #pragma once
 
 #include "planner/solve/layer.h"

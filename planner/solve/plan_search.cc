@@ -16,6 +16,12 @@
 namespace headroom {
 namespace {
 
+// The global batch a plan runs: what was asked, unless it does not divide over the ranks
+// (the batch note says so).
+int64_t SequencesPerStep(const TrainingConfig& c) {
+  return c.micro_batch * c.grad_accum_steps * c.parallel.gpus;
+}
+
 // Step 1. One simulation at micro-batch 1 without checkpointing (two accumulation
 // steps, so the second micro-batch runs with every gradient allocated) gives the chain
 // profile at any micro-batch. The model counts live bytes only; what the caching
@@ -259,13 +265,14 @@ void SmallestPlan(const OpGraph& graph, const TrainingConfig& base, const Device
     const int n = static_cast<int>(graph.blocks().size());
     const std::vector<bool> flags = options.fixed_checkpoint ? *options.fixed_checkpoint->Resolve(n)
                                                              : std::vector<bool>(n, true);
+    config.checkpoint = CheckpointPolicy::Of(flags);  // what the stack's recipe reads
     StepPrediction p = PredictStep(graph, config, flags, device);
     const int64_t shortfall = PeakAgainstBudget(p, device) - r.usable_bytes;
     if (!smallest_seen || shortfall < r.shortfall_bytes) {
       smallest_seen = true;
       r.shortfall_bytes = shortfall;
       r.time = StepTimeModel(graph, config, device).Estimate(flags);
-      r.plan = Plan::WithCheckpointed(config, flags, options.global_batch);
+      r.plan = Plan::WithCheckpointed(config, flags, SequencesPerStep(config));
       r.prediction = std::move(p);
     }
   }
@@ -306,7 +313,8 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     if (best) {
       r.feasible = true;
       r.time = c.time_model->Estimate(best->first.checkpointed);
-      r.plan = Plan::WithCheckpointed(c.config(), best->first.checkpointed, options.global_batch);
+      r.plan = Plan::WithCheckpointed(c.config(), best->first.checkpointed,
+                                      SequencesPerStep(c.config()));
       r.prediction = std::move(best->second);
       break;
     }
