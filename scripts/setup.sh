@@ -3,7 +3,8 @@
 # package is already present it only checks and returns.
 #   scripts/setup.sh          the planner's dependencies (apt)
 #   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel,
-#                             transformers + peft for the reference tests, lizard for
+#                             transformers + peft for the reference tests, accelerate +
+#                             deepspeed for the export checks, lizard for
 #                             the function-length check, and clang for the sanitizer
 #                             build and the fuzzers (scripts/fuzz.sh)
 set -euo pipefail
@@ -42,6 +43,11 @@ if [ $with_torch -eq 1 ] && ! python3 -c "import transformers, peft; assert (tra
   # The reference the runtime's saved weights and adapters are checked against.
   echo "setup: installing transformers and peft from PyPI (for the Hugging Face reference test)"
   python3 -m pip install --quiet "transformers==5.24.0" "peft==0.21.2"
+fi
+if [ $with_torch -eq 1 ] && ! python3 -c "import accelerate, deepspeed; assert (accelerate.__version__, deepspeed.__version__) == ('1.15.0', '0.19.8')" 2>/dev/null; then
+  # The engines the many-GPU exports are checked against (tests/reference/check_exports.py).
+  echo "setup: installing accelerate and deepspeed from PyPI (for the export checks)"
+  python3 -m pip install --quiet "accelerate==1.15.0" "deepspeed==0.19.8"
 fi
 if [ $with_torch -eq 1 ] && ! python3 -c "import lizard" 2>/dev/null; then
   # The test suite's function-length check (Style.NoFunctionOver60Lines).

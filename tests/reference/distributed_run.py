@@ -175,6 +175,10 @@ def launch(case):
 
 
 def main():
+    if sys.argv[1] == "--under-launcher":  # one rank, started by torchrun / accelerate
+        result = rank_main(json.loads(sys.argv[2]))
+        print("RANK_RESULT " + json.dumps(result), flush=True)
+        return
     print(json.dumps(launch(json.loads(sys.argv[1]))))
 
 
