@@ -4,6 +4,9 @@
 //    1..64); target <= 20 ms on one core; for the default stack (a PyTorch loop) and
 //    for headroom's own runtime;
 //  - the same for Llama 3.1 405B (126 layers, the catalog entry); target <= 100 ms;
+//  - `--gpus auto` for llama-3-70b full fine-tuning (mixed-bf16, sequence 4096, global
+//    batch 64, H100): the fewest ranks and the scheme; target <= 10x the full solve of
+//    the same request on one GPU (which finds nothing fits) and <= 10x the QLoRA solve;
 //  - recomputation overhead of the solver's checkpoint set against "checkpoint every
 //    block" and sqrt(n) evenly spaced checkpoints, each at the budget the baseline needs.
 #include <cmath>
@@ -12,6 +15,7 @@
 
 #include "models/build_graph.h"
 #include "models/catalog.h"
+#include "planner/solve/gpu_count_search.h"
 #include "planner/solve/plan_search.h"
 
 namespace headroom {
@@ -36,6 +40,30 @@ void BM_FullSolve(benchmark::State& state, ModelSpec spec, DeviceSpec device,
       static_cast<double>(std::count(r.plan.checkpointed.begin(), r.plan.checkpointed.end(), true));
   state.counters["corrections"] = r.corrections;
 }
+
+// llama-3-70b, full fine-tune in mixed-bf16 on H100s: one GPU (nothing fits), or the
+// fewest ranks with `--gpus auto`.
+void BM_FullFineTuneSolve(benchmark::State& state, bool auto_gpus) {
+  const ModelSpec spec = *LoadCatalogModel("llama-3-70b");
+  const DeviceSpec device = *FindGpu("h100-80gb");
+  TrainingConfig base;
+  base.seq_len = 4096;
+  base.precision = Precision::kMixedBf16;
+  const OpGraph graph = *BuildGraph(spec, GraphOptionsOf(base));
+  SearchOptions options{.global_batch = 64};
+  SearchResult r;
+  for (auto _ : state) {
+    r = auto_gpus ? SearchGpuCount(graph, base, device, options, GpuCountOptions{})
+                  : SearchPlan(graph, base, device, options);
+    benchmark::DoNotOptimize(r.feasible);
+  }
+  state.counters["feasible"] = r.feasible;
+  state.counters["gpus"] = static_cast<double>(r.plan.config.parallel.gpus);
+}
+BENCHMARK_CAPTURE(BM_FullFineTuneSolve, llama_3_70b_mixed_bf16_h100_one_gpu, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_FullFineTuneSolve, llama_3_70b_mixed_bf16_h100_gpus_auto, true)
+    ->Unit(benchmark::kMillisecond);
 
 // Steps 1-2 only: profiling and the checkpoint DP over every micro-batch, without the
 // verification by full simulation.

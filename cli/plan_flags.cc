@@ -274,9 +274,15 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.kernels = {.cuda = r.device.is_cuda,
                .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16()),
                .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
-  c.parallel = {.gpus = f.gpus,
-                .nodes = f.nodes,
-                // --gpus auto: the solver sets the count and the scheme.
+  const bool choose_sharding = f.gpus > 1 && !f.sharding;
+  if (choose_sharding && f.micro_batch && !f.auto_plan)
+    return MakeError(fmt::format(
+        "--gpus {} with a stated --micro-batch needs --sharding ddp | zero1 | fsdp | "
+        "fsdp-no-reshard (or --auto, and the solver chooses)",
+        f.gpus));
+  c.parallel = {.gpus = choose_sharding ? 1 : f.gpus,
+                .nodes = choose_sharding ? 1 : f.nodes,
+                // --gpus auto, or N without --sharding: the solver sets them.
                 .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
                 .ddp_bucket_view = f.ddp_bucket_view};
   if (f.gpus_auto && f.nodes != 1)
@@ -298,7 +304,8 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
 }
 
 Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
-  const bool solving = f.auto_plan || !f.micro_batch || f.emit || f.gpus_auto;
+  const bool solving =
+      f.auto_plan || !f.micro_batch || f.emit || f.gpus_auto || (f.gpus > 1 && !f.sharding);
   if (auto error = CheckModeFlags(f, solving)) return *error;
   if (!solving) return std::optional<SearchOptions>();
   SearchOptions o;
@@ -306,6 +313,9 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
   if (f.gpus_auto) {
     o.gpu_count = GpuCountOptions{.max_gpus = f.max_gpus};
     if (f.sharding) o.gpu_count->schemes = {*f.sharding};
+  } else if (f.gpus > 1 && !f.sharding) {
+    o.gpu_count =
+        GpuCountOptions{.max_gpus = f.gpus, .only_count = f.gpus, .only_count_nodes = f.nodes};
   }
   if (f.global_batch) {
     o.global_batch = *f.global_batch;

@@ -72,9 +72,13 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   };
-  SearchResult one = SolveAt(graph, base, device, options, ParallelismFor(1, Sharding::kNone));
-  if (one.feasible) return finish(std::move(one));
-  const std::vector<int64_t> ladder = GpuCountLadder(counts.max_gpus);
+  if (!counts.only_count) {
+    SearchResult one = SolveAt(graph, base, device, options, ParallelismFor(1, Sharding::kNone));
+    if (one.feasible) return finish(std::move(one));
+  }
+  const std::vector<int64_t> ladder =
+      counts.only_count ? std::vector<int64_t>{1, *counts.only_count}
+                        : GpuCountLadder(counts.max_gpus);
   const ModelState state = ModelStateOf(graph, base);
   const double usable = static_cast<double>(UsableBytes(device, options.margin));
   // Up the ladder, from the first count whose model-state bound leaves room, each scheme
@@ -84,7 +88,9 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
   for (size_t i = 1; i < ladder.size() && !best; ++i) {
     for (Sharding s : counts.schemes) {
       if (LowerBound(state, s, ladder[i]) > usable) continue;
-      SearchResult r = SolveAt(graph, base, device, options, ParallelismFor(ladder[i], s));
+      Parallelism parallel = ParallelismFor(ladder[i], s);
+      if (counts.only_count) parallel.nodes = counts.only_count_nodes;
+      SearchResult r = SolveAt(graph, base, device, options, parallel);
       if (r.feasible && (!best || r.time.tokens_per_second > best->time.tokens_per_second)) {
         best = std::move(r);
       } else if (!r.feasible) {

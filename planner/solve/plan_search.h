@@ -33,6 +33,9 @@ inline constexpr double kDefaultMargin = 0.05;
 // `--gpus auto` (gpu_count_search.h).
 struct GpuCountOptions {
   int64_t max_gpus = 1024;
+  // `--gpus N` without --sharding: the count is fixed, the scheme is chosen.
+  std::optional<int64_t> only_count;
+  int64_t only_count_nodes = 1;
   // The schemes to consider beyond one rank; the order breaks ties in speed.
   std::vector<Sharding> schemes = {Sharding::kDdp, Sharding::kZero1, Sharding::kFsdpNoReshard,
                                    Sharding::kFsdp};

@@ -1,10 +1,12 @@
 """Measured against predicted, per rank: real transformers + PEFT training under DDP,
 ZeRO-1 (DDP + ZeroRedundancyOptimizer) and FSDP2 on 2 and 4 CPU processes (gloo),
 each rank measured by PeakMeter (distributed_run.py), against `headroom plan --gpus N
---sharding S --json`, whose peak is its busiest rank's. Every rank must be within the
-bound of that prediction. Prints the table; exits 1 when a rank is outside it.
+--sharding S --json`, whose peak is its busiest rank's. The busiest measured rank must be
+within --bound-pct of it, every rank within --rank-bound-pct (ZeRO-1's ranks hold
+different shares of the states). Prints the table; exits 1 when a rank is outside.
 
-    python3 run_distributed_suite.py HEADROOM [--bound-pct 1] [--only SUBSTR] [--markdown FILE]
+    python3 run_distributed_suite.py HEADROOM [--bound-pct 1] [--rank-bound-pct 3]
+                                     [--only SUBSTR] [--markdown FILE]
 
 Runs on the pinned CPU path of run_reference_suite.py (ONEDNN_MAX_CPU_ISA=AVX512_CORE,
 one thread per rank).
@@ -88,7 +90,9 @@ def measure(payload):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("headroom", help="path to the headroom binary")
-    parser.add_argument("--bound-pct", type=float, default=1.0)
+    parser.add_argument("--bound-pct", type=float, default=1.0,
+                        help="for the busiest measured rank")
+    parser.add_argument("--rank-bound-pct", type=float, default=3.0, help="for every rank")
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -114,9 +118,12 @@ def main():
             measured, _ = server.run(payload)
             plan = predict(dc.case, args.headroom, config_path, dc.plan_flags(), None, env)
             predicted = plan["peak"]["per_rank"]["allocated_bytes"]
+            busiest = max(r["measured_peak_bytes"] for r in measured["ranks"])
             for r in measured["ranks"]:
                 error = 100.0 * (predicted - r["measured_peak_bytes"]) / r["measured_peak_bytes"]
-                ok = abs(error) <= args.bound_pct
+                bound = (args.bound_pct if r["measured_peak_bytes"] == busiest
+                         else args.rank_bound_pct)
+                ok = abs(error) <= bound
                 failures += not ok
                 rows.append((dc.name, predicted, r["rank"], r["measured_peak_bytes"], error,
                              r["phase"], plan["peak"]["phase"]))
@@ -126,7 +133,8 @@ def main():
             print(f"    ({time.time() - start:.1f} s)", flush=True)
     server.close()
     print(f"{len(rows) - failures} of {len(rows)} ranks in {len(cases)} configurations within "
-          f"{args.bound_pct}% (max |error| {max((abs(r[4]) for r in rows), default=0):.3f}%)")
+          f"bounds ({args.bound_pct}% the busiest, {args.rank_bound_pct}% every rank; max "
+          f"|error| {max((abs(r[4]) for r in rows), default=0):.3f}%)")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("| configuration | rank | predicted bytes (busiest rank) | measured bytes "

@@ -1,0 +1,145 @@
+// Data parallelism: the layouts each scheme replays (ZeRO-1's partition, DDP's buckets,
+// FSDP2's padded shards), the communication model, and the CLI's many-GPU outputs.
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "models/build_graph.h"
+#include "models/catalog.h"
+#include "planner/simulate/shard_layout.h"
+#include "planner/simulate/step_prediction.h"
+#include "planner/solve/comm_time_model.h"
+#include "planner/solve/gpu_count_search.h"
+#include "tests/cli_runner.h"
+
+namespace headroom {
+namespace {
+
+TEST(ShardLayout, ZeroRedundancyPartitionIsGreedyLargestFirst) {
+  // Sorted: 10 (rank 0), 8 (rank 1), 5 (rank 1: 8 < 10), 3 (rank 0: 10 < 13), 3 (rank 0:
+  // 13 = 13, the lowest rank on a tie).
+  const std::vector<int64_t> rank_of = PartitionLikeZeroRedundancy({3, 10, 5, 8, 3}, 2);
+  EXPECT_EQ(rank_of, (std::vector<int64_t>{0, 0, 1, 1, 0}));
+}
+
+TEST(ShardLayout, DdpBucketsCloseAtOneMibThenTwentyFive) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  // Reverse order: 600 KiB + 600 KiB closes the first bucket (>= 1 MiB); the rest, 30
+  // MiB, closes the second at 25 MiB... in one piece, since a tensor is never split.
+  const std::vector<int64_t> buckets =
+      DdpBucketBytes({30 * kMiB, 600 * 1024, 600 * 1024});
+  EXPECT_EQ(buckets, (std::vector<int64_t>{1200 * 1024, 30 * kMiB}));
+  EXPECT_EQ(DdpBucketBytes({100, 200}), (std::vector<int64_t>{300}));
+}
+
+struct TinyRun {
+  StepPrediction prediction;
+  int64_t num_params = 0;  // parameter tensors
+};
+
+TinyRun PredictTiny(const std::string& model, Parallelism parallel) {
+  const ModelSpec spec = *ResolveModel(model);
+  TrainingConfig c;
+  c.precision = Precision::kFp32;
+  c.seq_len = 64;
+  c.kernels.cuda = false;
+  c.parallel = parallel;
+  const OpGraph graph = *BuildGraph(spec, GraphOptionsOf(c));
+  return {PredictStep(graph, c, std::vector<bool>(graph.blocks().size(), false),
+                      CpuDevice(int64_t{16} << 30)),
+          static_cast<int64_t>(graph.Parameters().size())};
+}
+
+// Live bytes once two steps are over: the persistent state.
+int64_t EndOfStep(const StepPrediction& p) {
+  int64_t live = 0;
+  for (const MemoryEvent& e : p.timeline.events)
+    live += e.kind == MemoryEvent::Kind::kAlloc ? e.bytes : -e.bytes;
+  return live;
+}
+
+TEST(ShardLayout, FsdpShardsWeightsAndStatesOverTheRanks) {
+  const TinyRun one = PredictTiny("tiny-llama", {});
+  const TinyRun four = PredictTiny("tiny-llama", {.gpus = 4, .sharding = Sharding::kFsdp});
+  // Weights and the two Adam states a quarter each (every dim 0 of the tiny model
+  // divides by 4); torch.optim's 4-byte step tensor per parameter whole; the device
+  // mesh's arange(4), 16 bytes.
+  const int64_t steps = 4 * one.num_params;
+  EXPECT_EQ(EndOfStep(four.prediction), (EndOfStep(one.prediction) - steps) / 4 + steps + 16);
+  EXPECT_LT(four.prediction.allocated_peak_bytes, one.prediction.allocated_peak_bytes);
+}
+
+TEST(ShardLayout, DdpAddsOneBucketCopyOfTheGradients) {
+  const StepPrediction one = PredictTiny("tiny-gpt2", {}).prediction;
+  const StepPrediction ddp =
+      PredictTiny("tiny-gpt2", {.gpus = 2, .sharding = Sharding::kDdp}).prediction;
+  EXPECT_EQ(ddp.allocated_peak_bytes - one.allocated_peak_bytes,
+            4 * one.params_trainable);  // fp32 buckets as large as the gradients
+}
+
+TEST(CommTime, RingVolumesAndOverlap) {
+  DeviceSpec gpu = *FindGpu("h100-80gb");
+  const CommVolume v{.param_bytes = 1e9, .trainable_bytes = 1e9};
+  const Parallelism ddp{.gpus = 8, .sharding = Sharding::kDdp};
+  // All-reduce: 2 x 7/8 of 1 GB through 450 GB/s at 0.65.
+  const double all_reduce = 2 * 7.0 / 8 * 1e9 / (450e9 * 0.65);
+  EXPECT_NEAR(EstimateComm(ddp, v, 1, 0, 0, gpu).total_seconds, all_reduce, 1e-12);
+  EXPECT_NEAR(EstimateComm(ddp, v, 1, 0, 1.0, gpu).exposed_seconds, 0, 1e-12);  // hidden
+  const Parallelism fsdp{.gpus = 16, .nodes = 2, .sharding = Sharding::kFsdp};
+  // Across nodes: 50 GB/s at 0.9; per micro-batch two gathers and a reduce-scatter.
+  const double one = 15.0 / 16 * 1e9 / (50e9 * 0.9);
+  EXPECT_NEAR(EstimateComm(fsdp, v, 2, 0, 0, gpu).total_seconds, 2 * 3 * one, 1e-12);
+  EXPECT_EQ(EstimateComm({}, v, 1, 0, 0, gpu).total_seconds, 0);
+}
+
+TEST(GpuCount, LadderIsPowersOfTwoThenWholeNodes) {
+  EXPECT_EQ(GpuCountLadder(40), (std::vector<int64_t>{1, 2, 4, 8, 16, 24, 32, 40}));
+  EXPECT_EQ(ParallelismFor(24, Sharding::kFsdp).nodes, 3);
+  EXPECT_EQ(ParallelismFor(1, Sharding::kFsdp).sharding, Sharding::kNone);
+}
+
+TEST(CliManyGpus, AutoFindsTheFewestRanksAndTheNextCountDoesNotFit) {
+  const std::string request =
+      "plan --model llama-3-70b --gpu h100-80gb --precision mixed-bf16 --seq-len 4096 "
+      "--global-batch 64 --json";
+  const CommandResult r = RunCli(request + " --gpus auto");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["fits"].get<bool>());
+  const int64_t gpus = j["plan"]["gpus"];
+  const std::string sharding = j["plan"]["sharding"];
+  EXPECT_GT(gpus, 8);
+  EXPECT_EQ(j["peak"]["per_rank"]["device_bytes"], j["peak"]["device_bytes"]);
+  // The count below on the ladder, with the same scheme, does not fit.
+  const int64_t fewer = gpus - 8;
+  const CommandResult below =
+      RunCli(request + " --gpus " + std::to_string(fewer) + " --nodes " +
+             std::to_string(fewer / 8) + " --sharding " + sharding);
+  EXPECT_FALSE(nlohmann::json::parse(below.out)["fits"].get<bool>()) << below.err;
+}
+
+TEST(CliManyGpus, TrainRefusesManyRanksAndPlanFilesKeepThem) {
+  const CommandResult train =
+      RunCli("train --model tiny-gpt2 --device cpu --gpus 2 --sharding ddp --steps 1");
+  EXPECT_EQ(train.exit_code, 2);
+  EXPECT_NE(train.err.find("--emit"), std::string::npos) << train.err;
+
+  const std::string path = testing::TempDir() + "/sharded_plan.yaml";
+  const CommandResult plan = RunCli(
+      "plan --model tiny-llama --device cpu --gpus 4 --sharding zero1 --ddp-bucket-view "
+      "--global-batch 8 -o " + path + " --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const CommandResult again = RunCli("train --plan " + path + " --steps 1");
+  EXPECT_EQ(again.exit_code, 2);  // the plan file kept the 4 ranks, so train refuses it
+  EXPECT_NE(again.err.find("zero1 over 4 ranks"), std::string::npos) << again.err;
+}
+
+TEST(CliManyGpus, ExportOfAPlanThatDoesNotFitExitsTwo) {
+  const CommandResult r = RunCli(
+      "plan --model llama-3-70b --gpu rtx-4090 --gpus 2 --sharding fsdp --emit deepspeed");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("nothing to export"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace headroom
