@@ -126,7 +126,8 @@ TEST(CliManyGpus, TrainRefusesManyRanksAndPlanFilesKeepThem) {
 
   const std::string path = testing::TempDir() + "/sharded_plan.yaml";
   const CommandResult plan = RunCli(
-      "plan --model tiny-llama --device cpu --gpus 4 --sharding zero1 --ddp-bucket-view "
+      "plan --model tiny-llama --device cpu --seq-len 64 --gpus 4 --sharding zero1 "
+      "--ddp-bucket-view "
       "--global-batch 8 -o " + path + " --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   const CommandResult again = RunCli("train --plan " + path + " --steps 1");
