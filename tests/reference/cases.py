@@ -20,6 +20,16 @@ def load_hf_config(config, overrides, task):
     return cfg
 
 
+def write_config(case, tmp, i):
+    """The case's config.json in its own directory under `tmp`: (directory, file)."""
+    config_dir = os.path.join(tmp, f"case{i}")
+    os.makedirs(config_dir, exist_ok=True)
+    config_path = os.path.join(config_dir, "config.json")
+    with open(config_path, "w") as f:
+        json.dump(case.hf_config(), f)
+    return config_dir, config_path
+
+
 @dataclasses.dataclass
 class Case:
     name: str

@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
 import hf_training_run  # noqa: E402
+from cases import write_config  # noqa: E402
 
 
 class StorageCounter(TorchDispatchMode):
@@ -251,15 +252,6 @@ def payload_of(case, config_dir):
     payload = dict(vars(case), config_dir=config_dir, threads=1, device="cpu")
     payload["lora_targets"] = list(case.lora_targets)
     return payload
-
-
-def write_config(case, tmp, i):
-    config_dir = os.path.join(tmp, f"case{i}")
-    os.makedirs(config_dir, exist_ok=True)
-    config_path = os.path.join(config_dir, "config.json")
-    with open(config_path, "w") as f:
-        json.dump(case.hf_config(), f)
-    return config_dir, config_path
 
 
 def run_one_case(case_name):

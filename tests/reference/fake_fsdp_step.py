@@ -56,8 +56,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 import fork_server  # noqa: E402
 from fake_cpu_cases import LLAMA_ALL, LLAMA_QKVO, FakeCase  # noqa: E402
-from fake_cpu_step import (StorageCounter, FakeMeter, fake_tensor_artefacts_patched,  # noqa: E402
-                           write_config)
+from cases import write_config  # noqa: E402
+from fake_cpu_step import StorageCounter, FakeMeter, fake_tensor_artefacts_patched  # noqa: E402
 from run_distributed_suite import CASES as REAL_DISTRIBUTED_CASES  # noqa: E402
 from run_distributed_suite import DistributedCase  # noqa: E402
 from run_reference_suite import predict, suite_env  # noqa: E402

@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fork_server  # noqa: E402
-from cases import TINY_GPT2, TINY_LLAMA, TINY_QWEN2, Case  # noqa: E402
+from cases import TINY_GPT2, TINY_LLAMA, TINY_QWEN2, Case, write_config  # noqa: E402
 from run_reference_suite import predict, suite_env  # noqa: E402
 
 
@@ -107,11 +107,7 @@ def main():
     rows, failures = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for i, dc in enumerate(cases):
-            config_dir = os.path.join(tmp, f"case{i}")
-            os.makedirs(config_dir)
-            config_path = os.path.join(config_dir, "config.json")
-            with open(config_path, "w") as f:
-                json.dump(dc.case.hf_config(), f)
+            config_dir, config_path = write_config(dc.case, tmp, i)
             start = time.time()
             payload = dict(vars(dc.case), config_dir=config_dir, sharding=dc.sharding,
                            gpus=dc.gpus, lora_targets=list(dc.case.lora_targets))
