@@ -183,6 +183,10 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
     return Error{"train's optimizers loop over parameters; --optimizer-impl " +
                  std::string(OptimizerImplName(*flags.plan.optimizer_impl)) +
                  " is for `headroom plan`"};
+  if (flags.plan.gpus_auto || (flags.plan.gpus > 1 && !flags.plan.sharding))
+    return Error{"train runs one process; --gpus " +
+                 (flags.plan.gpus_auto ? std::string("auto") : std::to_string(flags.plan.gpus)) +
+                 " is for `headroom plan` (and its --emit exports)"};
   if (flags.plan.solve_precision)
     return Error{
         "train runs a stated plan; --precision auto is for `headroom plan` (write the "

@@ -246,9 +246,9 @@ class StepSimulator {
   // The all-gather's flat output, and gloo's scratch copy of it for the collective (no
   // such copy under NCCL).
   int64_t AllGather(int unit) {
-    const int64_t flat = Acquire(tables_.shards.fsdp_units[unit].flat_bytes, Category::kTemporaries);
-    if (!config_.kernels.cuda) Release(Acquire(tables_.shards.fsdp_units[unit].flat_bytes,
-                                               Category::kTemporaries));
+    const int64_t bytes = tables_.shards.fsdp_units[unit].flat_bytes;
+    const int64_t flat = Acquire(bytes, Category::kTemporaries);
+    if (!config_.kernels.cuda) Release(Acquire(bytes, Category::kTemporaries));
     return flat;
   }
 
