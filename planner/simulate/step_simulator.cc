@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "planner/simulate/internal/fsdp_replay.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
 
 namespace headroom {
@@ -63,7 +65,6 @@ class StepSimulator {
         batch_scale_(config.micro_batch),
         checkpointed_(checkpointed.begin(), checkpointed.end()),
         options_(options),
-        fsdp_(config.parallel.fsdp()),
         block_of_op_(tables.block_of_op),
         bytes_(tables.bytes),
         per_sample_(tables.per_sample),
@@ -179,7 +180,8 @@ class StepSimulator {
     const ShardLayout& shards = tables_.shards;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
       const TensorId p = tables_.parameters[i];
-      const int64_t stored = fsdp_ ? shards.local_param_bytes[i] : Bytes(p);
+      const int64_t stored =
+          config_.parallel.fsdp() ? shards.local_param_bytes[i] : Bytes(p);
       buffer_of_[p.value] = Acquire(stored, Category::kWeights);
       persistent_bytes_ += stored;
       if (const int64_t master = tables_.master_bytes[i]; master > 0) {
@@ -199,10 +201,19 @@ class StepSimulator {
       Acquire(shards.mesh_bytes, Category::kWeights);
       persistent_bytes_ += shards.mesh_bytes;
     }
-    unsharded_.assign(shards.fsdp_units.size(), {});
-    prefetched_flat_.assign(shards.fsdp_units.size(), kNoBuffer);
-    sharded_grad_.assign(shards.fsdp_units.size(), kNoBuffer);
-    post_backward_done_.assign(shards.fsdp_units.size(), 0);
+    if (config_.parallel.fsdp()) {
+      fsdp_.emplace(
+          shards, /*gloo_scratch=*/!config_.kernels.cuda,
+          config_.parallel.sharding == Sharding::kFsdp,
+          FsdpReplay::Memory{
+              .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
+              .release = [this](int64_t buffer) { Release(buffer); },
+              .drop_grad = [this](size_t i) {
+                int64_t& grad = param_grad_[tables_.parameters[i].value];
+                if (grad >= 0) Release(grad);
+                grad = kNoBuffer;
+              }});
+    }
     if (options_.cublas_workspace_bytes > 0) {
       Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
       persistent_bytes_ += options_.cublas_workspace_bytes;
@@ -217,116 +228,20 @@ class StepSimulator {
     for (TensorId t : tables_.data_inputs) {
       Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
     }
-    if (fsdp_) GatherForward(RootUnit());
+    if (fsdp_) fsdp_->GatherForward(fsdp_->root());
     for (int o = 0; o < graph_.num_ops(); ++o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
-      if (fsdp_ && seg && seg->first_op.value == o) GatherForward(block);
+      if (fsdp_ && seg && seg->first_op.value == o) fsdp_->GatherForward(block);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
-      if (fsdp_ && seg && seg->last_op.value == o &&
-          config_.parallel.sharding == Sharding::kFsdp)
-        Reshard(block);
+      if (fsdp_ && seg && seg->last_op.value == o) fsdp_->AfterForward(block);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
-    if (retained_flat_ != kNoBuffer) {  // the root's post-forward lets the last one go
-      Release(retained_flat_);
-      retained_flat_ = kNoBuffer;
-    }
-  }
-
-  // ---- FSDP2 (torch/distributed/fsdp/_fully_shard) -------------------------------
-  // Units are the blocks, then the root (the root's default reshard_after_forward=None
-  // keeps it unsharded from its forward to the end of the backward).
-  int RootUnit() const { return static_cast<int>(graph_.blocks().size()); }
-
-  // The all-gather's flat output, and gloo's scratch copy of it for the collective (no
-  // such copy under NCCL).
-  int64_t AllGather(int unit) {
-    const int64_t bytes = tables_.shards.fsdp_units[unit].flat_bytes;
-    const int64_t flat = Acquire(bytes, Category::kTemporaries);
-    if (!config_.kernels.cuda) Release(Acquire(bytes, Category::kTemporaries));
-    return flat;
-  }
-
-  // Copy-out: one unsharded tensor per parameter (padded rows included), the module's
-  // parameter a view of it (_fsdp_param.py init_all_gather_outputs, alloc_all_gather_outputs).
-  void CopyOut(int unit) {
-    for (int64_t bytes : tables_.shards.fsdp_units[unit].unsharded_bytes)
-      unsharded_[unit].push_back(Acquire(bytes, Category::kWeights));
-  }
-
-  // Forward pre-hook: gather; the previous unit's flat output, kept for reuse, goes
-  // once this one's collective is done (release_all_gather_state_for_comm_reuse), and
-  // this one's is kept in turn.
-  void GatherForward(int unit) {
-    if (!unsharded_[unit].empty()) return;
-    const int64_t flat = AllGather(unit);
-    if (retained_flat_ != kNoBuffer) Release(retained_flat_);
-    CopyOut(unit);
-    retained_flat_ = flat;
-  }
-
-  void Reshard(int unit) {
-    for (int64_t b : unsharded_[unit]) Release(b);
-    unsharded_[unit].clear();
-  }
-
-  // Backward pre-hook: copy out of the prefetched output (gathered now if it was not)
-  // and free it at once, then prefetch the unit that ran just before (the root, first
-  // in backward, prefetches the last block).
-  void PreBackward(int unit) {
-    if (unsharded_[unit].empty()) {
-      const int64_t flat = prefetched_flat_[unit] != kNoBuffer ? prefetched_flat_[unit]
-                                                               : AllGather(unit);
-      prefetched_flat_[unit] = kNoBuffer;
-      CopyOut(unit);
-      Release(flat);
-    }
-    const int previous = unit == RootUnit() ? RootUnit() - 1 : unit - 1;
-    if (previous >= 0 && unsharded_[previous].empty() && prefetched_flat_[previous] == kNoBuffer)
-      prefetched_flat_[previous] = AllGather(previous);
-  }
-
-  // Post-backward: reshard, let the previous reduce-scatter input go, pack the
-  // gradients into this one's input and free them, reduce-scatter (gloo all-reduces a
-  // clone of the input) into the sharded gradient (_fsdp_collectives.py foreach_reduce).
-  void PostBackward(int unit) {
-    post_backward_done_[unit] = 1;
-    Reshard(unit);
-    if (held_reduce_input_ != kNoBuffer) Release(held_reduce_input_);
-    held_reduce_input_ = kNoBuffer;
-    const FsdpUnit& u = tables_.shards.fsdp_units[unit];
-    if (!u.trainable) return;
-    const int64_t input = Acquire(u.reduce_input_bytes, Category::kTemporaries);
-    for (int64_t pad : u.pad_copy_bytes) Release(Acquire(pad, Category::kTemporaries));
-    for (size_t i : u.params) {
-      int64_t& grad = param_grad_[tables_.parameters[i].value];
-      if (grad >= 0) Release(grad);
-      grad = kNoBuffer;
-    }
-    const int64_t output = Acquire(u.reduce_output_bytes, Category::kGradients);
-    if (!config_.kernels.cuda) Release(Acquire(u.reduce_input_bytes, Category::kTemporaries));
-    if (sharded_grad_[unit] == kNoBuffer) {
-      sharded_grad_[unit] = output;
-    } else {
-      Release(output);  // accumulated into the sharded .grad
-    }
-    held_reduce_input_ = input;
-  }
-
-  // The final callback: units whose inputs needed no gradient (the root first), then
-  // the last reduce-scatter input.
-  void EndBackwardFsdp() {
-    PostBackward(RootUnit());
-    for (int u = 0; u < RootUnit(); ++u)
-      if (!post_backward_done_[u]) PostBackward(u);
-    if (held_reduce_input_ != kNoBuffer) Release(held_reduce_input_);
-    held_reduce_input_ = kNoBuffer;
-    std::fill(post_backward_done_.begin(), post_backward_done_.end(), 0);
+    if (fsdp_) fsdp_->EndForward();
   }
 
   // The checkpoint function saves the tensors its block reads from outside: the block
@@ -479,14 +394,15 @@ class StepSimulator {
   void Backward(int step, int64_t mb) {
     SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
     const TensorId loss = graph_.loss();
-    if (fsdp_) PreBackward(RootUnit());
+    if (fsdp_) fsdp_->PreBackward(fsdp_->root());
     grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
     UseDone(loss);
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const bool reentrant = tables_.states.target().reentrant_checkpoint;
-      if (fsdp_ && block >= 0 && graph_.blocks()[block].last_op.value == o) PreBackward(block);
+      if (fsdp_ && block >= 0 && graph_.blocks()[block].last_op.value == o)
+        fsdp_->PreBackward(block);
       if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
@@ -502,11 +418,10 @@ class StepSimulator {
         block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
       }
-      if (fsdp_ && block >= 0 && graph_.blocks()[block].first_op.value == o &&
-          !tables_.shards.fsdp_units[block].deferred_post_backward)
-        PostBackward(block);
+      if (fsdp_ && block >= 0 && graph_.blocks()[block].first_op.value == o)
+        fsdp_->AfterBlockBackward(block);
     }
-    if (fsdp_) EndBackwardFsdp();
+    if (fsdp_) fsdp_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
     if (tables_.grad_leaf.valid()) {
@@ -711,10 +626,7 @@ class StepSimulator {
       if (g >= 0) Release(g);  // a bucket view stays in its bucket
       g = kNoBuffer;
     }
-    for (int64_t& g : sharded_grad_) {  // FSDP: one reduce-scatter output per unit
-      if (g != kNoBuffer) Release(g);
-      g = kNoBuffer;
-    }
+    if (fsdp_) fsdp_->ZeroGrad();
   }
 
   void CheckOnlyPersistentLive(int step) const {
@@ -732,7 +644,6 @@ class StepSimulator {
   const int64_t batch_scale_;                // the micro-batch
   const std::vector<uint8_t> checkpointed_;  // per block
   SimulationOptions options_;
-  const bool fsdp_;
   const std::vector<int>& block_of_op_;
   // Per-op scratch of RunOpBackward: the parameter gradients a node produced, handed on
   // once it has returned (in the dtype the op used when autocast cast the weight).
@@ -769,16 +680,7 @@ class StepSimulator {
   HoldLists op_holds_;                     // per op: what its forward saved for its backward
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
-  // FSDP2, per unit: its gathered parameters (empty while sharded), the all-gather
-  // output prefetched for its backward, its sharded gradient, whether its
-  // post-backward ran; the forward's retained all-gather output; the last
-  // reduce-scatter input, kept until the next one starts.
-  std::vector<std::vector<int64_t>> unsharded_;
-  std::vector<int64_t> prefetched_flat_;
-  std::vector<int64_t> sharded_grad_;
-  std::vector<uint8_t> post_backward_done_;
-  int64_t retained_flat_ = kNoBuffer;
-  int64_t held_reduce_input_ = kNoBuffer;
+  std::optional<FsdpReplay> fsdp_;  // FSDP2's buffers, when the plan shards with it
 };
 
 }  // namespace

@@ -1,0 +1,113 @@
+#include "planner/simulate/internal/fsdp_replay.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace headroom {
+
+FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool reshard_after_forward,
+                       Memory memory)
+    : units_(layout.fsdp_units),
+      gloo_scratch_(gloo_scratch),
+      reshard_after_forward_(reshard_after_forward),
+      memory_(std::move(memory)),
+      unsharded_(units_.size()),
+      prefetched_flat_(units_.size(), kNone),
+      sharded_grad_(units_.size(), kNone),
+      post_backward_done_(units_.size(), 0) {}
+
+// The all-gather's flat output, and gloo's scratch copy of it for the collective.
+int64_t FsdpReplay::AllGather(int unit) {
+  const int64_t bytes = units_[unit].flat_bytes;
+  const int64_t flat = memory_.acquire(bytes, Category::kTemporaries);
+  if (gloo_scratch_) memory_.release(memory_.acquire(bytes, Category::kTemporaries));
+  return flat;
+}
+
+// Copy-out: one unsharded tensor per parameter (padded rows included), the module's
+// parameter a view of it (_fsdp_param.py init_all_gather_outputs, alloc_all_gather_outputs).
+void FsdpReplay::CopyOut(int unit) {
+  for (int64_t bytes : units_[unit].unsharded_bytes)
+    unsharded_[unit].push_back(memory_.acquire(bytes, Category::kWeights));
+}
+
+void FsdpReplay::Reshard(int unit) {
+  for (int64_t b : unsharded_[unit]) memory_.release(b);
+  unsharded_[unit].clear();
+}
+
+void FsdpReplay::GatherForward(int unit) {
+  if (!unsharded_[unit].empty()) return;
+  const int64_t flat = AllGather(unit);
+  if (retained_flat_ != kNone) memory_.release(retained_flat_);
+  CopyOut(unit);
+  retained_flat_ = flat;
+}
+
+void FsdpReplay::AfterForward(int block) {
+  if (reshard_after_forward_) Reshard(block);
+}
+
+void FsdpReplay::EndForward() {
+  if (retained_flat_ != kNone) memory_.release(retained_flat_);
+  retained_flat_ = kNone;
+}
+
+void FsdpReplay::PreBackward(int unit) {
+  if (unsharded_[unit].empty()) {
+    const int64_t flat = prefetched_flat_[unit] != kNone ? prefetched_flat_[unit] : AllGather(unit);
+    prefetched_flat_[unit] = kNone;
+    CopyOut(unit);
+    memory_.release(flat);
+  }
+  const int previous = unit == root() ? root() - 1 : unit - 1;
+  if (previous >= 0 && unsharded_[previous].empty() && prefetched_flat_[previous] == kNone)
+    prefetched_flat_[previous] = AllGather(previous);
+}
+
+void FsdpReplay::AfterBlockBackward(int block) {
+  if (!units_[block].deferred_post_backward) PostBackward(block);
+}
+
+// Reshard, let the previous reduce-scatter input go, pack the gradients into this one's
+// input and free them, reduce-scatter (gloo all-reduces a clone of the input) into the
+// sharded gradient (_fsdp_collectives.py foreach_reduce).
+void FsdpReplay::PostBackward(int unit) {
+  post_backward_done_[unit] = 1;
+  Reshard(unit);
+  if (held_reduce_input_ != kNone) memory_.release(held_reduce_input_);
+  held_reduce_input_ = kNone;
+  const FsdpUnit& u = units_[unit];
+  if (!u.trainable) return;
+  const int64_t input = memory_.acquire(u.reduce_input_bytes, Category::kTemporaries);
+  for (int64_t pad : u.pad_copy_bytes)
+    memory_.release(memory_.acquire(pad, Category::kTemporaries));
+  for (size_t i : u.params) memory_.drop_grad(i);
+  const int64_t output = memory_.acquire(u.reduce_output_bytes, Category::kGradients);
+  if (gloo_scratch_)
+    memory_.release(memory_.acquire(u.reduce_input_bytes, Category::kTemporaries));
+  if (sharded_grad_[unit] == kNone) {
+    sharded_grad_[unit] = output;
+  } else {
+    memory_.release(output);  // accumulated into the sharded .grad
+  }
+  held_reduce_input_ = input;
+}
+
+void FsdpReplay::EndBackward() {
+  PostBackward(root());
+  for (int u = 0; u < root(); ++u)
+    if (!post_backward_done_[u]) PostBackward(u);
+  if (held_reduce_input_ != kNone) memory_.release(held_reduce_input_);
+  held_reduce_input_ = kNone;
+  std::fill(post_backward_done_.begin(), post_backward_done_.end(), 0);
+}
+
+void FsdpReplay::ZeroGrad() {
+  for (int64_t& g : sharded_grad_) {
+    if (g != kNone) memory_.release(g);
+    g = kNone;
+  }
+}
+
+}  // namespace headroom
