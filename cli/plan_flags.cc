@@ -106,6 +106,25 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
                     " (default: none on one rank)");
   cmd.add_flag("--ddp-bucket-view", f.ddp_bucket_view,
                "DDP(gradient_as_bucket_view=True): gradients live in DDP's buckets");
+  AddEnumOption(cmd, "--offload", f.offload, kOffloadNames,
+                "What lives in CPU RAM instead of the GPU: " + Choices(kOffloadNames) +
+                    " (default none; reported as offload.cpu_bytes)");
+  // DeepSpeed's zero_optimization values (in elements), written into --emit deepspeed.
+  DeepSpeedZeroKnobs& ds = f.deepspeed;
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  AddIntegerOption(cmd, "--ds-reduce-bucket-size", ds.reduce_bucket_size, 1, kMaxElements,
+                   "ZeRO: gradient bucket, in elements (default 500000000)");
+  AddIntegerOption(cmd, "--ds-allgather-bucket-size", ds.allgather_bucket_size, 1, kMaxElements,
+                   "ZeRO-1/2: parameter all-gather bucket, in elements (default 500000000)");
+  cmd.add_option("--ds-overlap-comm", ds.overlap_comm,
+                 "ZeRO: overlap_comm true|false (default: true for zero3 only)");
+  AddIntegerOption(cmd, "--ds-stage3-prefetch-bucket-size", ds.stage3_prefetch_bucket_size, 0,
+                   kMaxElements, "ZeRO-3: parameters prefetched ahead, in elements (default 50000000)");
+  AddIntegerOption(cmd, "--ds-stage3-max-live-parameters", ds.stage3_max_live_parameters, 0,
+                   kMaxElements, "ZeRO-3: most gathered parameters, in elements (default 1000000000)");
+  AddIntegerOption(cmd, "--ds-stage3-param-persistence-threshold",
+                   ds.stage3_param_persistence_threshold, 0, kMaxElements,
+                   "ZeRO-3: parameters this small stay gathered (default 100000)");
 }
 
 void AddSolverFlags(CLI::App& cmd, PlanFlags& f) {
@@ -277,14 +296,16 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   const bool choose_sharding = f.gpus > 1 && !f.sharding;
   if (choose_sharding && f.micro_batch && !f.auto_plan)
     return MakeError(fmt::format(
-        "--gpus {} with a stated --micro-batch needs --sharding ddp | zero1 | fsdp | "
-        "fsdp-no-reshard (or --auto, and the solver chooses)",
+        "--gpus {} with a stated --micro-batch needs --sharding ddp | zero1 | zero2 | zero3 | "
+        "fsdp | fsdp-no-reshard (or --auto, and the solver chooses)",
         f.gpus));
   c.parallel = {.gpus = choose_sharding ? 1 : f.gpus,
                 .nodes = choose_sharding ? 1 : f.nodes,
                 // --gpus auto, or N without --sharding: the solver sets them.
                 .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
-                .ddp_bucket_view = f.ddp_bucket_view};
+                .ddp_bucket_view = f.ddp_bucket_view,
+                .offload = f.offload,
+                .deepspeed = f.deepspeed};
   if (f.gpus_auto && f.nodes != 1)
     return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
   if (auto error = ValidateParallelism(c.parallel)) return *error;

@@ -45,6 +45,8 @@ struct PlanFlags {
   int64_t nodes = 1;
   std::optional<Sharding> sharding;  // unset: none on one rank
   bool ddp_bucket_view = false;
+  Offload offload = Offload::kNone;
+  DeepSpeedZeroKnobs deepspeed;  // --ds-*: DeepSpeed's defaults unless given
   bool json = false;
   bool auto_plan = false;                  // --auto; also implied without --micro-batch
   std::optional<int64_t> global_batch;     // unset: micro-batch x grad-accum, or the default

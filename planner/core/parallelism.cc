@@ -14,11 +14,21 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
                              p.gpus, p.nodes)};
   if (p.gpus > 1 && !p.distributed())
     return Error{fmt::format(
-        "--gpus {} needs a way to split the work: --sharding ddp | zero1 | fsdp | "
-        "fsdp-no-reshard",
+        "--gpus {} needs a way to split the work: --sharding ddp | zero1 | zero2 | zero3 | "
+        "fsdp | fsdp-no-reshard",
         p.gpus)};
   if (p.ddp_bucket_view && !p.ddp_reducer())
     return Error{"--ddp-bucket-view applies to --sharding ddp and zero1 (DDP's reducer)"};
+  if (p.offload == Offload::kOptimizerAndParams && p.sharding != Sharding::kZero3 && !p.fsdp())
+    return Error{"--offload optimizer+params needs sharded parameters: --sharding zero3, fsdp "
+                 "or fsdp-no-reshard"};
+  if (p.offload == Offload::kOptimizer && p.fsdp())
+    return Error{"FSDP2's CPUOffloadPolicy moves the parameter shards with the optimizer "
+                 "states: use --offload optimizer+params"};
+  if (p.offload != Offload::kNone && !p.deepspeed_zero() && !p.fsdp())
+    return Error{fmt::format("--offload {} needs --sharding zero2, zero3, fsdp or "
+                             "fsdp-no-reshard (the engines that offload)",
+                             OffloadName(p.offload))};
   return std::nullopt;
 }
 

@@ -21,16 +21,53 @@ namespace headroom {
 //                    its backward (reshard_after_forward=True)
 //   fsdp-no-reshard  the same, holding each unit's gathered parameters from its forward
 //                    to its backward (reshard_after_forward=False)
-enum class Sharding { kNone, kDdp, kZero1, kFsdp, kFsdpNoReshard };
+//   zero2            DeepSpeed ZeRO stage 2: one flat copy of the parameters on every
+//                    rank; fp32 master weights, optimizer states and gradients
+//                    partitioned (deepspeed/runtime/zero/stage_1_and_2.py)
+//   zero3            DeepSpeed ZeRO stage 3: parameters partitioned too, gathered per
+//                    module around its forward and backward (runtime/zero/stage3.py)
+enum class Sharding { kNone, kDdp, kZero1, kFsdp, kFsdpNoReshard, kZero2, kZero3 };
 inline constexpr EnumName<Sharding> kShardingNames[] = {{Sharding::kNone, "none"},
                                                         {Sharding::kDdp, "ddp"},
                                                         {Sharding::kZero1, "zero1"},
                                                         {Sharding::kFsdp, "fsdp"},
                                                         {Sharding::kFsdpNoReshard,
-                                                         "fsdp-no-reshard"}};
+                                                         "fsdp-no-reshard"},
+                                                        {Sharding::kZero2, "zero2"},
+                                                        {Sharding::kZero3, "zero3"}};
 inline std::string_view ShardingName(Sharding s) { return NameIn(kShardingNames, s); }
 inline Result<Sharding> ParseSharding(std::string_view name) {
   return ParseIn(kShardingNames, name, "sharding");
+}
+
+// DeepSpeed's zero_optimization knobs that size its buffers, counted in elements, with
+// DeepSpeed's defaults (deepspeed/runtime/zero/config.py). The exported config writes
+// them; --deepspeed-config reads them from a user's.
+struct DeepSpeedZeroKnobs {
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t allgather_bucket_size = 500'000'000;
+  // None: DeepSpeed's dynamic default, true for stage 3 only (overlap_comm_valid).
+  std::optional<bool> overlap_comm;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  bool operator==(const DeepSpeedZeroKnobs&) const = default;
+};
+
+// Where the optimizer's fp32 states (and, with ZeRO-3 or FSDP, the parameters) live.
+//   none               on the GPU
+//   optimizer          DeepSpeed offload_optimizer: the fp32 master weights, their
+//                      gradients and the optimizer states in CPU RAM, the step run there
+//   optimizer+params   the parameter shards too: ZeRO-3 offload_param, or FSDP2's
+//                      CPUOffloadPolicy (which offloads shards, gradients and states)
+enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
+inline constexpr EnumName<Offload> kOffloadNames[] = {{Offload::kNone, "none"},
+                                                      {Offload::kOptimizer, "optimizer"},
+                                                      {Offload::kOptimizerAndParams,
+                                                       "optimizer+params"}};
+inline std::string_view OffloadName(Offload o) { return NameIn(kOffloadNames, o); }
+inline Result<Offload> ParseOffload(std::string_view name) {
+  return ParseIn(kOffloadNames, name, "offload");
 }
 
 struct Parallelism {
@@ -40,9 +77,17 @@ struct Parallelism {
   // DDP(gradient_as_bucket_view=True): gradients are views into the reducer's buckets
   // instead of separate tensors copied into them.
   bool ddp_bucket_view = false;
+  Offload offload = Offload::kNone;
+  DeepSpeedZeroKnobs deepspeed;
 
   bool distributed() const { return sharding != Sharding::kNone; }
   bool fsdp() const { return sharding == Sharding::kFsdp || sharding == Sharding::kFsdpNoReshard; }
+  bool deepspeed_zero() const {
+    return sharding == Sharding::kZero2 || sharding == Sharding::kZero3;
+  }
+  bool overlap_comm() const {
+    return deepspeed.overlap_comm.value_or(sharding == Sharding::kZero3);
+  }
   // Whether the scheme runs DDP's reducer (ZeRO-1 through torch runs under DDP).
   bool ddp_reducer() const { return sharding == Sharding::kDdp || sharding == Sharding::kZero1; }
   int64_t gpus_per_node() const { return gpus / nodes; }

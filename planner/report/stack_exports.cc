@@ -82,7 +82,7 @@ nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
                         {"reshard_after_forward", c.parallel.sharding == Sharding::kFsdp},
                         {"activation_checkpointing", checkpoint_all}};
     j["gradient_checkpointing"] = false;
-  } else if (c.parallel.sharding == Sharding::kZero1) {
+  } else if (c.parallel.sharding == Sharding::kZero1 || c.parallel.deepspeed_zero()) {
     j["deepspeed"] = DeepSpeedConfig(c, global_batch > 0 ? global_batch : c.micro_batch *
                                                                           c.grad_accum_steps *
                                                                           c.parallel.gpus);
@@ -100,8 +100,10 @@ int DeepSpeedStage(Sharding sharding) {
       return 0;
     case Sharding::kZero1:
       return 1;
-    case Sharding::kFsdpNoReshard:
+    case Sharding::kZero2:
+    case Sharding::kFsdpNoReshard:  // the nearest: gradients and states sharded
       return 2;
+    case Sharding::kZero3:
     case Sharding::kFsdp:
       return 3;
   }
@@ -140,6 +142,9 @@ std::string TorchrunCommand(const Parallelism& p, const std::string& script) {
 }
 
 nlohmann::json DeepSpeedConfig(const TrainingConfig& c, int64_t global_batch) {
+  const Parallelism& p = c.parallel;
+  const DeepSpeedZeroKnobs& ds = p.deepspeed;
+  const int stage = DeepSpeedStage(p.sharding);
   nlohmann::json j = {
       {"train_batch_size", global_batch},
       {"train_micro_batch_size_per_gpu", c.micro_batch},
@@ -154,27 +159,31 @@ nlohmann::json DeepSpeedConfig(const TrainingConfig& c, int64_t global_batch) {
         {"hysteresis", 1},
         {"min_loss_scale", 1}}},
       {"zero_optimization",
-       {{"stage", DeepSpeedStage(c.parallel.sharding)},
-        // DeepSpeed's defaults (deepspeed/runtime/zero/config.py), in elements.
-        {"reduce_bucket_size", 500000000},
-        {"allgather_bucket_size", 500000000},
+       {{"stage", stage},
+        // Counted in elements (deepspeed/runtime/zero/config.py); headroom's prediction
+        // sizes the buckets from these.
+        {"reduce_bucket_size", ds.reduce_bucket_size},
+        {"allgather_bucket_size", ds.allgather_bucket_size},
         {"contiguous_gradients", true},
-        {"overlap_comm", c.parallel.sharding == Sharding::kFsdp},
-        {"offload_optimizer", {{"device", "none"}}},
-        {"offload_param", {{"device", "none"}}}}},
+        {"overlap_comm", p.overlap_comm()},
+        {"offload_optimizer",
+         {{"device", p.offload == Offload::kNone ? "none" : "cpu"}, {"pin_memory", true}}}}},
+      // No "optimizer" section: ZeRO wraps the training script's (HF Trainer's from
+      // `optim`) torch optimizer, the one the plan prices; DeepSpeed's own (FusedAdam)
+      // is another implementation. Offloading runs DeepSpeedCPUAdam on the CPU.
+      {"zero_allow_untested_optimizer", true},
   };
-  if (c.parallel.sharding == Sharding::kFsdp) {
-    j["zero_optimization"]["stage3_prefetch_bucket_size"] = 50000000;
-    j["zero_optimization"]["stage3_max_live_parameters"] = 1000000000;
-    j["zero_optimization"]["stage3_param_persistence_threshold"] = 100000;
-    j["zero_optimization"].erase("offload_param");
-    j["zero_optimization"]["offload_param"] = {{"device", "none"}};
-  } else {
-    j["zero_optimization"].erase("offload_param");
+  if (stage == 3) {
+    j["zero_optimization"]["stage3_prefetch_bucket_size"] = ds.stage3_prefetch_bucket_size;
+    j["zero_optimization"]["stage3_max_live_parameters"] = ds.stage3_max_live_parameters;
+    j["zero_optimization"]["stage3_param_persistence_threshold"] =
+        ds.stage3_param_persistence_threshold;
+    j["zero_optimization"]["offload_param"] = {
+        {"device", p.offload == Offload::kOptimizerAndParams ? "cpu" : "none"},
+        {"pin_memory", true}};
   }
-  if (c.optimizer == OptimizerKind::kAdamW) {
+  if (p.offload != Offload::kNone && c.optimizer == OptimizerKind::kAdamW)
     j["optimizer"] = {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"weight_decay", "auto"}}}};
-  }
   return j;
 }
 

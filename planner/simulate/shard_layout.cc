@@ -20,6 +20,28 @@ std::vector<int64_t> PartitionLikeZeroRedundancy(const std::vector<int64_t>& num
   return rank_of;
 }
 
+ZeroPartition PartitionLikeDeepSpeed(const std::vector<int64_t>& numels, int64_t world,
+                                     int64_t rank) {
+  ZeroPartition z;
+  z.numel = numels;
+  const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
+  const int64_t alignment = 2 * world;
+  const int64_t aligned = (total + alignment - 1) / alignment * alignment;
+  z.partition_numel = aligned / world;
+  z.padding_numel = aligned - total;
+  const int64_t lo = rank * z.partition_numel, hi = lo + z.partition_numel;
+  z.in_partition.assign(numels.size(), 0);
+  int64_t offset = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    if (numels[i] > 0 && offset < hi && offset + numels[i] > lo) {
+      z.in_partition[i] = 1;
+      z.grads_in_partition_numel += numels[i];
+    }
+    offset += numels[i];
+  }
+  return z;
+}
+
 std::vector<int64_t> DdpBucketBytes(const std::vector<int64_t>& grad_bytes_in_order) {
   constexpr int64_t kFirstCap = int64_t{1} << 20, kCap = int64_t{25} << 20;
   std::vector<int64_t> buckets;
@@ -115,6 +137,19 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
     layout.rank = std::max_element(load.begin(), load.end()) - load.begin();
     for (size_t k = 0; k < trainable_index.size(); ++k)
       layout.owns_optimizer_state[trainable_index[k]] = rank_of[k] == layout.rank;
+  }
+  if (parallel.sharding == Sharding::kZero2) {
+    std::vector<int64_t> numels(parameters.size(), 0);
+    for (size_t i : trainable_index) numels[i] = graph.tensor(parameters[i]).shape.Numel({});
+    // Every rank holds the same flat buffer, buckets and partition sizes; they differ in
+    // when grads_in_partition is allocated: at the first reduction that carries one of
+    // their parameters. Backward reduces the last parameters first, so the rank holding
+    // the last element allocates it while the most activations are still live.
+    const ZeroPartition whole = PartitionLikeDeepSpeed(numels, parallel.gpus, 0);
+    const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
+    layout.rank = total > 0 ? (total - 1) / whole.partition_numel : 0;
+    layout.zero = PartitionLikeDeepSpeed(numels, parallel.gpus, layout.rank);
+    std::fill(layout.owns_optimizer_state.begin(), layout.owns_optimizer_state.end(), 0);
   }
   return layout;
 }

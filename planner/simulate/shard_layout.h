@@ -31,6 +31,21 @@ struct FsdpUnit {
   bool deferred_post_backward = false;
 };
 
+// DeepSpeed ZeRO-2's flat group (stage_1_and_2.py, __init__): the trainable parameters
+// in the optimizer's order flattened into one buffer, padded to a multiple of 2W
+// elements (nccl_start_alignment_factor 2), cut into W equal partitions; the parameters
+// become views of it. Each rank owns one partition of the fp32 master weights, the
+// optimizer states and the reduced gradients.
+struct ZeroPartition {
+  int64_t partition_numel = 0;      // aligned total / W
+  int64_t padding_numel = 0;        // the zeros appended to align the flat buffer
+  // This rank's params_in_partition: every parameter with an element in its partition,
+  // counted whole (copy_grads_in_partition sizes grads_in_partition by them).
+  int64_t grads_in_partition_numel = 0;
+  std::vector<int64_t> numel;       // per parameter (0 when frozen)
+  std::vector<uint8_t> in_partition;  // per parameter: in this rank's partition
+};
+
 struct ShardLayout {
   int64_t rank = 0;  // the rank replayed: the one holding the most
   // Per parameter, in OpGraph::Parameters() order: whether this rank's optimizer keeps
@@ -45,6 +60,7 @@ struct ShardLayout {
   std::vector<int64_t> local_rows;  // rows of dim 0 this rank's optimizer updates
   std::vector<FsdpUnit> fsdp_units;
   int64_t mesh_bytes = 0;
+  ZeroPartition zero;  // DeepSpeed ZeRO-2
 };
 
 // `parameters` in OpGraph::Parameters() order; `bytes` per tensor, as the simulator
@@ -59,6 +75,11 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
 // far (the lowest such rank). Returns the rank of each entry of `numels`.
 std::vector<int64_t> PartitionLikeZeroRedundancy(const std::vector<int64_t>& numels,
                                                  int64_t world);
+
+// ZeRO-2's partition of trainable parameters of `numels` (in the optimizer's order) over
+// `world` ranks, seen from `rank`.
+ZeroPartition PartitionLikeDeepSpeed(const std::vector<int64_t>& numels, int64_t world,
+                                     int64_t rank);
 
 // DDP's bucket assignment (reducer.cpp compute_bucket_assignment_by_size): gradients in
 // reverse registration order, a bucket closed once it reaches its cap: 1 MiB for the

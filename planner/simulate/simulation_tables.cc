@@ -12,6 +12,18 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
   TabulateOps();
   TabulateBlocks();
   shards = LayoutShards(g, states, parameters, bytes, c.parallel, c.kernels.cuda);
+  param_index.assign(g.num_tensors(), -1);
+  for (size_t i = 0; i < parameters.size(); ++i)
+    param_index[parameters[i].value] = static_cast<int32_t>(i);
+  if (c.parallel.sharding == Sharding::kZero2) {
+    // DeepSpeed hands the optimizer its fp32 partition as the only parameter; the flat
+    // master replaces the per-parameter ones.
+    std::fill(master_bytes.begin(), master_bytes.end(), 0);
+    zero_flat_cost = CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c),
+                                   SymShape{Dim::C(shards.zero.partition_numel)}, DType::kF32,
+                                   /*master_weights=*/false, states.target().torch_optim);
+    return;
+  }
   if (!c.parallel.fsdp()) return;
   // FSDP2's optimizer updates the local shard: states and temporaries of its rows.
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -171,6 +183,7 @@ int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
     if (!impl_->shards.owns_optimizer_state[i]) continue;
     for (int64_t bytes : impl_->optimizer_costs[i].state_bytes) total += rounding.RoundUp(bytes);
   }
+  for (int64_t bytes : impl_->zero_flat_cost.state_bytes) total += rounding.RoundUp(bytes);
   return total;
 }
 

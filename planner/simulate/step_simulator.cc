@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "planner/simulate/internal/fsdp_replay.h"
+#include "planner/simulate/internal/zero_replay.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
 
 namespace headroom {
@@ -214,10 +215,37 @@ class StepSimulator {
                 grad = kNoBuffer;
               }});
     }
+    if (config_.parallel.sharding == Sharding::kZero2) {
+      const Parallelism& p = config_.parallel;
+      zero_.emplace(
+          shards.zero,
+          ZeroReplay::Sizes{.param_element = ParamElementBytes(),
+                            .reduce_bucket_size = p.deepspeed.reduce_bucket_size,
+                            .overlap_comm = p.overlap_comm(),
+                            .gloo = !config_.kernels.cuda},
+          tables_.zero_flat_cost,
+          ZeroReplay::Memory{
+              .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
+              .release = [this](int64_t buffer) { Release(buffer); },
+              .acquire_persistent = [this](int64_t bytes, Category c) {
+                Acquire(bytes, c);
+                persistent_bytes_ += bytes;
+              }});
+      zero_->Setup();
+    }
     if (options_.cublas_workspace_bytes > 0) {
       Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
       persistent_bytes_ += options_.cublas_workspace_bytes;
     }
+  }
+
+  // The bytes of one element of the trainable parameters (DeepSpeed's flat dtype).
+  int64_t ParamElementBytes() const {
+    for (TensorId p : tables_.parameters) {
+      const int64_t numel = graph_.tensor(p).shape.Numel({});
+      if (tables_.trainable[p.value] && numel > 0) return Bytes(p) / numel;
+    }
+    return 4;
   }
 
   // ---- forward -------------------------------------------------------------------
@@ -422,6 +450,8 @@ class StepSimulator {
         fsdp_->AfterBlockBackward(block);
     }
     if (fsdp_) fsdp_->EndBackward();
+    if (zero_ && zero_started_) zero_->EndBackward();
+    zero_started_ = false;
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
     if (tables_.grad_leaf.valid()) {
@@ -570,7 +600,13 @@ class StepSimulator {
     }
     pending_grad_[p.value] = kNoBuffer;
     grad_arrivals_[p.value] = 0;
-    if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
+    if (zero_) {
+      // DeepSpeed's gradient hook (reduce_independent_p_g_buckets_and_remove_grads).
+      if (!zero_started_) zero_->BeginBackward();
+      zero_started_ = true;
+      zero_->GradientReady(tables_.param_index[p.value], grad);
+      param_grad_[p.value] = kBucketView;
+    } else if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
       // DDP's hook copies the fresh .grad into its bucket and makes .grad a view of it
       // (reducer.cpp mark_variable_ready_dense): the fresh tensor is freed.
       Release(grad);
@@ -585,6 +621,7 @@ class StepSimulator {
   // ---- optimizer -----------------------------------------------------------------
   void OptimizerStep(int step) {
     SetPhase(Phase::Kind::kOptimizerStep, step, 0);
+    if (zero_) zero_->OptimizerStep(step);
     const bool states_first = tables_.states.target().torch_optim;
     int64_t group_temp_bytes = 0;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
@@ -681,6 +718,8 @@ class StepSimulator {
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
   std::optional<FsdpReplay> fsdp_;  // FSDP2's buffers, when the plan shards with it
+  std::optional<ZeroReplay> zero_;  // DeepSpeed ZeRO-2's, when the plan shards with it
+  bool zero_started_ = false;       // its buckets set up in this backward
 };
 
 }  // namespace

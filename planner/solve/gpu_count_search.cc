@@ -21,7 +21,8 @@ ModelState ModelStateOf(const OpGraph& graph, const TrainingConfig& base) {
 }
 
 // A lower bound of a rank's peak under `sharding` over `n` ranks: its share of the model
-// state (DDP holds all of it; ZeRO-1 a 1/n share of the states; FSDP of everything).
+// state (DDP holds all of it; ZeRO-1 a 1/n share of the states; ZeRO-2 of the states
+// and gradients; ZeRO-3 and FSDP of everything).
 double LowerBound(const ModelState& m, Sharding sharding, int64_t n) {
   const double share = 1.0 / static_cast<double>(n);
   switch (sharding) {
@@ -30,6 +31,9 @@ double LowerBound(const ModelState& m, Sharding sharding, int64_t n) {
       return m.weights + m.gradients + m.states;
     case Sharding::kZero1:
       return m.weights + m.gradients + m.states * share;
+    case Sharding::kZero2:
+      return m.weights + (m.gradients + m.states) * share;
+    case Sharding::kZero3:
     case Sharding::kFsdp:
     case Sharding::kFsdpNoReshard:
       return (m.weights + m.gradients + m.states) * share;
@@ -41,6 +45,7 @@ SearchResult SolveAt(const OpGraph& graph, const TrainingConfig& base, const Dev
                      SearchOptions options, const Parallelism& parallel) {
   TrainingConfig config = base;
   config.parallel = parallel;
+  config.parallel.deepspeed = base.parallel.deepspeed;
   options.num_gpus = static_cast<int>(parallel.gpus);
   options.gpu_count.reset();
   return SearchPlan(graph, config, device, options);

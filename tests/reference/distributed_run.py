@@ -62,8 +62,10 @@ def settle_collectives():
             return work
         return run
 
-    dist.all_gather_single = settled(dist.all_gather_single)
-    dist.reduce_scatter_single = settled(dist.reduce_scatter_single)
+    for name in ("all_gather_single", "reduce_scatter_single",  # FSDP2
+                 "all_reduce", "reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        if hasattr(dist, name):
+            setattr(dist, name, settled(getattr(dist, name)))
 
 
 def decoder_blocks(model):
@@ -71,6 +73,25 @@ def decoder_blocks(model):
         if type(module).__name__.endswith(("DecoderLayer", "Block")) and not isinstance(
                 module, torch.nn.ModuleList):
             yield module
+
+
+def deepspeed_engine(model, case):
+    """DeepSpeed ZeRO-2/3 around the model and the optimizer the case plans (torch's
+    AdamW or SGD, which ZeRO wraps as it wraps HF Trainer's when the config names no
+    optimizer), with the config headroom exports, its "auto" values filled in the way
+    HF Trainer fills them."""
+    import deepspeed
+    import hf_training_run
+    settle_collectives()  # DeepSpeed's bucket reductions hand gloo temporaries too
+    config = json.loads(json.dumps(case["deepspeed_config"]))
+    config.pop("optimizer", None)
+    config["zero_allow_untested_optimizer"] = True
+    config["steps_per_print"] = 1 << 30
+    params = [p for p in model.parameters() if p.requires_grad]
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=hf_training_run.build_optimizer(case, params), config=config,
+        dist_init_required=False)
+    return engine
 
 
 def build_optimizer(case, model):
@@ -101,6 +122,7 @@ def rank_main(case):
     b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
     gen = torch.Generator().manual_seed(1 + rank)
     autocast = case["precision"] == "amp-bf16"
+    deepspeed = case["sharding"] in ("zero2", "zero3")
     meter = PeakMeter(keep_trace=bool(case.get("trace")), unmeasured_phase="build",
                       collective_frees=True)
     dist.barrier()
@@ -109,9 +131,12 @@ def rank_main(case):
     # the profiled region so that the profiler sees both, outside the measured peak.
     with meter:
         with meter.phase("build"):
-            model = wrap(hf_training_run.build_model(case, hf_config), case, world)
-            optimizer = build_optimizer(case, model)
-        for _ in range(case["steps"]):
+            if deepspeed:
+                model = deepspeed_engine(hf_training_run.build_model(case, hf_config), case)
+            else:
+                model = wrap(hf_training_run.build_model(case, hf_config), case, world)
+                optimizer = build_optimizer(case, model)
+        for _ in range(case["steps"] if not deepspeed else 0):
             for _ in range(accum):
                 with meter.phase("forward"):
                     ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
@@ -124,6 +149,18 @@ def rank_main(case):
                 optimizer.step()
             with meter.phase("zero_grad"):
                 optimizer.zero_grad(set_to_none=True)
+        for _ in range(case["steps"] if deepspeed else 0):
+            # DeepSpeed's engine scales the loss for accumulation and steps (and zeroes
+            # the gradients) on the last micro-step of each step.
+            for micro in range(accum):
+                with meter.phase("forward"):
+                    ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
+                    loss = model(input_ids=ids, labels=ids).loss
+                with meter.phase("backward"):
+                    model.backward(loss)
+                del loss, ids
+                with meter.phase("optimizer step" if micro == accum - 1 else "backward"):
+                    model.step()
     result = {"rank": rank, "measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
               "live_before_bytes": meter.live_before_bytes}
     if case.get("trace"):
@@ -154,7 +191,7 @@ def launch(case):
             os.close(read_fd)
             code = 0
             try:
-                os.environ["RANK"] = str(r)
+                os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(r)
                 result = rank_main(case)
             except BaseException as e:  # noqa: BLE001 - reported to the parent
                 result, code = {"rank": r, "error": f"{type(e).__name__}: {e}"}, 1

@@ -29,16 +29,22 @@ from run_reference_suite import predict, suite_env  # noqa: E402
 @dataclasses.dataclass
 class DistributedCase:
     case: Case
-    sharding: str  # ddp | ddp-bucket-view | zero1 | fsdp | fsdp-no-reshard
+    sharding: str  # ddp | ddp-bucket-view | zero1 | zero2 | zero3 | fsdp | fsdp-no-reshard
     gpus: int
+    # DeepSpeed: zero_optimization values given to `headroom plan` (and so written into
+    # the config it exports and DeepSpeed runs), e.g. {"reduce_bucket_size": 40000}.
+    deepspeed: dict = dataclasses.field(default_factory=dict)
 
     @property
     def name(self):
-        return f"{self.case.name} {self.sharding} x{self.gpus}"
+        knobs = "".join(f" {k.split('_')[0]}{v:g}" for k, v in self.deepspeed.items())
+        return f"{self.case.name} {self.sharding}{knobs} x{self.gpus}"
 
     def plan_flags(self):
         scheme = "ddp" if self.sharding == "ddp-bucket-view" else self.sharding
         flags = ["--gpus", str(self.gpus), "--sharding", scheme]
+        for key, value in self.deepspeed.items():
+            flags += ["--ds-" + key.replace("_", "-"), str(value)]
         return flags + (["--ddp-bucket-view"] if self.sharding == "ddp-bucket-view" else [])
 
 
@@ -79,7 +85,33 @@ CASES = [
     DistributedCase(case(QWEN2, "tiny-qwen2 bf16 adamw sdpa mb2", precision="bf16"), "fsdp", 2),
     DistributedCase(case(GPT2, "tiny-gpt2 amp-bf16 adamw eager mb2", precision="amp-bf16",
                          attention="eager"), "fsdp", 2),
+    # DeepSpeed ZeRO-2 with the config headroom exports: its defaults (the 5e8-element
+    # gradient bucket dominates a tiny model), and buckets small enough that the model's
+    # own gradients, partitions and reductions decide the peak.
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2"), "zero2", 2),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2"), "zero2", 2,
+                    {"reduce_bucket_size": 40000}),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"), "zero2", 4,
+                    {"reduce_bucket_size": 30000}),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 lora adamw sdpa mb2", mode="lora"), "zero2", 4,
+                    {"reduce_bucket_size": 3000}),
+    DistributedCase(case(QWEN2, "tiny-qwen2 bf16 adamw sdpa mb2", precision="bf16"), "zero2", 2,
+                    {"reduce_bucket_size": 40000}),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw ckpt-all sdpa mb2", checkpoint="all"),
+                    "zero2", 4, {"reduce_bucket_size": 50000}),
 ]
+
+
+def exported_deepspeed_config(dc, headroom, config_path, env):
+    """The DeepSpeed config `headroom plan --emit deepspeed` writes for this plan, with
+    HF Trainer's "auto" values filled in as the Trainer fills them."""
+    import subprocess
+    cmd = [headroom, "plan", "--model", config_path, *dc.case.plan_flags(), *dc.plan_flags(),
+           "--emit", "deepspeed"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{out.stderr.strip()}")
+    return json.loads(out.stdout)
 
 
 def measure(payload):
@@ -111,6 +143,9 @@ def main():
             start = time.time()
             payload = dict(vars(dc.case), config_dir=config_dir, sharding=dc.sharding,
                            gpus=dc.gpus, lora_targets=list(dc.case.lora_targets))
+            if dc.sharding in ("zero2", "zero3"):
+                payload["deepspeed_config"] = exported_deepspeed_config(
+                    dc, args.headroom, config_path, env)
             measured, _ = server.run(payload)
             plan = predict(dc.case, args.headroom, config_path, dc.plan_flags(), None, env)
             predicted = plan["peak"]["per_rank"]["allocated_bytes"]

@@ -53,6 +53,9 @@ struct SimulationTables::Impl {
   std::vector<int64_t> master_bytes;                // its fp32 master copy; 0 if none
   std::vector<OptimizerParamCost> optimizer_costs;  // empty for frozen parameters
   ShardLayout shards;  // what the replayed rank holds (everything on one rank)
+  // ZeRO-2: the optimizer over the rank's fp32 partition, one flat tensor.
+  OptimizerParamCost zero_flat_cost;
+  std::vector<int32_t> param_index;  // per tensor: its index in `parameters`; -1 if none
   // Per tensor: how many gradients a backward pass hands a parameter (2 for a tied
   // embedding: the LM head's and the lookup's).
   std::vector<int> param_grad_arrivals;

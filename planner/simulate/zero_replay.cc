@@ -1,0 +1,99 @@
+#include "planner/simulate/internal/zero_replay.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace headroom {
+
+ZeroReplay::ZeroReplay(const ZeroPartition& partition, Sizes sizes, OptimizerParamCost flat_cost,
+                       Memory memory)
+    : partition_(partition),
+      sizes_(sizes),
+      flat_cost_(std::move(flat_cost)),
+      memory_(std::move(memory)) {}
+
+void ZeroReplay::Setup() {
+  if (partition_.padding_numel > 0)
+    memory_.acquire_persistent(partition_.padding_numel * sizes_.param_element, Category::kWeights);
+  memory_.acquire_persistent(partition_.partition_numel * 4, Category::kOptimizer);
+}
+
+void ZeroReplay::BeginBackward() {
+  const int64_t bytes = sizes_.reduce_bucket_size * sizes_.param_element;
+  for (int k = 0; k < (sizes_.overlap_comm ? 2 : 1); ++k)
+    ipg_buffers_.push_back(memory_.acquire(bytes, Category::kGradients));
+}
+
+// reduce_independent_p_g_buckets_and_remove_grads: a gradient that no longer fits sends
+// the bucket off first; one larger than the whole bucket stays where it is and goes
+// alone; the others are copied in and their .grad made a view of the bucket.
+void ZeroReplay::GradientReady(size_t i, int64_t grad) {
+  const int64_t numel = partition_.numel[i];
+  if (bucket_elements_ + numel > sizes_.reduce_bucket_size) Reduce();
+  if (numel > sizes_.reduce_bucket_size) {
+    extra_large_grad_ = grad;
+  } else {
+    memory_.release(grad);
+  }
+  bucket_elements_ += numel;
+  bucket_params_.push_back(i);
+}
+
+// reduce_ipg_grads -> average_tensor -> allreduce_and_scatter: the bucket's slices are
+// flattened into one tensor (allreduce_and_copy_with_multiple_ranks), all-reduced and
+// copied back; then each gradient in this rank's partition is copied into
+// grads_in_partition (allocated at the first one), the others dropped.
+void ZeroReplay::Reduce() {
+  if (bucket_params_.empty()) return;
+  const int64_t flat = memory_.acquire(bucket_elements_ * sizes_.param_element,
+                                       Category::kTemporaries);
+  memory_.release(flat);
+  for (size_t i : bucket_params_) {
+    if (partition_.in_partition[i] && grads_in_partition_ == kNone) {
+      grads_in_partition_ = memory_.acquire(
+          partition_.grads_in_partition_numel * sizes_.param_element, Category::kGradients);
+    }
+  }
+  if (extra_large_grad_ != kNone) memory_.release(extra_large_grad_);
+  extra_large_grad_ = kNone;
+  bucket_params_.clear();
+  bucket_elements_ = 0;
+}
+
+void ZeroReplay::EndBackward() {
+  Reduce();
+  for (int64_t b : ipg_buffers_) memory_.release(b);
+  ipg_buffers_.clear();
+}
+
+void ZeroReplay::OptimizerStep(int step) {
+  const int64_t part = partition_.partition_numel;
+  // flatten(averaged_gradients), then .to(fp32): a second copy unless already fp32.
+  int64_t grad = memory_.acquire(part * sizes_.param_element, Category::kGradients);
+  if (sizes_.param_element != 4) {
+    const int64_t fp32 = memory_.acquire(part * 4, Category::kGradients);
+    memory_.release(grad);
+    grad = fp32;
+  }
+  if (grads_in_partition_ != kNone) memory_.release(grads_in_partition_);
+  grads_in_partition_ = kNone;
+  if (step == 1) {
+    for (int64_t bytes : flat_cost_.state_bytes)
+      memory_.acquire_persistent(bytes, Category::kOptimizer);
+    if (flat_cost_.step_tensor_bytes > 0)
+      memory_.acquire_persistent(flat_cost_.step_tensor_bytes, Category::kOptimizer);
+  }
+  // One tensor: its own temporaries, or the group's (foreach), whichever the impl makes.
+  const int64_t temps = std::max(flat_cost_.step_temp_bytes, flat_cost_.group_temp_bytes);
+  if (temps > 0) memory_.release(memory_.acquire(temps, Category::kTemporaries));
+  memory_.release(grad);
+  // all_gather_dp_groups -> all_gather_into_tensor into the flat buffer in place; gloo
+  // gathers into a flat copy of the output first (ProcessGroupGloo allgather).
+  if (sizes_.gloo) {
+    int64_t flat = partition_.padding_numel;
+    for (int64_t n : partition_.numel) flat += n;
+    memory_.release(memory_.acquire(flat * sizes_.param_element, Category::kTemporaries));
+  }
+}
+
+}  // namespace headroom
