@@ -106,6 +106,9 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
                     " (default: none on one rank)");
   cmd.add_flag("--ddp-bucket-view", f.ddp_bucket_view,
                "DDP(gradient_as_bucket_view=True): gradients live in DDP's buckets");
+  AddIntegerOption(cmd, "--rank", f.rank, 0, limits::kMaxGpus - 1,
+                   "Replay this rank instead of the busiest (ranks differ under zero1 and "
+                   "zero2: the partition each owns)");
   AddEnumOption(cmd, "--offload", f.offload, kOffloadNames,
                 "What lives in CPU RAM instead of the GPU: " + Choices(kOffloadNames) +
                     " (default none; reported as offload.cpu_bytes)");
@@ -304,6 +307,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
                 // --gpus auto, or N without --sharding: the solver sets them.
                 .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
                 .ddp_bucket_view = f.ddp_bucket_view,
+                .rank = f.rank,
                 .offload = f.offload,
                 .deepspeed = f.deepspeed};
   if (f.gpus_auto && f.nodes != 1)

@@ -45,6 +45,7 @@ struct PlanFlags {
   int64_t nodes = 1;
   std::optional<Sharding> sharding;  // unset: none on one rank
   bool ddp_bucket_view = false;
+  std::optional<int64_t> rank;  // --rank: replay this rank instead of the busiest
   Offload offload = Offload::kNone;
   DeepSpeedZeroKnobs deepspeed;  // --ds-*: DeepSpeed's defaults unless given
   bool json = false;

@@ -19,6 +19,9 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
         p.gpus)};
   if (p.ddp_bucket_view && !p.ddp_reducer())
     return Error{"--ddp-bucket-view applies to --sharding ddp and zero1 (DDP's reducer)"};
+  if (p.rank && (*p.rank < 0 || *p.rank >= p.gpus))
+    return Error{fmt::format("--rank {} is not one of the {} ranks (0 to {})", *p.rank, p.gpus,
+                             p.gpus - 1)};
   if (p.offload == Offload::kOptimizerAndParams && p.sharding != Sharding::kZero3 && !p.fsdp())
     return Error{"--offload optimizer+params needs sharded parameters: --sharding zero3, fsdp "
                  "or fsdp-no-reshard"};

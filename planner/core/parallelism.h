@@ -77,6 +77,9 @@ struct Parallelism {
   // DDP(gradient_as_bucket_view=True): gradients are views into the reducer's buckets
   // instead of separate tensors copied into them.
   bool ddp_bucket_view = false;
+  // The rank to replay (--rank); unset: the busiest. Ranks differ under ZeRO-1 and
+  // ZeRO-2 (which partition they own); the others replay alike.
+  std::optional<int64_t> rank;
   Offload offload = Offload::kNone;
   DeepSpeedZeroKnobs deepspeed;
 

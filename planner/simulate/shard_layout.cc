@@ -134,7 +134,7 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
     // The busiest rank: the most optimizer-state elements (the lowest on a tie).
     std::vector<int64_t> load(parallel.gpus, 0);
     for (size_t k = 0; k < numels.size(); ++k) load[rank_of[k]] += numels[k];
-    layout.rank = std::max_element(load.begin(), load.end()) - load.begin();
+    layout.rank = parallel.rank.value_or(std::max_element(load.begin(), load.end()) - load.begin());
     for (size_t k = 0; k < trainable_index.size(); ++k)
       layout.owns_optimizer_state[trainable_index[k]] = rank_of[k] == layout.rank;
   }
@@ -147,8 +147,18 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
     // the last element allocates it while the most activations are still live.
     const ZeroPartition whole = PartitionLikeDeepSpeed(numels, parallel.gpus, 0);
     const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
-    layout.rank = total > 0 ? (total - 1) / whole.partition_numel : 0;
+    const int64_t first_reduced = total > 0 ? (total - 1) / whole.partition_numel : 0;
+    layout.rank = parallel.rank.value_or(first_reduced);
     layout.zero = PartitionLikeDeepSpeed(numels, parallel.gpus, layout.rank);
+    if (!parallel.rank) {
+      // ... or the rank whose grads_in_partition is largest, if that is another.
+      int64_t largest_rank = first_reduced, largest = layout.zero.grads_in_partition_numel;
+      for (int64_t r = 0; r < parallel.gpus; ++r) {
+        const int64_t n = PartitionLikeDeepSpeed(numels, parallel.gpus, r).grads_in_partition_numel;
+        if (n > largest) largest = n, largest_rank = r;
+      }
+      if (largest_rank != first_reduced) layout.other_candidate_rank = largest_rank;
+    }
     std::fill(layout.owns_optimizer_state.begin(), layout.owns_optimizer_state.end(), 0);
   }
   return layout;

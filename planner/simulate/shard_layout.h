@@ -47,7 +47,10 @@ struct ZeroPartition {
 };
 
 struct ShardLayout {
-  int64_t rank = 0;  // the rank replayed: the one holding the most
+  int64_t rank = 0;  // the rank replayed: the one holding the most, unless asked
+  // ZeRO-2: another rank that may peak higher (the one with the largest
+  // grads_in_partition, when it is not `rank`); -1 if none.
+  int64_t other_candidate_rank = -1;
   // Per parameter, in OpGraph::Parameters() order: whether this rank's optimizer keeps
   // its states (all but ZeRO-1's other partitions).
   std::vector<uint8_t> owns_optimizer_state;

@@ -54,6 +54,13 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
     p.device_peak_bytes = p.allocated_peak_bytes;
     p.fits = p.allocated_peak_bytes <= device.memory_bytes;
   }
+  if (const int64_t other = tables.impl().shards.other_candidate_rank; other >= 0) {
+    // Two ranks may be the busiest (ZeRO-2): replay the other too, keep the higher.
+    TrainingConfig at_other = config;
+    at_other.parallel.rank = other;
+    StepPrediction q = PredictStep(SimulationTables(graph, at_other), checkpointed, device);
+    if (q.device_peak_bytes > p.device_peak_bytes) return q;
+  }
   return p;
 }
 
