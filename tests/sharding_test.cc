@@ -81,6 +81,66 @@ TEST(ShardLayout, DdpAddsOneBucketCopyOfTheGradients) {
             4 * one.params_trainable);  // fp32 buckets as large as the gradients
 }
 
+TEST(ShardLayout, DeepSpeedPartitionAlignsToTwoWAndCountsWholeParameters) {
+  // 22 elements padded to 24 (a multiple of 2W = 4): partitions [0, 12) and [12, 24).
+  // Rank 0 holds parameters 0 (0-10) and 1 (10-17); rank 1 parameters 1 and 2 (17-22).
+  const ZeroPartition r0 = PartitionLikeDeepSpeed({10, 7, 5}, 2, 0);
+  const ZeroPartition r1 = PartitionLikeDeepSpeed({10, 7, 5}, 2, 1);
+  EXPECT_EQ(r0.partition_numel, 12);
+  EXPECT_EQ(r0.padding_numel, 2);
+  EXPECT_EQ(r0.grads_in_partition_numel, 17);
+  EXPECT_EQ(r1.grads_in_partition_numel, 12);
+  EXPECT_EQ(r1.in_partition, (std::vector<uint8_t>{0, 1, 1}));
+  // A frozen parameter (numel 0 in the group) is in nobody's partition.
+  EXPECT_EQ(PartitionLikeDeepSpeed({8, 0}, 2, 0).in_partition, (std::vector<uint8_t>{1, 0}));
+}
+
+TEST(ShardLayout, ZeroTwoKeepsTheFlatWeightsAndAPartitionOfTheRest) {
+  const TinyRun one = PredictTiny("tiny-llama", {});
+  Parallelism zero2{.gpus = 4, .sharding = Sharding::kZero2};
+  zero2.deepspeed.reduce_bucket_size = 1000;
+  const TinyRun four = PredictTiny("tiny-llama", zero2);
+  const int64_t p = one.prediction.params_trainable;
+  const int64_t part = (p + 7) / 8 * 8 / 4;  // padded to 2W = 8, a quarter each
+  // After the steps: every weight (plus the flat buffer's padding) and buffer, and the
+  // fp32 master partition with AdamW's two states and its one step tensor, where one
+  // rank holds two states and a step tensor per parameter.
+  const int64_t padding = 4 * part - p;
+  EXPECT_EQ(EndOfStep(four.prediction), EndOfStep(one.prediction) - 2 * 4 * p -
+                                            4 * one.num_params + 4 * padding +
+                                            3 * 4 * part + 4);
+  EXPECT_LT(four.prediction.allocated_peak_bytes, one.prediction.allocated_peak_bytes);
+}
+
+TEST(ShardLayout, OffloadMovesTheOptimizerToCpuRam) {
+  Parallelism zero2{.gpus = 2, .sharding = Sharding::kZero2};
+  zero2.deepspeed.reduce_bucket_size = 1000;
+  const StepPrediction on_device = PredictTiny("tiny-llama", zero2).prediction;
+  zero2.offload = Offload::kOptimizer;
+  const StepPrediction offloaded = PredictTiny("tiny-llama", zero2).prediction;
+  EXPECT_EQ(on_device.offload_cpu_bytes, 0);
+  EXPECT_LT(offloaded.allocated_peak_bytes, on_device.allocated_peak_bytes);
+  const int64_t part = (on_device.params_trainable + 3) / 4 * 4 / 2;
+  // fp32 master, its gradient, the fp32 staging copy, AdamW's two states and its step,
+  // and the largest parameter's CPU staging buffer (at least the 512 x 64 embedding).
+  EXPECT_GE(offloaded.offload_cpu_bytes, 5 * 4 * part + 4 + 4 * 512 * 64);
+  EXPECT_LT(offloaded.offload_cpu_bytes, 5 * 4 * part + 4 + 4 * 4 * part);
+}
+
+TEST(ShardLayout, OffloadNeedsAnEngineThatOffloads) {
+  EXPECT_TRUE(ValidateParallelism(
+      {.gpus = 2, .sharding = Sharding::kDdp, .offload = Offload::kOptimizer}));
+  EXPECT_TRUE(ValidateParallelism(
+      {.gpus = 2, .sharding = Sharding::kFsdp, .offload = Offload::kOptimizer}));
+  EXPECT_TRUE(ValidateParallelism(
+      {.gpus = 2, .sharding = Sharding::kZero2, .offload = Offload::kOptimizerAndParams}));
+  EXPECT_FALSE(ValidateParallelism(
+      {.gpus = 2, .sharding = Sharding::kFsdp, .offload = Offload::kOptimizerAndParams}));
+  EXPECT_FALSE(ValidateParallelism(
+      {.gpus = 2, .sharding = Sharding::kZero2, .offload = Offload::kOptimizer}));
+  EXPECT_TRUE(ValidateParallelism({.gpus = 2, .sharding = Sharding::kZero2, .rank = 2}));
+}
+
 TEST(CommTime, RingVolumesAndOverlap) {
   DeviceSpec gpu = *FindGpu("h100-80gb");
   const CommVolume v{.param_bytes = 1e9, .trainable_bytes = 1e9};

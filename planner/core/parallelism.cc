@@ -19,6 +19,10 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
         p.gpus)};
   if (p.ddp_bucket_view && !p.ddp_reducer())
     return Error{"--ddp-bucket-view applies to --sharding ddp and zero1 (DDP's reducer)"};
+  if (p.sharding == Sharding::kZero3)
+    return Error{"--sharding zero3: DeepSpeed ZeRO-3's replay is not built yet (its gathers "
+                 "depend on a trace of the first step); plan FSDP2's equivalent with "
+                 "--sharding fsdp"};
   if (p.rank && (*p.rank < 0 || *p.rank >= p.gpus))
     return Error{fmt::format("--rank {} is not one of the {} ranks (0 to {})", *p.rank, p.gpus,
                              p.gpus - 1)};

@@ -115,6 +115,15 @@ std::string WritePlanYaml(const PlanFile& p) {
     out << YAML::Key << "sharding" << YAML::Value
         << std::string(ShardingName(c.parallel.sharding));
     out << YAML::Key << "ddp_bucket_view" << YAML::Value << c.parallel.ddp_bucket_view;
+    out << YAML::Key << "offload" << YAML::Value << std::string(OffloadName(c.parallel.offload));
+    if (c.parallel.deepspeed_zero()) {
+      const DeepSpeedZeroKnobs& ds = c.parallel.deepspeed;
+      out << YAML::Key << "deepspeed" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "reduce_bucket_size" << YAML::Value << ds.reduce_bucket_size;
+      out << YAML::Key << "allgather_bucket_size" << YAML::Value << ds.allgather_bucket_size;
+      out << YAML::Key << "overlap_comm" << YAML::Value << c.parallel.overlap_comm();
+      out << YAML::EndMap;
+    }
   }
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
@@ -184,6 +193,14 @@ class PlanReader {
       c.parallel.gpus = Need(t, "gpus").as<int64_t>();
       c.parallel.nodes = Need(t, "nodes").as<int64_t>();
       c.parallel.ddp_bucket_view = Need(t, "ddp_bucket_view").as<bool>();
+      if (t["offload"])  // none when absent (plan files written before offloading)
+        c.parallel.offload = Take(ParseOffload(t["offload"].as<std::string>()));
+      if (const YAML::Node ds = t["deepspeed"]) {
+        c.parallel.deepspeed.reduce_bucket_size = Need(ds, "reduce_bucket_size").as<int64_t>();
+        c.parallel.deepspeed.allgather_bucket_size =
+            Need(ds, "allgather_bucket_size").as<int64_t>();
+        c.parallel.deepspeed.overlap_comm = Need(ds, "overlap_comm").as<bool>();
+      }
       if (auto error = ValidateParallelism(c.parallel)) throw BadValue{error->message};
     }
     c.fine_tune.mode =

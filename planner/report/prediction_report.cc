@@ -85,11 +85,15 @@ std::string RequestLines(const ReportInputs& in) {
   }
   if (c.parallel.distributed()) {
     out += fmt::format("  {} ranks ({} per node), sharding {}{}: the figures below are rank {}'s, "
-                       "the one holding the most\n",
+                       "{}\n",
                        c.parallel.gpus, c.parallel.gpus_per_node(),
                        ShardingName(c.parallel.sharding),
                        c.parallel.ddp_bucket_view ? " (gradients as bucket views)" : "",
-                       p.rank);
+                       p.rank, c.parallel.rank ? "as asked (--rank)" : "the one holding the most");
+  }
+  if (c.parallel.offload != Offload::kNone) {
+    out += fmt::format("  offload {}: {} of CPU RAM per rank hold what left the device\n",
+                       OffloadName(c.parallel.offload), FormatBytes(p.offload_cpu_bytes));
   }
   if (c.moe_routing) {
     out += fmt::format(
@@ -302,7 +306,9 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                {"gpus", c.parallel.gpus},
                {"nodes", c.parallel.nodes},
                {"sharding", ShardingName(c.parallel.sharding)},
-               {"ddp_bucket_view", c.parallel.ddp_bucket_view}};
+               {"ddp_bucket_view", c.parallel.ddp_bucket_view},
+               {"offload", OffloadName(c.parallel.offload)}};
+  j["offload"] = {{"cpu_bytes", p.offload_cpu_bytes}};
   j["peak"]["per_rank"] = {{"rank", p.rank},
                            {"allocated_bytes", p.allocated_peak_bytes},
                            {"reserved_bytes", p.reserved_peak_bytes},

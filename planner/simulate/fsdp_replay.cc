@@ -6,20 +6,28 @@
 namespace headroom {
 
 FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool reshard_after_forward,
-                       Memory memory)
+                       bool offload, Memory memory)
     : units_(layout.fsdp_units),
       gloo_scratch_(gloo_scratch),
       reshard_after_forward_(reshard_after_forward),
+      offload_(offload),
       memory_(std::move(memory)),
       unsharded_(units_.size()),
       prefetched_flat_(units_.size(), kNone),
       sharded_grad_(units_.size(), kNone),
       post_backward_done_(units_.size(), 0) {}
 
-// The all-gather's flat output, and gloo's scratch copy of it for the collective.
+// The all-gather's flat output, and gloo's scratch copy of it for the collective. Offloaded
+// shards are first copied to the device (_fsdp_param.py all_gather_inputs, .to(device)),
+// those copies freed once copied in.
 int64_t FsdpReplay::AllGather(int unit) {
   const int64_t bytes = units_[unit].flat_bytes;
+  const int64_t world = units_[unit].world;
+  const int64_t inputs = offload_ && world > 0
+                             ? memory_.acquire(bytes / world, Category::kTemporaries)
+                             : kNone;
   const int64_t flat = memory_.acquire(bytes, Category::kTemporaries);
+  if (inputs != kNone) memory_.release(inputs);
   if (gloo_scratch_) memory_.release(memory_.acquire(bytes, Category::kTemporaries));
   return flat;
 }
@@ -86,7 +94,11 @@ void FsdpReplay::PostBackward(int unit) {
   const int64_t output = memory_.acquire(u.reduce_output_bytes, Category::kGradients);
   if (gloo_scratch_)
     memory_.release(memory_.acquire(u.reduce_input_bytes, Category::kTemporaries));
-  if (sharded_grad_[unit] == kNone) {
+  if (offload_) {
+    // foreach_reduce moves the sharded gradient to the CPU (.to("cpu")); the device copy
+    // goes with the reduce-scatter output.
+    memory_.release(output);
+  } else if (sharded_grad_[unit] == kNone) {
     sharded_grad_[unit] = output;
   } else {
     memory_.release(output);  // accumulated into the sharded .grad

@@ -78,7 +78,7 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
                 const std::vector<TensorId>& parameters, const std::vector<int64_t>& bytes,
                 int64_t world, bool cuda, ShardLayout& layout) {
   const int num_blocks = static_cast<int>(graph.blocks().size());
-  layout.fsdp_units.assign(num_blocks + 1, {});
+  layout.fsdp_units.assign(num_blocks + 1, FsdpUnit{.world = world});
   layout.local_param_bytes.assign(parameters.size(), 0);
   layout.local_rows.assign(parameters.size(), 0);
   for (size_t i = 0; i < parameters.size(); ++i) {

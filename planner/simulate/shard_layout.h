@@ -26,6 +26,7 @@ struct FsdpUnit {
   // chunk_cat's padded copy of each gradient whose dim 0 does not divide by W.
   std::vector<int64_t> pad_copy_bytes;
   bool trainable = false;  // whether anything is reduce-scattered
+  int64_t world = 0;       // ranks the unit is sharded over
   // The unit's inputs need no gradient (the root; the first block over a frozen
   // embedding): its post-backward runs in the final callback of the backward.
   bool deferred_post_backward = false;

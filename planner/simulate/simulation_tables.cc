@@ -176,6 +176,40 @@ SimulationTables::ModelState SimulationTables::FullModelState() const {
   return m;
 }
 
+int64_t SimulationTables::OffloadCpuBytes() const {
+  const Impl& t = *impl_;
+  const Parallelism& p = config_.parallel;
+  if (p.offload == Offload::kNone) return 0;
+  int64_t total = 0;
+  auto add_states = [&total](const OptimizerParamCost& cost) {
+    for (int64_t s : cost.state_bytes) total += s;
+    total += cost.step_tensor_bytes;
+  };
+  if (p.sharding == Sharding::kZero2) {
+    // stage_1_and_2.py: single_partition_of_fp32_groups and its .grad, fp32; the 16-bit
+    // param_buffer_of_bit16_for_cpu_offload_groups; temp_grad_buffer_for_cpu_offload.
+    const ZeroPartition& z = t.shards.zero;
+    int64_t element = 4, largest = 0;
+    for (size_t i = 0; i < t.parameters.size(); ++i) {
+      if (z.numel[i] == 0) continue;
+      element = t.bytes[t.parameters[i].value] / z.numel[i];
+      largest = std::max(largest, z.numel[i]);
+    }
+    total += z.partition_numel * (4 + 4 + element) + largest * element;
+    add_states(t.zero_flat_cost);
+    return total;
+  }
+  // FSDP2 CPUOffloadPolicy: every shard, the trainable ones' sharded gradients, masters
+  // and states.
+  for (size_t i = 0; i < t.parameters.size(); ++i) {
+    total += t.shards.local_param_bytes[i];
+    if (!t.trainable[t.parameters[i].value]) continue;
+    total += t.shards.local_param_bytes[i] + t.master_bytes[i];
+    add_states(t.optimizer_costs[i]);
+  }
+  return total;
+}
+
 int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
   const Granularity rounding(granularity);
   int64_t total = 0;

@@ -34,6 +34,7 @@ struct StepPrediction {
   int64_t params_total = 0;
   int64_t params_trainable = 0;
   int64_t rank = 0;  // the data-parallel rank predicted: the busiest
+  int64_t offload_cpu_bytes = 0;  // CPU RAM per rank for what --offload moved there
   std::vector<bool> checkpointed;
   Timeline timeline;
 

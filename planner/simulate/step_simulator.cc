@@ -181,11 +181,13 @@ class StepSimulator {
     const ShardLayout& shards = tables_.shards;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
       const TensorId p = tables_.parameters[i];
-      const int64_t stored =
-          config_.parallel.fsdp() ? shards.local_param_bytes[i] : Bytes(p);
+      // FSDP2 stores its shard (in CPU RAM when offloaded: nothing on the device).
+      const int64_t stored = !config_.parallel.fsdp() ? Bytes(p)
+                             : OptimizerOffloaded()   ? 0
+                                                      : shards.local_param_bytes[i];
       buffer_of_[p.value] = Acquire(stored, Category::kWeights);
       persistent_bytes_ += stored;
-      if (const int64_t master = tables_.master_bytes[i]; master > 0) {
+      if (const int64_t master = tables_.master_bytes[i]; master > 0 && !OptimizerOffloaded()) {
         Acquire(master, Category::kOptimizer);
         persistent_bytes_ += master;
       }
@@ -205,7 +207,7 @@ class StepSimulator {
     if (config_.parallel.fsdp()) {
       fsdp_.emplace(
           shards, /*gloo_scratch=*/!config_.kernels.cuda,
-          config_.parallel.sharding == Sharding::kFsdp,
+          config_.parallel.sharding == Sharding::kFsdp, OptimizerOffloaded(),
           FsdpReplay::Memory{
               .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
               .release = [this](int64_t buffer) { Release(buffer); },
@@ -222,7 +224,8 @@ class StepSimulator {
           ZeroReplay::Sizes{.param_element = ParamElementBytes(),
                             .reduce_bucket_size = p.deepspeed.reduce_bucket_size,
                             .overlap_comm = p.overlap_comm(),
-                            .gloo = !config_.kernels.cuda},
+                            .gloo = !config_.kernels.cuda,
+                            .offload_optimizer = OptimizerOffloaded()},
           tables_.zero_flat_cost,
           ZeroReplay::Memory{
               .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
@@ -639,12 +642,14 @@ class StepSimulator {
     if (group_temp_bytes > 0) Release(Acquire(group_temp_bytes, Category::kTemporaries));
   }
 
-  // Whether this rank's optimizer updates parameter i (ZeRO-1 updates its partition and
-  // receives the others' broadcast in place).
+  // Whether this rank's optimizer updates parameter i on the device (ZeRO-1 updates its
+  // partition and receives the others' broadcast in place; offloading steps on the CPU).
   bool UpdatesHere(size_t i) const {
     return tables_.trainable[tables_.parameters[i].value] &&
-           tables_.shards.owns_optimizer_state[i];
+           tables_.shards.owns_optimizer_state[i] && !OptimizerOffloaded();
   }
+
+  bool OptimizerOffloaded() const { return config_.parallel.offload != Offload::kNone; }
 
   void AllocateStates(const OptimizerParamCost& cost) {
     for (int64_t bytes : cost.state_bytes) {

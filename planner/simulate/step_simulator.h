@@ -67,6 +67,10 @@ class SimulationTables {
     int64_t weights = 0, gradients = 0, optimizer = 0;
   };
   ModelState FullModelState() const;
+  // What --offload keeps in CPU RAM on this rank: DeepSpeed's fp32 partition, its
+  // gradient, its 16-bit staging copy and the states; FSDP2's shards, sharded gradients
+  // and states. 0 without offloading.
+  int64_t OffloadCpuBytes() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

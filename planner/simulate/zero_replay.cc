@@ -15,7 +15,15 @@ ZeroReplay::ZeroReplay(const ZeroPartition& partition, Sizes sizes, OptimizerPar
 void ZeroReplay::Setup() {
   if (partition_.padding_numel > 0)
     memory_.acquire_persistent(partition_.padding_numel * sizes_.param_element, Category::kWeights);
-  memory_.acquire_persistent(partition_.partition_numel * 4, Category::kOptimizer);
+  if (!sizes_.offload_optimizer) {
+    memory_.acquire_persistent(partition_.partition_numel * 4, Category::kOptimizer);
+    return;
+  }
+  // Offloaded, the device keeps temp_grad_buffer_for_gpu_offload: the largest
+  // parameter's elements in the parameters' dtype (DeepSpeedZeroOptimizer __init__).
+  int64_t largest = 0;
+  for (int64_t n : partition_.numel) largest = std::max(largest, n);
+  memory_.acquire_persistent(largest * sizes_.param_element, Category::kGradients);
 }
 
 void ZeroReplay::BeginBackward() {
@@ -49,6 +57,13 @@ void ZeroReplay::Reduce() {
                                        Category::kTemporaries);
   memory_.release(flat);
   for (size_t i : bucket_params_) {
+    if (sizes_.offload_optimizer) {
+      // async_inplace_copy_grad_to_fp32_buffer_from_gpu: a 16-bit slice is cast to fp32
+      // on the device before its copy to the CPU partition (at most the whole gradient).
+      if (partition_.in_partition[i] && sizes_.param_element != 4)
+        memory_.release(memory_.acquire(partition_.numel[i] * 4, Category::kTemporaries));
+      continue;
+    }
     if (partition_.in_partition[i] && grads_in_partition_ == kNone) {
       grads_in_partition_ = memory_.acquire(
           partition_.grads_in_partition_numel * sizes_.param_element, Category::kGradients);
@@ -67,6 +82,10 @@ void ZeroReplay::EndBackward() {
 }
 
 void ZeroReplay::OptimizerStep(int step) {
+  if (sizes_.offload_optimizer) {  // the step runs on the CPU
+    AllGatherParameters();
+    return;
+  }
   const int64_t part = partition_.partition_numel;
   // flatten(averaged_gradients), then .to(fp32): a second copy unless already fp32.
   int64_t grad = memory_.acquire(part * sizes_.param_element, Category::kGradients);
@@ -87,6 +106,10 @@ void ZeroReplay::OptimizerStep(int step) {
   const int64_t temps = std::max(flat_cost_.step_temp_bytes, flat_cost_.group_temp_bytes);
   if (temps > 0) memory_.release(memory_.acquire(temps, Category::kTemporaries));
   memory_.release(grad);
+  AllGatherParameters();
+}
+
+void ZeroReplay::AllGatherParameters() {
   // all_gather_dp_groups -> all_gather_into_tensor into the flat buffer in place; gloo
   // gathers into a flat copy of the output first (ProcessGroupGloo allgather).
   if (sizes_.gloo) {

@@ -28,8 +28,9 @@ class FsdpReplay {
 
   // `gloo_scratch`: the CPU's gloo copies the all-gather output and clones the
   // reduce-scatter input for the collective (NCCL does neither).
+  // `offload`: CPUOffloadPolicy, the shards (and their gradients) kept in CPU RAM.
   FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool reshard_after_forward,
-             Memory memory);
+             bool offload, Memory memory);
 
   int root() const { return static_cast<int>(units_.size()) - 1; }
   // Forward pre-hook: gather; the previous unit's flat output, kept for reuse, goes
@@ -63,6 +64,7 @@ class FsdpReplay {
   const std::vector<FsdpUnit>& units_;
   const bool gloo_scratch_;
   const bool reshard_after_forward_;
+  const bool offload_;
   Memory memory_;
   // Per unit: its gathered parameters (empty while sharded), the all-gather output
   // prefetched for its backward, its sharded gradient, whether its post-backward ran.

@@ -29,6 +29,8 @@ class ZeroReplay {
     int64_t reduce_bucket_size = 0;
     bool overlap_comm = false;
     bool gloo = false;  // CPU processes: gloo's collectives
+    // offload_optimizer: the fp32 partition, its gradient and the states in CPU RAM.
+    bool offload_optimizer = false;
   };
 
   // `flat_cost`: the optimizer over the rank's fp32 partition, one flat tensor.
@@ -53,6 +55,7 @@ class ZeroReplay {
  private:
   static constexpr int64_t kNone = -1;
   void Reduce();
+  void AllGatherParameters();
 
   const ZeroPartition& partition_;
   const Sizes sizes_;
