@@ -154,6 +154,13 @@ TEST(CommTime, RingVolumesAndOverlap) {
   const double one = 15.0 / 16 * 1e9 / (50e9 * 0.9);
   EXPECT_NEAR(EstimateComm(fsdp, v, 2, 0, 0, gpu).total_seconds, 2 * 3 * one, 1e-12);
   EXPECT_EQ(EstimateComm({}, v, 1, 0, 0, gpu).total_seconds, 0);
+  // ZeRO-2: an all-reduce per micro-step, hidden by a long enough backward, and one
+  // all-gather after the update, never hidden.
+  const Parallelism zero2{.gpus = 8, .sharding = Sharding::kZero2};
+  const double gather = 7.0 / 8 * 1e9 / (450e9 * 0.65);
+  EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 0, gpu).total_seconds, 2 * all_reduce + gather,
+              1e-12);
+  EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 10.0, gpu).exposed_seconds, gather, 1e-12);
 }
 
 TEST(GpuCount, LadderIsPowersOfTwoThenWholeNodes) {

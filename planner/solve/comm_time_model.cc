@@ -38,6 +38,16 @@ CommTime EstimateComm(const Parallelism& p, const CommVolume& v, int64_t grad_ac
     }
     return t;
   }
+  if (p.sharding == Sharding::kZero2) {
+    // Each micro-step all-reduces its gradient buckets during backward (DeepSpeed's
+    // use_multi_rank_bucket_allreduce); each step all-gathers the updated partitions,
+    // after the update, with nothing to hide behind.
+    const double all_reduce = CollectiveSeconds(v.trainable_bytes, 2 * ring, p, device);
+    const double all_gather = CollectiveSeconds(v.trainable_bytes, ring, p, device);
+    t.total_seconds = accum * all_reduce + all_gather;
+    t.exposed_seconds = accum * Hidden(all_reduce, backward_seconds) + all_gather;
+    return t;
+  }
   const double gather = CollectiveSeconds(v.param_bytes, ring, p, device);
   const double reduce = CollectiveSeconds(v.trainable_bytes, ring, p, device);
   const double backward_gather = p.sharding == Sharding::kFsdp ? gather : 0.0;

@@ -87,7 +87,8 @@ StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
     if (checkpointed[i]) t.recompute_seconds += block_forward_[i];
   }
   // Sharded optimizer states are updated on one rank's share.
-  const bool sharded_states = parallel_.sharding == Sharding::kZero1 || parallel_.fsdp();
+  const bool sharded_states =
+      parallel_.sharding == Sharding::kZero1 || parallel_.fsdp() || parallel_.deepspeed_zero();
   t.optimizer_seconds =
       sharded_states ? optimizer_ / static_cast<double>(parallel_.gpus) : optimizer_;
   t.communication_seconds =
