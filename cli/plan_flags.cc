@@ -109,6 +109,10 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
   AddIntegerOption(cmd, "--rank", f.rank, 0, limits::kMaxGpus - 1,
                    "Replay this rank instead of the busiest (ranks differ under zero1 and "
                    "zero2: the partition each owns)");
+  AddEnumOption(cmd, "--fsdp-wrap", f.fsdp_wrap, kFsdpWrapNames,
+                "FSDP2 units: blocks (fully_shard per block, then the root) or accelerate "
+                "(its own: embedding and head apart; default with --stack hf-trainer and "
+                "--emit accelerate-fsdp|hf)");
   AddEnumOption(cmd, "--offload", f.offload, kOffloadNames,
                 "What lives in CPU RAM instead of the GPU: " + Choices(kOffloadNames) +
                     " (default none; reported as offload.cpu_bytes)");
@@ -309,7 +313,12 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
                 .ddp_bucket_view = f.ddp_bucket_view,
                 .rank = f.rank,
                 .offload = f.offload,
-                .deepspeed = f.deepspeed};
+                .deepspeed = f.deepspeed,
+                .fsdp_wrap = f.fsdp_wrap.value_or(
+                    c.stack == Stack::kHfTrainer || f.emit == ExportTarget::kAccelerateFsdp ||
+                            f.emit == ExportTarget::kHuggingFace
+                        ? FsdpWrap::kAccelerate
+                        : FsdpWrap::kBlocks)};
   if (f.gpus_auto && f.nodes != 1)
     return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
   if (auto error = ValidateParallelism(c.parallel)) return *error;

@@ -47,6 +47,8 @@ struct PlanFlags {
   bool ddp_bucket_view = false;
   std::optional<int64_t> rank;  // --rank: replay this rank instead of the busiest
   Offload offload = Offload::kNone;
+  // unset: accelerate's for --stack hf-trainer and the exports that run through it
+  std::optional<FsdpWrap> fsdp_wrap;
   DeepSpeedZeroKnobs deepspeed;  // --ds-*: DeepSpeed's defaults unless given
   bool json = false;
   bool auto_plan = false;                  // --auto; also implied without --micro-batch

@@ -70,6 +70,16 @@ inline Result<Offload> ParseOffload(std::string_view name) {
   return ParseIn(kOffloadNames, name, "offload");
 }
 
+// Which modules become FSDP2 units.
+//   blocks      fully_shard on each decoder block, then the root (everything else), the
+//               layout torchtitan uses and a plain PyTorch script writes
+//   accelerate  accelerate's fsdp2_prepare_model (HF Trainer, accelerate launch): the
+//               blocks, the input embedding alone (untied), the final norm and the LM head
+//               as one never-resharded unit (with the embedding when tied), then the root
+enum class FsdpWrap { kBlocks, kAccelerate };
+inline constexpr EnumName<FsdpWrap> kFsdpWrapNames[] = {{FsdpWrap::kBlocks, "blocks"},
+                                                        {FsdpWrap::kAccelerate, "accelerate"}};
+
 struct Parallelism {
   int64_t gpus = 1;  // data-parallel ranks in all
   int64_t nodes = 1;
@@ -82,6 +92,7 @@ struct Parallelism {
   std::optional<int64_t> rank;
   Offload offload = Offload::kNone;
   DeepSpeedZeroKnobs deepspeed;
+  FsdpWrap fsdp_wrap = FsdpWrap::kBlocks;
 
   bool distributed() const { return sharding != Sharding::kNone; }
   bool fsdp() const { return sharding == Sharding::kFsdp || sharding == Sharding::kFsdpNoReshard; }

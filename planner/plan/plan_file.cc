@@ -77,6 +77,27 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
   out << YAML::EndMap;
 }
 
+// The ranks and how they split the model, for a plan over more than one.
+void WriteParallelism(YAML::Emitter& out, const Parallelism& p) {
+  out << YAML::Key << "gpus" << YAML::Value << p.gpus;
+  out << YAML::Key << "nodes" << YAML::Value << p.nodes;
+  out << YAML::Key << "sharding" << YAML::Value
+      << std::string(ShardingName(p.sharding));
+  out << YAML::Key << "ddp_bucket_view" << YAML::Value << p.ddp_bucket_view;
+  out << YAML::Key << "offload" << YAML::Value << std::string(OffloadName(p.offload));
+  if (p.fsdp())
+    out << YAML::Key << "fsdp_wrap" << YAML::Value
+        << std::string(NameIn(kFsdpWrapNames, p.fsdp_wrap));
+  if (p.deepspeed_zero()) {
+    const DeepSpeedZeroKnobs& ds = p.deepspeed;
+    out << YAML::Key << "deepspeed" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "reduce_bucket_size" << YAML::Value << ds.reduce_bucket_size;
+    out << YAML::Key << "allgather_bucket_size" << YAML::Value << ds.allgather_bucket_size;
+    out << YAML::Key << "overlap_comm" << YAML::Value << p.overlap_comm();
+    out << YAML::EndMap;
+  }
+}
+
 }  // namespace
 
 std::string WritePlanYaml(const PlanFile& p) {
@@ -109,22 +130,7 @@ std::string WritePlanYaml(const PlanFile& p) {
   if (c.moe_routing)
     out << YAML::Key << "moe_routing" << YAML::Value
         << std::string(MoeRoutingName(*c.moe_routing));
-  if (c.parallel.distributed()) {
-    out << YAML::Key << "gpus" << YAML::Value << c.parallel.gpus;
-    out << YAML::Key << "nodes" << YAML::Value << c.parallel.nodes;
-    out << YAML::Key << "sharding" << YAML::Value
-        << std::string(ShardingName(c.parallel.sharding));
-    out << YAML::Key << "ddp_bucket_view" << YAML::Value << c.parallel.ddp_bucket_view;
-    out << YAML::Key << "offload" << YAML::Value << std::string(OffloadName(c.parallel.offload));
-    if (c.parallel.deepspeed_zero()) {
-      const DeepSpeedZeroKnobs& ds = c.parallel.deepspeed;
-      out << YAML::Key << "deepspeed" << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "reduce_bucket_size" << YAML::Value << ds.reduce_bucket_size;
-      out << YAML::Key << "allgather_bucket_size" << YAML::Value << ds.allgather_bucket_size;
-      out << YAML::Key << "overlap_comm" << YAML::Value << c.parallel.overlap_comm();
-      out << YAML::EndMap;
-    }
-  }
+  if (c.parallel.distributed()) WriteParallelism(out, c.parallel);
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
   out << YAML::Key << "lora_alpha" << YAML::Value << c.fine_tune.lora_alpha;
@@ -195,6 +201,9 @@ class PlanReader {
       c.parallel.ddp_bucket_view = Need(t, "ddp_bucket_view").as<bool>();
       if (t["offload"])  // none when absent (plan files written before offloading)
         c.parallel.offload = Take(ParseOffload(t["offload"].as<std::string>()));
+      if (t["fsdp_wrap"])  // blocks when absent
+        c.parallel.fsdp_wrap =
+            Take(ParseIn(kFsdpWrapNames, t["fsdp_wrap"].as<std::string>(), "fsdp_wrap"));
       if (const YAML::Node ds = t["deepspeed"]) {
         c.parallel.deepspeed.reduce_bucket_size = Need(ds, "reduce_bucket_size").as<int64_t>();
         c.parallel.deepspeed.allgather_bucket_size =

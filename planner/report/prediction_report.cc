@@ -307,7 +307,8 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                {"nodes", c.parallel.nodes},
                {"sharding", ShardingName(c.parallel.sharding)},
                {"ddp_bucket_view", c.parallel.ddp_bucket_view},
-               {"offload", OffloadName(c.parallel.offload)}};
+               {"offload", OffloadName(c.parallel.offload)},
+               {"fsdp_wrap", NameIn(kFsdpWrapNames, c.parallel.fsdp_wrap)}};
   j["offload"] = {{"cpu_bytes", p.offload_cpu_bytes}};
   j["peak"]["per_rank"] = {{"rank", p.rank},
                            {"allocated_bytes", p.allocated_peak_bytes},

@@ -5,11 +5,9 @@
 
 namespace headroom {
 
-FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool reshard_after_forward,
-                       bool offload, Memory memory)
+FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offload, Memory memory)
     : units_(layout.fsdp_units),
       gloo_scratch_(gloo_scratch),
-      reshard_after_forward_(reshard_after_forward),
       offload_(offload),
       memory_(std::move(memory)),
       unsharded_(units_.size()),
@@ -45,15 +43,15 @@ void FsdpReplay::Reshard(int unit) {
 }
 
 void FsdpReplay::GatherForward(int unit) {
-  if (!unsharded_[unit].empty()) return;
+  if (!unsharded_[unit].empty() || units_[unit].params.empty()) return;
   const int64_t flat = AllGather(unit);
   if (retained_flat_ != kNone) memory_.release(retained_flat_);
   CopyOut(unit);
   retained_flat_ = flat;
 }
 
-void FsdpReplay::AfterForward(int block) {
-  if (reshard_after_forward_) Reshard(block);
+void FsdpReplay::AfterForward(int unit) {
+  if (units_[unit].reshard_after_forward) Reshard(unit);
 }
 
 void FsdpReplay::EndForward() {
@@ -62,6 +60,7 @@ void FsdpReplay::EndForward() {
 }
 
 void FsdpReplay::PreBackward(int unit) {
+  if (units_[unit].params.empty()) return;  // no parameter group: no hooks
   if (unsharded_[unit].empty()) {
     const int64_t flat = prefetched_flat_[unit] != kNone ? prefetched_flat_[unit] : AllGather(unit);
     prefetched_flat_[unit] = kNone;
@@ -73,8 +72,8 @@ void FsdpReplay::PreBackward(int unit) {
     prefetched_flat_[previous] = AllGather(previous);
 }
 
-void FsdpReplay::AfterBlockBackward(int block) {
-  if (!units_[block].deferred_post_backward) PostBackward(block);
+void FsdpReplay::AfterUnitBackward(int unit) {
+  if (!units_[unit].deferred_post_backward) PostBackward(unit);
 }
 
 // Reshard, let the previous reduce-scatter input go, pack the gradients into this one's
@@ -82,6 +81,7 @@ void FsdpReplay::AfterBlockBackward(int block) {
 // sharded gradient (_fsdp_collectives.py foreach_reduce).
 void FsdpReplay::PostBackward(int unit) {
   post_backward_done_[unit] = 1;
+  if (units_[unit].params.empty()) return;  // no parameter group: no hooks
   Reshard(unit);
   if (held_reduce_input_ != kNone) memory_.release(held_reduce_input_);
   held_reduce_input_ = kNone;

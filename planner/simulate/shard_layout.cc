@@ -72,13 +72,77 @@ int UnitOf(const OpGraph& graph, TensorId param) {
   return unit >= 0 ? unit : root;
 }
 
+// The unit of each parameter under `wrap`, as an index into the units that LayoutFsdp
+// lays out: [embedding (accelerate, untied)] blocks... [tail (accelerate)] root.
+struct FsdpUnitPlan {
+  std::vector<int> unit_of;  // per parameter
+  int num_units = 0;
+  int first_block = 0;       // the unit of block 0
+  int tail = -1, embedding = -1;
+};
+
+FsdpUnitPlan PlanFsdpUnits(const OpGraph& graph, const std::vector<TensorId>& parameters,
+                           FsdpWrap wrap) {
+  const int num_blocks = static_cast<int>(graph.blocks().size());
+  FsdpUnitPlan plan;
+  plan.unit_of.assign(parameters.size(), -1);
+  std::vector<int> block_of(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i) block_of[i] = UnitOf(graph, parameters[i]);
+  if (wrap == FsdpWrap::kAccelerate && num_blocks > 0) {
+    // fsdp2_prepare_model: get_input_embeddings() alone when untied; the final norm and
+    // get_output_embeddings() (and a tied input embedding) as one group; the root keeps
+    // whatever is left (a position embedding).
+    const int first_block_op = graph.blocks().front().first_op.value;
+    const int last_block_op = graph.blocks().back().last_op.value;
+    const TensorId e = graph.input_embeddings();
+    OpId lookup = e.valid() ? graph.tensor(e).producer : OpId{};
+    if (lookup.valid() && graph.op(lookup).kind == OpKind::kScale)
+      lookup = graph.tensor(graph.op(lookup).inputs[0]).producer;
+    const TensorId embedding = lookup.valid() ? graph.op(lookup).inputs[1] : TensorId{};
+    std::vector<uint8_t> in_tail(parameters.size(), 0);
+    bool any_tail = false, untied_embedding = false;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (block_of[i] != num_blocks) continue;
+      bool before = true, after = true;
+      for (OpId op : graph.Consumers(parameters[i])) {
+        before = before && op.value < first_block_op;
+        after = after && op.value > last_block_op;
+      }
+      if (parameters[i] == embedding && before) {
+        untied_embedding = true;
+      } else if (after || parameters[i] == embedding) {
+        in_tail[i] = 1;
+        any_tail = true;
+      }
+    }
+    plan.embedding = untied_embedding ? 0 : -1;
+    plan.first_block = untied_embedding ? 1 : 0;
+    plan.tail = any_tail ? plan.first_block + num_blocks : -1;
+    plan.num_units = plan.first_block + num_blocks + (any_tail ? 1 : 0) + 1;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (block_of[i] < num_blocks) plan.unit_of[i] = plan.first_block + block_of[i];
+      else if (untied_embedding && parameters[i] == embedding) plan.unit_of[i] = 0;
+      else if (in_tail[i]) plan.unit_of[i] = plan.tail;
+      else plan.unit_of[i] = plan.num_units - 1;
+    }
+    return plan;
+  }
+  plan.num_units = num_blocks + 1;
+  plan.unit_of = block_of;
+  return plan;
+}
+
 // FSDP2 on rank 0 (the busiest: torch.chunk gives it full rows, and every rank stores
 // padded shards, so only the optimizer states of trailing ranks can be smaller).
 void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
                 const std::vector<TensorId>& parameters, const std::vector<int64_t>& bytes,
-                int64_t world, bool cuda, ShardLayout& layout) {
+                const Parallelism& parallel, bool cuda, ShardLayout& layout) {
+  const int64_t world = parallel.gpus;
   const int num_blocks = static_cast<int>(graph.blocks().size());
-  layout.fsdp_units.assign(num_blocks + 1, FsdpUnit{.world = world});
+  const FsdpUnitPlan plan = PlanFsdpUnits(graph, parameters, parallel.fsdp_wrap);
+  const bool reshard = parallel.sharding == Sharding::kFsdp;
+  layout.fsdp_units.assign(plan.num_units, FsdpUnit{.world = world,
+                                                    .reshard_after_forward = reshard});
   layout.local_param_bytes.assign(parameters.size(), 0);
   layout.local_rows.assign(parameters.size(), 0);
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -91,7 +155,7 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
     const int64_t shard = chunk * per_row * elem;
     layout.local_param_bytes[i] = shard;
     layout.local_rows[i] = chunk;
-    FsdpUnit& unit = layout.fsdp_units[UnitOf(graph, parameters[i])];
+    FsdpUnit& unit = layout.fsdp_units[plan.unit_of[i]];
     unit.params.push_back(i);
     unit.unsharded_bytes.push_back(world * shard);
     unit.flat_bytes += world * shard;
@@ -101,11 +165,31 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
     unit.reduce_output_bytes += shard;
     if (rows % world != 0) unit.pad_copy_bytes.push_back(world * shard);
   }
-  // A block's post-backward hook sits on its input; over a frozen embedding (and with
-  // no hook making the embedding's output require grad) that input needs no gradient.
-  for (int b = 0; b < num_blocks; ++b)
-    layout.fsdp_units[b].deferred_post_backward = !states[graph.blocks()[b].input].requires_grad;
-  layout.fsdp_units[num_blocks].deferred_post_backward = true;
+  // Where each unit's hooks fire: a block's segment; the embedding's and the tail's ops.
+  for (int b = 0; b < num_blocks; ++b) {
+    FsdpUnit& unit = layout.fsdp_units[plan.first_block + b];
+    unit.first_op = graph.blocks()[b].first_op.value;
+    unit.last_op = graph.blocks()[b].last_op.value;
+    // A block's post-backward hook sits on its input; over a frozen embedding (and with
+    // no hook making the embedding's output require grad) that input needs no gradient.
+    unit.deferred_post_backward = !states[graph.blocks()[b].input].requires_grad;
+  }
+  for (int u : {plan.embedding, plan.tail}) {
+    if (u < 0) continue;
+    FsdpUnit& unit = layout.fsdp_units[u];
+    unit.first_op = graph.num_ops();
+    for (size_t i : unit.params)
+      for (OpId op : graph.Consumers(parameters[i])) {
+        unit.first_op = std::min(unit.first_op, op.value);
+        unit.last_op = std::max(unit.last_op, op.value);
+      }
+    // The embedding reads token ids, which need no gradient: its post-backward waits for
+    // the final callback.
+    unit.deferred_post_backward = u == plan.embedding;
+  }
+  if (plan.tail >= 0) layout.fsdp_units[plan.tail].reshard_after_forward = false;
+  layout.fsdp_units.back().deferred_post_backward = true;
+  layout.fsdp_units.back().reshard_after_forward = false;
   // DeviceMesh keeps torch.arange(W) (int32 here) on the CPU: device memory only there.
   layout.mesh_bytes = cuda ? 0 : 4 * world;
 }
@@ -117,7 +201,7 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
                          const std::vector<int64_t>& bytes, const Parallelism& parallel,
                          bool cuda) {
   ShardLayout layout;
-  if (parallel.fsdp()) LayoutFsdp(graph, states, parameters, bytes, parallel.gpus, cuda, layout);
+  if (parallel.fsdp()) LayoutFsdp(graph, states, parameters, bytes, parallel, cuda, layout);
   layout.owns_optimizer_state.assign(parameters.size(), 1);
   std::vector<int64_t> trainable_bytes;
   std::vector<size_t> trainable_index;

@@ -13,8 +13,9 @@
 
 namespace headroom {
 
-// One FSDP2 unit (torch/distributed/fsdp/_fully_shard): a decoder block, or the root
-// (every parameter outside the blocks). Each parameter is sharded on dim 0 in
+// One FSDP2 unit (torch/distributed/fsdp/_fully_shard): a decoder block, the root
+// (every parameter no other unit claims), or with accelerate's wrap the input embedding
+// and the [final norm, LM head] tail. Units are in forward order, the root last. Each parameter is sharded on dim 0 in
 // torch.chunk rows, c = ceil(d / W), and padded to c rows on every rank
 // (_fsdp_param.py, init_sharded_param).
 struct FsdpUnit {
@@ -27,6 +28,11 @@ struct FsdpUnit {
   std::vector<int64_t> pad_copy_bytes;
   bool trainable = false;  // whether anything is reduce-scattered
   int64_t world = 0;       // ranks the unit is sharded over
+  // The ops whose forward runs the unit's modules: gathered before first_op, its
+  // post-forward after last_op; pre-backward before last_op's backward, post-backward
+  // after first_op's. Unused for the root, which spans the whole step.
+  int first_op = -1, last_op = -1;
+  bool reshard_after_forward = true;
   // The unit's inputs need no gradient (the root; the first block over a frozen
   // embedding): its post-backward runs in the final callback of the backward.
   bool deferred_post_backward = false;

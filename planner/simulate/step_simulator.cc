@@ -204,10 +204,25 @@ class StepSimulator {
       Acquire(shards.mesh_bytes, Category::kWeights);
       persistent_bytes_ += shards.mesh_bytes;
     }
+    StartShardingReplays(shards);
+    if (options_.cublas_workspace_bytes > 0) {
+      Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
+      persistent_bytes_ += options_.cublas_workspace_bytes;
+    }
+  }
+
+  // The engines' own buffers: FSDP2's gathers and reductions, DeepSpeed ZeRO-2's
+  // buckets and partitions, replayed through this simulator's accounting.
+  void StartShardingReplays(const ShardLayout& shards) {
     if (config_.parallel.fsdp()) {
+      fsdp_starts_.assign(graph_.num_ops(), -1);
+      fsdp_ends_.assign(graph_.num_ops(), -1);
+      for (size_t u = 0; u + 1 < shards.fsdp_units.size(); ++u) {
+        fsdp_starts_[shards.fsdp_units[u].first_op] = static_cast<int>(u);
+        fsdp_ends_[shards.fsdp_units[u].last_op] = static_cast<int>(u);
+      }
       fsdp_.emplace(
-          shards, /*gloo_scratch=*/!config_.kernels.cuda,
-          config_.parallel.sharding == Sharding::kFsdp, OptimizerOffloaded(),
+          shards, /*gloo_scratch=*/!config_.kernels.cuda, OptimizerOffloaded(),
           FsdpReplay::Memory{
               .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
               .release = [this](int64_t buffer) { Release(buffer); },
@@ -236,10 +251,6 @@ class StepSimulator {
               }});
       zero_->Setup();
     }
-    if (options_.cublas_workspace_bytes > 0) {
-      Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
-      persistent_bytes_ += options_.cublas_workspace_bytes;
-    }
   }
 
   // The bytes of one element of the trainable parameters (DeepSpeed's flat dtype).
@@ -264,11 +275,11 @@ class StepSimulator {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
-      if (fsdp_ && seg && seg->first_op.value == o) fsdp_->GatherForward(block);
+      if (fsdp_ && fsdp_starts_[o] >= 0) fsdp_->GatherForward(fsdp_starts_[o]);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
-      if (fsdp_ && seg && seg->last_op.value == o) fsdp_->AfterForward(block);
+      if (fsdp_ && fsdp_ends_[o] >= 0) fsdp_->AfterForward(fsdp_ends_[o]);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
@@ -432,8 +443,7 @@ class StepSimulator {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const bool reentrant = tables_.states.target().reentrant_checkpoint;
-      if (fsdp_ && block >= 0 && graph_.blocks()[block].last_op.value == o)
-        fsdp_->PreBackward(block);
+      if (fsdp_ && fsdp_ends_[o] >= 0) fsdp_->PreBackward(fsdp_ends_[o]);
       if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
@@ -449,8 +459,7 @@ class StepSimulator {
         block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
       }
-      if (fsdp_ && block >= 0 && graph_.blocks()[block].first_op.value == o)
-        fsdp_->AfterBlockBackward(block);
+      if (fsdp_ && fsdp_starts_[o] >= 0) fsdp_->AfterUnitBackward(fsdp_starts_[o]);
     }
     if (fsdp_) fsdp_->EndBackward();
     if (zero_ && zero_started_) zero_->EndBackward();
@@ -723,6 +732,7 @@ class StepSimulator {
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
   std::optional<FsdpReplay> fsdp_;  // FSDP2's buffers, when the plan shards with it
+  std::vector<int> fsdp_starts_, fsdp_ends_;  // per op: the FSDP unit it starts / ends
   std::optional<ZeroReplay> zero_;  // DeepSpeed ZeRO-2's, when the plan shards with it
   bool zero_started_ = false;       // its buckets set up in this backward
 };

@@ -1,10 +1,14 @@
 """The exports of sharded plans run in (or are accepted by) the engines they are for.
 
-    python3 check_exports.py HEADROOM [--only torchrun|deepspeed|accelerate|hf]
+    python3 check_exports.py HEADROOM [--only torchrun|accelerate-launch|deepspeed|accelerate|hf]
 
 * torchrun: the exported launch line starts 2 gloo ranks of distributed_run.py (the
   `train.py` of the line) on a tiny Llama under FSDP2; each rank's measured peak must be
   within 1% of `plan --json`'s per-rank prediction;
+* accelerate-launch: `accelerate launch` with the exported accelerate-FSDP config trains
+  the same tiny Llama for 2 steps on 2 gloo processes (accelerate_run.py); each rank's
+  measured peak must be within 3% of the plan for accelerate's wrap (--fsdp-wrap
+  accelerate, what the export plans);
 * deepspeed: DeepSpeed's own config class (deepspeed.runtime.config.DeepSpeedConfig)
   accepts the exported config for the plan's data-parallel size, and reads back the
   stage, batch sizes and buckets;
@@ -71,6 +75,45 @@ def check_torchrun(binary, tmp):
     return ok
 
 
+def check_accelerate_launch(binary, tmp):
+    """`accelerate launch` with the exported config trains 2 steps on 2 gloo processes
+    (accelerate_run.py); each rank within 3% of the plan for accelerate's wrap."""
+    import socket
+    case = Case("tiny-llama fp32 adamw sdpa mb2", "llama-3.2-1b.json", TINY_LLAMA, micro_batch=2)
+    config_dir = os.path.join(tmp, "llama-accelerate")
+    os.makedirs(config_dir)
+    with open(os.path.join(config_dir, "config.json"), "w") as f:
+        json.dump(case.hf_config(), f)
+    env = suite_env(default_path=False)
+    flags = ["--model", os.path.join(config_dir, "config.json"), *case.plan_flags(),
+             "--gpus", "2", "--sharding", "fsdp"]
+    config = os.path.join(tmp, "accelerate-launch.yaml")
+    with open(config, "w") as f:
+        f.write(headroom(binary, flags + ["--emit", "accelerate-fsdp"], env))
+    plan = json.loads(headroom(binary, flags + ["--fsdp-wrap", "accelerate", "--json"], env))
+    predicted = plan["peak"]["per_rank"]["allocated_bytes"]
+    payload = dict(vars(case), config_dir=config_dir, lora_targets=list(case.lora_targets))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config,
+            "--main_process_port", str(port), os.path.join(HERE, "accelerate_run.py"),
+            json.dumps(payload)]
+    print(f"running: accelerate launch --config_file <exported> accelerate_run.py ...")
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=HERE)
+    ranks = [json.loads(l.split(" ", 1)[1]) for l in out.stdout.splitlines()
+             if l.startswith("RANK_RESULT ")]
+    if out.returncode != 0 or len(ranks) != 2:
+        raise RuntimeError(f"accelerate launch failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    ok = True
+    for r in sorted(ranks, key=lambda r: r["rank"]):
+        error = 100.0 * (predicted - r["measured_peak_bytes"]) / r["measured_peak_bytes"]
+        ok &= abs(error) <= 3.0
+        print(f"  rank {r['rank']}: {r['fsdp_units']} FSDP modules, peak in {r['phase']}, measured "
+              f"{r['measured_peak_bytes']:,}, predicted {predicted:,} ({error:+.3f}%)")
+    return ok
+
+
 def check_deepspeed(binary, _tmp):
     exported = json.loads(headroom(binary, LLAMA_70B + ["--emit", "deepspeed"]))
     plan = json.loads(headroom(binary, LLAMA_70B + ["--json"]))["plan"]
@@ -129,7 +172,8 @@ def check_hf(binary, tmp):
     return ok
 
 
-CHECKS = {"torchrun": check_torchrun, "deepspeed": check_deepspeed,
+CHECKS = {"torchrun": check_torchrun, "accelerate-launch": check_accelerate_launch,
+          "deepspeed": check_deepspeed,
           "accelerate": check_accelerate, "hf": check_hf}
 
 

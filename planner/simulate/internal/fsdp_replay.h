@@ -2,8 +2,9 @@
 // _fully_shard): what each unit gathers, keeps, prefetches and reduce-scatters, and
 // when. The step simulator calls the hooks at the points FSDP2 runs them; buffers are
 // taken and given back through its accounting (`Memory`), so they show in its timeline.
-// Units are the blocks, then the root: the root's default reshard_after_forward=None
-// keeps it unsharded from its forward to the end of the backward.
+// Units are in forward order (shard_layout.h), the root last: the root's default
+// reshard_after_forward=None keeps it unsharded from its forward to the end of the
+// backward; each other unit reshards after its forward as its flag says.
 #pragma once
 
 #include "planner/simulate/internal/layer.h"
@@ -29,25 +30,24 @@ class FsdpReplay {
   // `gloo_scratch`: the CPU's gloo copies the all-gather output and clones the
   // reduce-scatter input for the collective (NCCL does neither).
   // `offload`: CPUOffloadPolicy, the shards (and their gradients) kept in CPU RAM.
-  FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool reshard_after_forward,
-             bool offload, Memory memory);
+  FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offload, Memory memory);
 
   int root() const { return static_cast<int>(units_.size()) - 1; }
   // Forward pre-hook: gather; the previous unit's flat output, kept for reuse, goes
   // once this one's collective is done (release_all_gather_state_for_comm_reuse), and
   // this one's is kept in turn.
   void GatherForward(int unit);
-  // Forward post-hook of a block: reshard when reshard_after_forward.
-  void AfterForward(int block);
+  // Forward post-hook: reshard when the unit's reshard_after_forward says so.
+  void AfterForward(int unit);
   // The root's post-forward lets the last kept all-gather output go.
   void EndForward();
   // Backward pre-hook: copy out of the prefetched output (gathered now if it was not)
   // and free it at once, then prefetch the unit that ran just before (the root, first
   // in backward, prefetches the last block).
   void PreBackward(int unit);
-  // Post-backward hook of a block whose input needs a gradient (the others wait for
+  // Post-backward hook of a unit whose input needs a gradient (the others wait for
   // EndBackward).
-  void AfterBlockBackward(int block);
+  void AfterUnitBackward(int unit);
   // The final callback: units whose inputs needed no gradient (the root first), then
   // the last reduce-scatter input.
   void EndBackward();
@@ -63,7 +63,6 @@ class FsdpReplay {
 
   const std::vector<FsdpUnit>& units_;
   const bool gloo_scratch_;
-  const bool reshard_after_forward_;
   const bool offload_;
   Memory memory_;
   // Per unit: its gathered parameters (empty while sharded), the all-gather output
