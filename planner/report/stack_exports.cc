@@ -76,8 +76,9 @@ nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
   if (c.parallel.fsdp()) {
     // FSDP2 through accelerate; checkpointing through FSDP's own wrapper, as HF asks
     // (gradient_checkpointing with FSDP is refused in favour of activation_checkpointing).
-    j["fsdp"] = c.parallel.sharding == Sharding::kFsdp ? "full_shard auto_wrap"
-                                                       : "shard_grad_op auto_wrap";
+    j["fsdp"] = std::string(c.parallel.sharding == Sharding::kFsdp ? "full_shard auto_wrap"
+                                                                   : "shard_grad_op auto_wrap") +
+                (c.parallel.offload == Offload::kOptimizerAndParams ? " offload" : "");
     j["fsdp_config"] = {{"version", 2},
                         {"reshard_after_forward", c.parallel.sharding == Sharding::kFsdp},
                         {"activation_checkpointing", checkpoint_all}};
@@ -120,7 +121,8 @@ std::string AccelerateFsdpConfig(const TrainingConfig& c, bool checkpoint_all) {
   out += "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n";
   out += fmt::format("  fsdp_reshard_after_forward: {}\n", p.sharding == Sharding::kFsdp);
   out += fmt::format("  fsdp_activation_checkpointing: {}\n", checkpoint_all);
-  out += "  fsdp_offload_params: false\n";
+  // CPUOffloadPolicy: shards, gradients and the optimizer step in CPU RAM.
+  out += fmt::format("  fsdp_offload_params: {}\n", p.offload == Offload::kOptimizerAndParams);
   out += "  fsdp_cpu_ram_efficient_loading: false\n";
   out += "  fsdp_state_dict_type: SHARDED_STATE_DICT\n";
   out += "mixed_precision: 'no'\n";  // bf16: the model is loaded in bf16
