@@ -321,7 +321,19 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
                         : FsdpWrap::kBlocks)};
   if (f.gpus_auto && f.nodes != 1)
     return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
-  if (auto error = ValidateParallelism(c.parallel)) return *error;
+  Parallelism checked = c.parallel;
+  if (f.gpus_auto || choose_sharding) {
+    // The solver picks the count (and the scheme unless given); check what it may pick.
+    if (f.offload != Offload::kNone && !f.sharding)
+      return MakeError(fmt::format("--offload {} with --gpus {} needs --sharding: only some "
+                                   "schemes offload",
+                                   OffloadName(f.offload), f.gpus_auto ? "auto" : "N"));
+    checked.gpus = std::max<int64_t>(2, f.gpus);
+    checked.nodes = 1;
+    checked.sharding = f.sharding.value_or(Sharding::kDdp);
+  }
+  if (auto error = ValidateParallelism(checked)) return *error;
+  if (f.gpus_auto || choose_sharding) c.parallel.offload = Offload::kNone;  // the solver's
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
@@ -345,11 +357,13 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
   SearchOptions o;
   o.num_gpus = static_cast<int>(r.config.parallel.gpus);
   if (f.gpus_auto) {
-    o.gpu_count = GpuCountOptions{.max_gpus = f.max_gpus};
+    o.gpu_count = GpuCountOptions{.max_gpus = f.max_gpus, .offload = f.offload};
     if (f.sharding) o.gpu_count->schemes = {*f.sharding};
   } else if (f.gpus > 1 && !f.sharding) {
-    o.gpu_count =
-        GpuCountOptions{.max_gpus = f.gpus, .only_count = f.gpus, .only_count_nodes = f.nodes};
+    o.gpu_count = GpuCountOptions{.max_gpus = f.gpus,
+                                  .only_count = f.gpus,
+                                  .only_count_nodes = f.nodes,
+                                  .offload = f.offload};
   }
   if (f.global_batch) {
     o.global_batch = *f.global_batch;

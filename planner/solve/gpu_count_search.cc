@@ -46,6 +46,7 @@ SearchResult SolveAt(const OpGraph& graph, const TrainingConfig& base, const Dev
   TrainingConfig config = base;
   config.parallel = parallel;
   config.parallel.deepspeed = base.parallel.deepspeed;
+  config.parallel.fsdp_wrap = base.parallel.fsdp_wrap;
   options.num_gpus = static_cast<int>(parallel.gpus);
   options.gpu_count.reset();
   return SearchPlan(graph, config, device, options);
@@ -77,7 +78,8 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   };
-  if (!counts.only_count) {
+  const bool offloading = counts.offload != Offload::kNone;  // needs a sharded scheme
+  if (!counts.only_count && !offloading) {
     SearchResult one = SolveAt(graph, base, device, options, ParallelismFor(1, Sharding::kNone));
     if (one.feasible) return finish(std::move(one));
   }
@@ -94,6 +96,8 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
     for (Sharding s : counts.schemes) {
       if (LowerBound(state, s, ladder[i]) > usable) continue;
       Parallelism parallel = ParallelismFor(ladder[i], s);
+      parallel.offload = counts.offload;
+      if (ValidateParallelism(parallel)) continue;  // --offload with a scheme that cannot
       if (counts.only_count) parallel.nodes = counts.only_count_nodes;
       SearchResult r = SolveAt(graph, base, device, options, parallel);
       if (r.feasible && (!best || r.time.tokens_per_second > best->time.tokens_per_second)) {
@@ -104,9 +108,12 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
     }
   }
   if (best) return finish(std::move(*best));
-  return finish(closest ? std::move(*closest)
-                        : SolveAt(graph, base, device, options,
-                                  ParallelismFor(ladder.back(), counts.schemes.back())));
+  if (closest) return finish(std::move(*closest));
+  Parallelism last = ParallelismFor(ladder.back(), counts.schemes.back());
+  if (!ValidateParallelism(
+          {.gpus = last.gpus, .sharding = last.sharding, .offload = counts.offload}))
+    last.offload = counts.offload;
+  return finish(SolveAt(graph, base, device, options, last));
 }
 
 }  // namespace headroom

@@ -39,6 +39,8 @@ struct GpuCountOptions {
   // The schemes to consider beyond one rank; the order breaks ties in speed.
   std::vector<Sharding> schemes = {Sharding::kDdp, Sharding::kZero1, Sharding::kFsdpNoReshard,
                                    Sharding::kFsdp};
+  // --offload: applied to each scheme that can (the single rank, which cannot, is skipped).
+  Offload offload = Offload::kNone;
 };
 
 struct SearchOptions {
