@@ -55,10 +55,8 @@ def main():
     hf_config = transformers.AutoConfig.from_pretrained(case["config_dir"])
     rank = accelerator.process_index
     gen = torch.Generator().manual_seed(1 + rank)
-    b, s = case["micro_batch"], case["seq_len"]
     distributed_run.settle_collectives()
-    meter = PeakMeter(unmeasured_phase="build", collective_frees=True,
-                      keep_trace=bool(os.environ.get("ACC_TRACE")))
+    meter = PeakMeter(unmeasured_phase="build", collective_frees=True)
     with meter:
         with meter.phase("build"):
             model = hf_training_run.build_model(case, hf_config)
@@ -67,21 +65,11 @@ def main():
             optimizer = hf_training_run.build_optimizer(
                 case, [p for p in model.parameters() if p.requires_grad])
             model, optimizer = accelerator.prepare(model, optimizer)
-        for _ in range(case["steps"]):
-            with meter.phase("forward"):
-                ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
-                loss = model(input_ids=ids, labels=ids).loss
-            with meter.phase("backward"):
-                accelerator.backward(loss)
-            del loss, ids
-            with meter.phase("optimizer step"):
-                optimizer.step()
-            with meter.phase("zero_grad"):
-                optimizer.zero_grad(set_to_none=True)
+        distributed_run.train_steps(meter, case, hf_config, gen, model, accelerator.backward,
+                                    optimizer)
     units = sum(1 for m in model.modules() if type(m).__name__.startswith("FSDP"))
     print("RANK_RESULT " + json.dumps({"rank": rank, "measured_peak_bytes": meter.peak_bytes,
-                                       "phase": meter.peak_phase, "fsdp_units": units,
-                                       "trace": [(e["args"]["Bytes"], e["args"]["Total Allocated"]) for e in (meter.last_trace or []) if e.get("name") == "[memory]"] if os.environ.get("ACC_TRACE") else None}),
+                                       "phase": meter.peak_phase, "fsdp_units": units}),
           flush=True)
     accelerator.end_training()
 

@@ -43,15 +43,39 @@ def headroom(binary, args, env=None):
     return out.stdout
 
 
-def check_torchrun(binary, tmp):
+def tiny_llama_on_two_ranks(tmp, name):
+    """A tiny Llama's config.json in its own directory, and the flags that plan it on 2
+    FSDP2 ranks."""
     case = Case("tiny-llama fp32 adamw sdpa mb2", "llama-3.2-1b.json", TINY_LLAMA, micro_batch=2)
-    config_dir = os.path.join(tmp, "llama")
+    config_dir = os.path.join(tmp, name)
     os.makedirs(config_dir)
     with open(os.path.join(config_dir, "config.json"), "w") as f:
         json.dump(case.hf_config(), f)
-    env = suite_env(default_path=False)
     flags = ["--model", os.path.join(config_dir, "config.json"), *case.plan_flags(),
              "--gpus", "2", "--sharding", "fsdp"]
+    return case, config_dir, flags
+
+
+def ranks_within(argv, env, launcher, predicted, bound_pct):
+    """Runs the launcher; each rank's `RANK_RESULT {json}` line against the prediction."""
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=HERE)
+    ranks = [json.loads(l.split(" ", 1)[1]) for l in out.stdout.splitlines()
+             if l.startswith("RANK_RESULT ")]
+    if out.returncode != 0 or len(ranks) != 2:
+        raise RuntimeError(f"{launcher} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    ok = True
+    for r in sorted(ranks, key=lambda r: r["rank"]):
+        error = 100.0 * (predicted - r["measured_peak_bytes"]) / r["measured_peak_bytes"]
+        ok &= abs(error) <= bound_pct
+        units = f"{r['fsdp_units']} FSDP modules, " if "fsdp_units" in r else ""
+        print(f"  rank {r['rank']}: {units}peak in {r['phase']}, measured "
+              f"{r['measured_peak_bytes']:,}, predicted {predicted:,} ({error:+.3f}%)")
+    return ok
+
+
+def check_torchrun(binary, tmp):
+    case, config_dir, flags = tiny_llama_on_two_ranks(tmp, "llama")
+    env = suite_env(default_path=False)
     line = headroom(binary, flags + ["--emit", "torchrun"], env).strip()
     predicted = json.loads(headroom(binary, flags + ["--json"], env))["peak"]["per_rank"]
     payload = dict(vars(case), config_dir=config_dir, sharding="fsdp", gpus=2,
@@ -60,38 +84,19 @@ def check_torchrun(binary, tmp):
     argv = [sys.executable, "-m", "torch.distributed.run",
             *shlex.split(line)[1:-1], *script]  # the exported line, train.py replaced
     print("running:", line.replace("train.py", "distributed_run.py --under-launcher ..."))
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=HERE)
-    ranks = [json.loads(l.split(" ", 1)[1]) for l in out.stdout.splitlines()
-             if l.startswith("RANK_RESULT ")]
-    if out.returncode != 0 or len(ranks) != 2:
-        raise RuntimeError(f"torchrun failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    ok = True
-    for r in sorted(ranks, key=lambda r: r["rank"]):
-        error = 100.0 * (predicted["allocated_bytes"] - r["measured_peak_bytes"]) / \
-            r["measured_peak_bytes"]
-        ok &= abs(error) <= 1.0
-        print(f"  rank {r['rank']}: measured {r['measured_peak_bytes']:,}, predicted "
-              f"{predicted['allocated_bytes']:,} ({error:+.3f}%)")
-    return ok
+    return ranks_within(argv, env, "torchrun", predicted["allocated_bytes"], 1.0)
 
 
 def check_accelerate_launch(binary, tmp):
     """`accelerate launch` with the exported config trains 2 steps on 2 gloo processes
     (accelerate_run.py); each rank within 3% of the plan for accelerate's wrap."""
     import socket
-    case = Case("tiny-llama fp32 adamw sdpa mb2", "llama-3.2-1b.json", TINY_LLAMA, micro_batch=2)
-    config_dir = os.path.join(tmp, "llama-accelerate")
-    os.makedirs(config_dir)
-    with open(os.path.join(config_dir, "config.json"), "w") as f:
-        json.dump(case.hf_config(), f)
+    case, config_dir, flags = tiny_llama_on_two_ranks(tmp, "llama-accelerate")
     env = suite_env(default_path=False)
-    flags = ["--model", os.path.join(config_dir, "config.json"), *case.plan_flags(),
-             "--gpus", "2", "--sharding", "fsdp"]
     config = os.path.join(tmp, "accelerate-launch.yaml")
     with open(config, "w") as f:
         f.write(headroom(binary, flags + ["--emit", "accelerate-fsdp"], env))
     plan = json.loads(headroom(binary, flags + ["--fsdp-wrap", "accelerate", "--json"], env))
-    predicted = plan["peak"]["per_rank"]["allocated_bytes"]
     payload = dict(vars(case), config_dir=config_dir, lora_targets=list(case.lora_targets))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -99,19 +104,9 @@ def check_accelerate_launch(binary, tmp):
     argv = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config,
             "--main_process_port", str(port), os.path.join(HERE, "accelerate_run.py"),
             json.dumps(payload)]
-    print(f"running: accelerate launch --config_file <exported> accelerate_run.py ...")
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=HERE)
-    ranks = [json.loads(l.split(" ", 1)[1]) for l in out.stdout.splitlines()
-             if l.startswith("RANK_RESULT ")]
-    if out.returncode != 0 or len(ranks) != 2:
-        raise RuntimeError(f"accelerate launch failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    ok = True
-    for r in sorted(ranks, key=lambda r: r["rank"]):
-        error = 100.0 * (predicted - r["measured_peak_bytes"]) / r["measured_peak_bytes"]
-        ok &= abs(error) <= 3.0
-        print(f"  rank {r['rank']}: {r['fsdp_units']} FSDP modules, peak in {r['phase']}, measured "
-              f"{r['measured_peak_bytes']:,}, predicted {predicted:,} ({error:+.3f}%)")
-    return ok
+    print("running: accelerate launch --config_file <exported> accelerate_run.py ...")
+    return ranks_within(argv, env, "accelerate launch",
+                        plan["peak"]["per_rank"]["allocated_bytes"], 3.0)
 
 
 def check_deepspeed(binary, _tmp):

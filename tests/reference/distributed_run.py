@@ -107,6 +107,43 @@ def build_optimizer(case, model):
                                    foreach=impl == "foreach", fused=impl == "fused")
 
 
+def train_steps(meter, case, hf_config, gen, model, backward, optimizer):
+    """The loop a PyTorch user writes, each part in its meter phase: per micro-step a
+    forward (under autocast for amp-bf16) and `backward(loss)`, then the optimizer's
+    step and zero_grad(set_to_none=True)."""
+    b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
+    autocast = case["precision"] == "amp-bf16"
+    for _ in range(case["steps"]):
+        for _ in range(accum):
+            with meter.phase("forward"):
+                ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    loss = model(input_ids=ids, labels=ids).loss / accum
+            with meter.phase("backward"):
+                backward(loss)
+            del loss, ids
+        with meter.phase("optimizer step"):
+            optimizer.step()
+        with meter.phase("zero_grad"):
+            optimizer.zero_grad(set_to_none=True)
+
+
+def deepspeed_steps(meter, case, hf_config, gen, engine):
+    """DeepSpeed's loop: the engine scales the loss for accumulation and steps (and zeroes
+    the gradients) on the last micro-step of each step."""
+    b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
+    for _ in range(case["steps"]):
+        for micro in range(accum):
+            with meter.phase("forward"):
+                ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
+                loss = engine(input_ids=ids, labels=ids).loss
+            with meter.phase("backward"):
+                engine.backward(loss)
+            del loss, ids
+            with meter.phase("optimizer step" if micro == accum - 1 else "backward"):
+                engine.step()
+
+
 def rank_main(case):
     import torch.distributed as dist
     import transformers
@@ -119,9 +156,7 @@ def rank_main(case):
     torch.manual_seed(0)
     torch.set_num_threads(1)
     hf_config = transformers.AutoConfig.from_pretrained(case["config_dir"])
-    b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
     gen = torch.Generator().manual_seed(1 + rank)
-    autocast = case["precision"] == "amp-bf16"
     deepspeed = case["sharding"] in ("zero2", "zero3")
     meter = PeakMeter(keep_trace=bool(case.get("trace")), unmeasured_phase="build",
                       collective_frees=True)
@@ -136,31 +171,11 @@ def rank_main(case):
             else:
                 model = wrap(hf_training_run.build_model(case, hf_config), case, world)
                 optimizer = build_optimizer(case, model)
-        for _ in range(case["steps"] if not deepspeed else 0):
-            for _ in range(accum):
-                with meter.phase("forward"):
-                    ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                        loss = model(input_ids=ids, labels=ids).loss / accum
-                with meter.phase("backward"):
-                    loss.backward()
-                del loss, ids
-            with meter.phase("optimizer step"):
-                optimizer.step()
-            with meter.phase("zero_grad"):
-                optimizer.zero_grad(set_to_none=True)
-        for _ in range(case["steps"] if deepspeed else 0):
-            # DeepSpeed's engine scales the loss for accumulation and steps (and zeroes
-            # the gradients) on the last micro-step of each step.
-            for micro in range(accum):
-                with meter.phase("forward"):
-                    ids = torch.randint(0, hf_config.vocab_size, (b, s), generator=gen)
-                    loss = model(input_ids=ids, labels=ids).loss
-                with meter.phase("backward"):
-                    model.backward(loss)
-                del loss, ids
-                with meter.phase("optimizer step" if micro == accum - 1 else "backward"):
-                    model.step()
+        if deepspeed:
+            deepspeed_steps(meter, case, hf_config, gen, model)
+        else:
+            train_steps(meter, case, hf_config, gen, model, lambda loss: loss.backward(),
+                        optimizer)
     result = {"rank": rank, "measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
               "live_before_bytes": meter.live_before_bytes}
     if case.get("trace"):
