@@ -127,6 +127,34 @@ TEST(ShardLayout, OffloadMovesTheOptimizerToCpuRam) {
   EXPECT_LT(offloaded.offload_cpu_bytes, 5 * 4 * part + 4 + 4 * 4 * part);
 }
 
+TEST(ShardLayout, FsdpOffloadLeavesNoShardOnTheDevice) {
+  Parallelism fsdp{.gpus = 2, .sharding = Sharding::kFsdp};
+  const TinyRun on_device = PredictTiny("tiny-llama", fsdp);
+  fsdp.offload = Offload::kOptimizerAndParams;
+  const TinyRun offloaded = PredictTiny("tiny-llama", fsdp);
+  // Between steps the device keeps only the model's buffers and the mesh's arange(2):
+  // shards, sharded gradients and states are in CPU RAM, and there as much as the
+  // device held of them.
+  const int64_t kept = EndOfStep(offloaded.prediction);
+  EXPECT_LT(kept, 4096);
+  EXPECT_EQ(offloaded.prediction.offload_cpu_bytes,
+            EndOfStep(on_device.prediction) - kept +
+                on_device.prediction.params_trainable * 4 / 2);  // + the sharded grads
+  EXPECT_LT(offloaded.prediction.allocated_peak_bytes, on_device.prediction.allocated_peak_bytes);
+}
+
+TEST(ShardLayout, AccelerateWrapLetsTheEmbeddingGoAndKeepsTheHead) {
+  const TinyRun blocks = PredictTiny("tiny-llama", {.gpus = 2, .sharding = Sharding::kFsdp});
+  const TinyRun accelerate = PredictTiny(
+      "tiny-llama", {.gpus = 2, .sharding = Sharding::kFsdp, .fsdp_wrap = FsdpWrap::kAccelerate});
+  // The same shards between steps; at the peak (the loss's backward) one root unit holds
+  // the embedding gathered and the last block prefetched, while accelerate's embedding
+  // unit was resharded after the lookup and its tail prefetches only once the logits'
+  // gradient arrives.
+  EXPECT_EQ(EndOfStep(accelerate.prediction), EndOfStep(blocks.prediction));
+  EXPECT_LT(accelerate.prediction.allocated_peak_bytes, blocks.prediction.allocated_peak_bytes);
+}
+
 TEST(ShardLayout, OffloadNeedsAnEngineThatOffloads) {
   EXPECT_TRUE(ValidateParallelism(
       {.gpus = 2, .sharding = Sharding::kDdp, .offload = Offload::kOptimizer}));
