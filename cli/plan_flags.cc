@@ -126,9 +126,11 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--ds-overlap-comm", ds.overlap_comm,
                  "ZeRO: overlap_comm true|false (default: true for zero3 only)");
   AddIntegerOption(cmd, "--ds-stage3-prefetch-bucket-size", ds.stage3_prefetch_bucket_size, 0,
-                   kMaxElements, "ZeRO-3: parameters prefetched ahead, in elements (default 50000000)");
+                   kMaxElements,
+                   "ZeRO-3: parameters prefetched ahead, in elements (default 50000000)");
   AddIntegerOption(cmd, "--ds-stage3-max-live-parameters", ds.stage3_max_live_parameters, 0,
-                   kMaxElements, "ZeRO-3: most gathered parameters, in elements (default 1000000000)");
+                   kMaxElements,
+                   "ZeRO-3: most gathered parameters, in elements (default 1000000000)");
   AddIntegerOption(cmd, "--ds-stage3-param-persistence-threshold",
                    ds.stage3_param_persistence_threshold, 0, kMaxElements,
                    "ZeRO-3: parameters this small stay gathered (default 100000)");
@@ -277,6 +279,47 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
   AddParallelFlags(cmd, f);
 }
 
+// The ranks and their scheme as given; with --gpus auto (or N without --sharding) one
+// rank, the solver setting the rest, after checking what it may pick.
+Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
+  const bool choose_sharding = f.gpus > 1 && !f.sharding;
+  if (choose_sharding && f.micro_batch && !f.auto_plan)
+    return MakeError(fmt::format(
+        "--gpus {} with a stated --micro-batch needs --sharding ddp | zero1 | zero2 | zero3 | "
+        "fsdp | fsdp-no-reshard (or --auto, and the solver chooses)",
+        f.gpus));
+  Parallelism p = {.gpus = choose_sharding ? 1 : f.gpus,
+                   .nodes = choose_sharding ? 1 : f.nodes,
+                   // --gpus auto, or N without --sharding: the solver sets them.
+                   .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
+                   .ddp_bucket_view = f.ddp_bucket_view,
+                   .rank = f.rank,
+                   .offload = f.offload,
+                   .deepspeed = f.deepspeed,
+                   .fsdp_wrap = f.fsdp_wrap.value_or(
+                       stack == Stack::kHfTrainer || f.emit == ExportTarget::kAccelerateFsdp ||
+                               f.emit == ExportTarget::kHuggingFace
+                           ? FsdpWrap::kAccelerate
+                           : FsdpWrap::kBlocks)};
+  if (f.gpus_auto && f.nodes != 1)
+    return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
+  Parallelism checked = p;
+  if (f.gpus_auto || choose_sharding) {
+    // The solver picks the count (and the scheme unless given); check what it may pick.
+    if (f.offload != Offload::kNone && !f.sharding)
+      return MakeError(
+          fmt::format("--offload {} with --gpus {} needs --sharding: only some "
+                      "schemes offload",
+                      OffloadName(f.offload), f.gpus_auto ? "auto" : "N"));
+    checked.gpus = std::max<int64_t>(2, f.gpus);
+    checked.nodes = 1;
+    checked.sharding = f.sharding.value_or(Sharding::kDdp);
+  }
+  if (auto error = ValidateParallelism(checked)) return *error;
+  if (f.gpus_auto || choose_sharding) p.offload = Offload::kNone;  // the solver's
+  return p;
+}
+
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   PlanRequest r;
   auto model = ResolveModel(f.model);
@@ -300,40 +343,9 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.kernels = {.cuda = r.device.is_cuda,
                .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16()),
                .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
-  const bool choose_sharding = f.gpus > 1 && !f.sharding;
-  if (choose_sharding && f.micro_batch && !f.auto_plan)
-    return MakeError(fmt::format(
-        "--gpus {} with a stated --micro-batch needs --sharding ddp | zero1 | zero2 | zero3 | "
-        "fsdp | fsdp-no-reshard (or --auto, and the solver chooses)",
-        f.gpus));
-  c.parallel = {.gpus = choose_sharding ? 1 : f.gpus,
-                .nodes = choose_sharding ? 1 : f.nodes,
-                // --gpus auto, or N without --sharding: the solver sets them.
-                .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
-                .ddp_bucket_view = f.ddp_bucket_view,
-                .rank = f.rank,
-                .offload = f.offload,
-                .deepspeed = f.deepspeed,
-                .fsdp_wrap = f.fsdp_wrap.value_or(
-                    c.stack == Stack::kHfTrainer || f.emit == ExportTarget::kAccelerateFsdp ||
-                            f.emit == ExportTarget::kHuggingFace
-                        ? FsdpWrap::kAccelerate
-                        : FsdpWrap::kBlocks)};
-  if (f.gpus_auto && f.nodes != 1)
-    return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
-  Parallelism checked = c.parallel;
-  if (f.gpus_auto || choose_sharding) {
-    // The solver picks the count (and the scheme unless given); check what it may pick.
-    if (f.offload != Offload::kNone && !f.sharding)
-      return MakeError(fmt::format("--offload {} with --gpus {} needs --sharding: only some "
-                                   "schemes offload",
-                                   OffloadName(f.offload), f.gpus_auto ? "auto" : "N"));
-    checked.gpus = std::max<int64_t>(2, f.gpus);
-    checked.nodes = 1;
-    checked.sharding = f.sharding.value_or(Sharding::kDdp);
-  }
-  if (auto error = ValidateParallelism(checked)) return *error;
-  if (f.gpus_auto || choose_sharding) c.parallel.offload = Offload::kNone;  // the solver's
+  auto parallel = ToParallelism(f, c.stack);
+  if (!parallel) return parallel.error();
+  c.parallel = *parallel;
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
@@ -343,8 +355,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
     if (!routing) return routing.error();
     c.moe_routing = *routing;
   } else if (f.moe_routing) {
-    return MakeError(
-        fmt::format("--moe-routing: {} is not a mixture of experts", r.model.name));
+    return MakeError(fmt::format("--moe-routing: {} is not a mixture of experts", r.model.name));
   }
   return r;
 }

@@ -249,7 +249,8 @@ std::vector<BadInput> PlanCases() {
       {"plan --model tiny-qwen3-moe --device cpu --micro-batch 1 --moe-routing even",
        "--moe-routing even"},
       {kPlan + "--moe-routing balanced", "not a mixture of experts"},
-      {"plan --model tiny-mixtral --device cpu --micro-batch 1 --seq-len 64 --lora-targets gate_proj",
+      {"plan --model tiny-mixtral --device cpu --micro-batch 1 --seq-len 64 --lora-targets "
+       "gate_proj",
        "mixtures of experts"},
       {kPlan + "--global-batch -1", "--global-batch"},
       {kPlan + "--global-batch 0", "--global-batch"},

@@ -30,8 +30,7 @@ TEST(ShardLayout, DdpBucketsCloseAtOneMibThenTwentyFive) {
   constexpr int64_t kMiB = int64_t{1} << 20;
   // Reverse order: 600 KiB + 600 KiB closes the first bucket (>= 1 MiB); the rest, 30
   // MiB, closes the second at 25 MiB... in one piece, since a tensor is never split.
-  const std::vector<int64_t> buckets =
-      DdpBucketBytes({30 * kMiB, 600 * 1024, 600 * 1024});
+  const std::vector<int64_t> buckets = DdpBucketBytes({30 * kMiB, 600 * 1024, 600 * 1024});
   EXPECT_EQ(buckets, (std::vector<int64_t>{1200 * 1024, 30 * kMiB}));
   EXPECT_EQ(DdpBucketBytes({100, 200}), (std::vector<int64_t>{300}));
 }
@@ -106,9 +105,8 @@ TEST(ShardLayout, ZeroTwoKeepsTheFlatWeightsAndAPartitionOfTheRest) {
   // fp32 master partition with AdamW's two states and its one step tensor, where one
   // rank holds two states and a step tensor per parameter.
   const int64_t padding = 4 * part - p;
-  EXPECT_EQ(EndOfStep(four.prediction), EndOfStep(one.prediction) - 2 * 4 * p -
-                                            4 * one.num_params + 4 * padding +
-                                            3 * 4 * part + 4);
+  EXPECT_EQ(EndOfStep(four.prediction), EndOfStep(one.prediction) - 2 * 4 * p - 4 * one.num_params +
+                                            4 * padding + 3 * 4 * part + 4);
   EXPECT_LT(four.prediction.allocated_peak_bytes, one.prediction.allocated_peak_bytes);
 }
 
@@ -156,8 +154,8 @@ TEST(ShardLayout, AccelerateWrapLetsTheEmbeddingGoAndKeepsTheHead) {
 }
 
 TEST(ShardLayout, OffloadNeedsAnEngineThatOffloads) {
-  EXPECT_TRUE(ValidateParallelism(
-      {.gpus = 2, .sharding = Sharding::kDdp, .offload = Offload::kOptimizer}));
+  EXPECT_TRUE(
+      ValidateParallelism({.gpus = 2, .sharding = Sharding::kDdp, .offload = Offload::kOptimizer}));
   EXPECT_TRUE(ValidateParallelism(
       {.gpus = 2, .sharding = Sharding::kFsdp, .offload = Offload::kOptimizer}));
   EXPECT_TRUE(ValidateParallelism(
@@ -186,8 +184,7 @@ TEST(CommTime, RingVolumesAndOverlap) {
   // all-gather after the update, never hidden.
   const Parallelism zero2{.gpus = 8, .sharding = Sharding::kZero2};
   const double gather = 7.0 / 8 * 1e9 / (450e9 * 0.65);
-  EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 0, gpu).total_seconds, 2 * all_reduce + gather,
-              1e-12);
+  EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 0, gpu).total_seconds, 2 * all_reduce + gather, 1e-12);
   EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 10.0, gpu).exposed_seconds, gather, 1e-12);
 }
 
@@ -211,9 +208,8 @@ TEST(CliManyGpus, AutoFindsTheFewestRanksAndTheNextCountDoesNotFit) {
   EXPECT_EQ(j["peak"]["per_rank"]["device_bytes"], j["peak"]["device_bytes"]);
   // The count below on the ladder, with the same scheme, does not fit.
   const int64_t fewer = gpus - 8;
-  const CommandResult below =
-      RunCli(request + " --gpus " + std::to_string(fewer) + " --nodes " +
-             std::to_string(fewer / 8) + " --sharding " + sharding);
+  const CommandResult below = RunCli(request + " --gpus " + std::to_string(fewer) + " --nodes " +
+                                     std::to_string(fewer / 8) + " --sharding " + sharding);
   EXPECT_FALSE(nlohmann::json::parse(below.out)["fits"].get<bool>()) << below.err;
 }
 
@@ -221,7 +217,8 @@ std::string WriteShardedPlan() {
   const std::string path = testing::TempDir() + "/sharded_plan.yaml";
   const CommandResult plan = RunCli(
       "plan --model tiny-llama --device cpu --seq-len 64 --gpus 4 --sharding zero1 "
-      "--ddp-bucket-view --global-batch 8 -o " + path + " --json");
+      "--ddp-bucket-view --global-batch 8 -o " +
+      path + " --json");
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
   return path;
 }
@@ -249,8 +246,8 @@ TEST(CliManyGpus, TrainRefusesManyRanks) {
 #endif
 
 TEST(CliManyGpus, ExportOfAPlanThatDoesNotFitExitsTwo) {
-  const CommandResult r = RunCli(
-      "plan --model llama-3-70b --gpu rtx-4090 --gpus 2 --sharding fsdp --emit deepspeed");
+  const CommandResult r =
+      RunCli("plan --model llama-3-70b --gpu rtx-4090 --gpus 2 --sharding fsdp --emit deepspeed");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("nothing to export"), std::string::npos) << r.err;
 }

@@ -20,22 +20,26 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
   if (p.ddp_bucket_view && !p.ddp_reducer())
     return Error{"--ddp-bucket-view applies to --sharding ddp and zero1 (DDP's reducer)"};
   if (p.sharding == Sharding::kZero3)
-    return Error{"--sharding zero3: DeepSpeed ZeRO-3's replay is not built yet (its gathers "
-                 "depend on a trace of the first step); plan FSDP2's equivalent with "
-                 "--sharding fsdp"};
+    return Error{
+        "--sharding zero3: DeepSpeed ZeRO-3's replay is not built yet (its gathers "
+        "depend on a trace of the first step); plan FSDP2's equivalent with "
+        "--sharding fsdp"};
   if (p.rank && (*p.rank < 0 || *p.rank >= p.gpus))
-    return Error{fmt::format("--rank {} is not one of the {} ranks (0 to {})", *p.rank, p.gpus,
-                             p.gpus - 1)};
+    return Error{
+        fmt::format("--rank {} is not one of the {} ranks (0 to {})", *p.rank, p.gpus, p.gpus - 1)};
   if (p.offload == Offload::kOptimizerAndParams && p.sharding != Sharding::kZero3 && !p.fsdp())
-    return Error{"--offload optimizer+params needs sharded parameters: --sharding zero3, fsdp "
-                 "or fsdp-no-reshard"};
+    return Error{
+        "--offload optimizer+params needs sharded parameters: --sharding zero3, fsdp "
+        "or fsdp-no-reshard"};
   if (p.offload == Offload::kOptimizer && p.fsdp())
-    return Error{"FSDP2's CPUOffloadPolicy moves the parameter shards with the optimizer "
-                 "states: use --offload optimizer+params"};
+    return Error{
+        "FSDP2's CPUOffloadPolicy moves the parameter shards with the optimizer "
+        "states: use --offload optimizer+params"};
   if (p.offload != Offload::kNone && !p.deepspeed_zero() && !p.fsdp())
-    return Error{fmt::format("--offload {} needs --sharding zero2, zero3, fsdp or "
-                             "fsdp-no-reshard (the engines that offload)",
-                             OffloadName(p.offload))};
+    return Error{
+        fmt::format("--offload {} needs --sharding zero2, zero3, fsdp or "
+                    "fsdp-no-reshard (the engines that offload)",
+                    OffloadName(p.offload))};
   return std::nullopt;
 }
 

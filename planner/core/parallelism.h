@@ -27,14 +27,14 @@ namespace headroom {
 //   zero3            DeepSpeed ZeRO stage 3: parameters partitioned too, gathered per
 //                    module around its forward and backward (runtime/zero/stage3.py)
 enum class Sharding { kNone, kDdp, kZero1, kFsdp, kFsdpNoReshard, kZero2, kZero3 };
-inline constexpr EnumName<Sharding> kShardingNames[] = {{Sharding::kNone, "none"},
-                                                        {Sharding::kDdp, "ddp"},
-                                                        {Sharding::kZero1, "zero1"},
-                                                        {Sharding::kFsdp, "fsdp"},
-                                                        {Sharding::kFsdpNoReshard,
-                                                         "fsdp-no-reshard"},
-                                                        {Sharding::kZero2, "zero2"},
-                                                        {Sharding::kZero3, "zero3"}};
+inline constexpr EnumName<Sharding> kShardingNames[] = {
+    {Sharding::kNone, "none"},
+    {Sharding::kDdp, "ddp"},
+    {Sharding::kZero1, "zero1"},
+    {Sharding::kFsdp, "fsdp"},
+    {Sharding::kFsdpNoReshard, "fsdp-no-reshard"},
+    {Sharding::kZero2, "zero2"},
+    {Sharding::kZero3, "zero3"}};
 inline std::string_view ShardingName(Sharding s) { return NameIn(kShardingNames, s); }
 inline Result<Sharding> ParseSharding(std::string_view name) {
   return ParseIn(kShardingNames, name, "sharding");
@@ -61,10 +61,10 @@ struct DeepSpeedZeroKnobs {
 //   optimizer+params   the parameter shards too: ZeRO-3 offload_param, or FSDP2's
 //                      CPUOffloadPolicy (which offloads shards, gradients and states)
 enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
-inline constexpr EnumName<Offload> kOffloadNames[] = {{Offload::kNone, "none"},
-                                                      {Offload::kOptimizer, "optimizer"},
-                                                      {Offload::kOptimizerAndParams,
-                                                       "optimizer+params"}};
+inline constexpr EnumName<Offload> kOffloadNames[] = {
+    {Offload::kNone, "none"},
+    {Offload::kOptimizer, "optimizer"},
+    {Offload::kOptimizerAndParams, "optimizer+params"}};
 inline std::string_view OffloadName(Offload o) { return NameIn(kOffloadNames, o); }
 inline Result<Offload> ParseOffload(std::string_view name) {
   return ParseIn(kOffloadNames, name, "offload");

@@ -81,8 +81,7 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m) {
 void WriteParallelism(YAML::Emitter& out, const Parallelism& p) {
   out << YAML::Key << "gpus" << YAML::Value << p.gpus;
   out << YAML::Key << "nodes" << YAML::Value << p.nodes;
-  out << YAML::Key << "sharding" << YAML::Value
-      << std::string(ShardingName(p.sharding));
+  out << YAML::Key << "sharding" << YAML::Value << std::string(ShardingName(p.sharding));
   out << YAML::Key << "ddp_bucket_view" << YAML::Value << p.ddp_bucket_view;
   out << YAML::Key << "offload" << YAML::Value << std::string(OffloadName(p.offload));
   if (p.fsdp())
@@ -128,8 +127,7 @@ std::string WritePlanYaml(const PlanFile& p) {
   if (c.base_dtype)
     out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
   if (c.moe_routing)
-    out << YAML::Key << "moe_routing" << YAML::Value
-        << std::string(MoeRoutingName(*c.moe_routing));
+    out << YAML::Key << "moe_routing" << YAML::Value << std::string(MoeRoutingName(*c.moe_routing));
   if (c.parallel.distributed()) WriteParallelism(out, c.parallel);
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;

@@ -84,12 +84,12 @@ std::string RequestLines(const ReportInputs& in) {
         in.window_layers, in.num_layers, AttentionKernelName(w->kernel), w->reason);
   }
   if (c.parallel.distributed()) {
-    out += fmt::format("  {} ranks ({} per node), sharding {}{}: the figures below are rank {}'s, "
-                       "{}\n",
-                       c.parallel.gpus, c.parallel.gpus_per_node(),
-                       ShardingName(c.parallel.sharding),
-                       c.parallel.ddp_bucket_view ? " (gradients as bucket views)" : "",
-                       p.rank, c.parallel.rank ? "as asked (--rank)" : "the one holding the most");
+    out += fmt::format(
+        "  {} ranks ({} per node), sharding {}{}: the figures below are rank {}'s, "
+        "{}\n",
+        c.parallel.gpus, c.parallel.gpus_per_node(), ShardingName(c.parallel.sharding),
+        c.parallel.ddp_bucket_view ? " (gradients as bucket views)" : "", p.rank,
+        c.parallel.rank ? "as asked (--rank)" : "the one holding the most");
   }
   if (c.parallel.offload != Offload::kNone) {
     out += fmt::format("  offload {}: {} of CPU RAM per rank hold what left the device\n",
@@ -162,21 +162,20 @@ std::string PlanLines(const ReportInputs& in) {
       "checkpointed{}\n",
       c.micro_batch, c.grad_accum_steps,
       c.parallel.gpus > 1 ? fmt::format(" x {} ranks", c.parallel.gpus) : "", in.global_batch,
-      PrecisionName(c.precision), ckpt.size(),
-      p.checkpointed.size(), ckpt.empty() ? "" : fmt::format(" ({})", IndexRanges(ckpt)));
+      PrecisionName(c.precision), ckpt.size(), p.checkpointed.size(),
+      ckpt.empty() ? "" : fmt::format(" ({})", IndexRanges(ckpt)));
   out += fmt::format(
       "  estimate: {:.3f} s per step, {:.0f} tokens/s{} (recomputation {:.1f}% of the step{})\n",
       in.time.step_seconds, in.time.tokens_per_second,
-      c.parallel.gpus > 1
-          ? fmt::format(" over {} ranks, {:.0f} per rank", c.parallel.gpus,
-                        in.time.tokens_per_second_per_gpu)
-          : "",
+      c.parallel.gpus > 1 ? fmt::format(" over {} ranks, {:.0f} per rank", c.parallel.gpus,
+                                        in.time.tokens_per_second_per_gpu)
+                          : "",
       in.time.step_seconds > 0 ? 100.0 * static_cast<double>(c.grad_accum_steps) *
                                      in.time.recompute_seconds / in.time.step_seconds
                                : 0.0,
-      c.parallel.gpus > 1 ? fmt::format(", communication not hidden {:.3f} s",
-                                        in.time.communication_seconds)
-                          : "");
+      c.parallel.gpus > 1
+          ? fmt::format(", communication not hidden {:.3f} s", in.time.communication_seconds)
+          : "");
   if (in.search) {
     out += fmt::format("  solver: {:.3f} s, verified by simulation against {} ({:.0f}% margin){}\n",
                        in.search->solver_seconds, FormatBytes(in.search->usable_bytes),
@@ -238,10 +237,10 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
       {"attention", AttentionName(c.attention)},
       {"attention_kernel", AttentionKernelName(in.attention_kernel.kernel)},
       {"attention_kernel_reason", in.attention_kernel.reason},
-      {"window_attention_kernel", in.window_attention_kernel
-                                      ? nlohmann::json(AttentionKernelName(
-                                            in.window_attention_kernel->kernel))
-                                      : nlohmann::json(nullptr)},
+      {"window_attention_kernel",
+       in.window_attention_kernel
+           ? nlohmann::json(AttentionKernelName(in.window_attention_kernel->kernel))
+           : nlohmann::json(nullptr)},
       {"checkpoint", c.checkpoint.ToString()},
       {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
       {"stack", StackName(c.stack)},

@@ -42,8 +42,8 @@ std::vector<Precision> ExportPrecisions(ExportTarget target) {
     case ExportTarget::kTorchrun:
       break;  // the user's script: any regime
   }
-  return {Precision::kFp32,    Precision::kAmpBf16,   Precision::kAmpFp16,
-          Precision::kBf16,    Precision::kMixedBf16, Precision::kMixedFp16};
+  return {Precision::kFp32, Precision::kAmpBf16,   Precision::kAmpFp16,
+          Precision::kBf16, Precision::kMixedBf16, Precision::kMixedFp16};
 }
 
 std::vector<Precision> ExportablePrecisions(ExportTarget target,
@@ -84,9 +84,8 @@ nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
                         {"activation_checkpointing", checkpoint_all}};
     j["gradient_checkpointing"] = false;
   } else if (c.parallel.sharding == Sharding::kZero1 || c.parallel.deepspeed_zero()) {
-    j["deepspeed"] = DeepSpeedConfig(c, global_batch > 0 ? global_batch : c.micro_batch *
-                                                                          c.grad_accum_steps *
-                                                                          c.parallel.gpus);
+    j["deepspeed"] = DeepSpeedConfig(
+        c, global_batch > 0 ? global_batch : c.micro_batch * c.grad_accum_steps * c.parallel.gpus);
     j["deepspeed"]["train_batch_size"] = "auto";
     j["deepspeed"]["train_micro_batch_size_per_gpu"] = "auto";
     j["deepspeed"]["gradient_accumulation_steps"] = "auto";

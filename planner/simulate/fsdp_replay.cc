@@ -21,9 +21,8 @@ FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offloa
 int64_t FsdpReplay::AllGather(int unit) {
   const int64_t bytes = units_[unit].flat_bytes;
   const int64_t world = units_[unit].world;
-  const int64_t inputs = offload_ && world > 0
-                             ? memory_.acquire(bytes / world, Category::kTemporaries)
-                             : kNone;
+  const int64_t inputs =
+      offload_ && world > 0 ? memory_.acquire(bytes / world, Category::kTemporaries) : kNone;
   const int64_t flat = memory_.acquire(bytes, Category::kTemporaries);
   if (inputs != kNone) memory_.release(inputs);
   if (gloo_scratch_) memory_.release(memory_.acquire(bytes, Category::kTemporaries));
@@ -92,8 +91,7 @@ void FsdpReplay::PostBackward(int unit) {
     memory_.release(memory_.acquire(pad, Category::kTemporaries));
   for (size_t i : u.params) memory_.drop_grad(i);
   const int64_t output = memory_.acquire(u.reduce_output_bytes, Category::kGradients);
-  if (gloo_scratch_)
-    memory_.release(memory_.acquire(u.reduce_input_bytes, Category::kTemporaries));
+  if (gloo_scratch_) memory_.release(memory_.acquire(u.reduce_input_bytes, Category::kTemporaries));
   if (offload_) {
     // foreach_reduce moves the sharded gradient to the CPU (.to("cpu")); the device copy
     // goes with the reduce-scatter output.

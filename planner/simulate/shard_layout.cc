@@ -77,7 +77,7 @@ int UnitOf(const OpGraph& graph, TensorId param) {
 struct FsdpUnitPlan {
   std::vector<int> unit_of;  // per parameter
   int num_units = 0;
-  int first_block = 0;       // the unit of block 0
+  int first_block = 0;  // the unit of block 0
   int tail = -1, embedding = -1;
 };
 
@@ -120,10 +120,14 @@ FsdpUnitPlan PlanFsdpUnits(const OpGraph& graph, const std::vector<TensorId>& pa
     plan.tail = any_tail ? plan.first_block + num_blocks : -1;
     plan.num_units = plan.first_block + num_blocks + (any_tail ? 1 : 0) + 1;
     for (size_t i = 0; i < parameters.size(); ++i) {
-      if (block_of[i] < num_blocks) plan.unit_of[i] = plan.first_block + block_of[i];
-      else if (untied_embedding && parameters[i] == embedding) plan.unit_of[i] = 0;
-      else if (in_tail[i]) plan.unit_of[i] = plan.tail;
-      else plan.unit_of[i] = plan.num_units - 1;
+      if (block_of[i] < num_blocks)
+        plan.unit_of[i] = plan.first_block + block_of[i];
+      else if (untied_embedding && parameters[i] == embedding)
+        plan.unit_of[i] = 0;
+      else if (in_tail[i])
+        plan.unit_of[i] = plan.tail;
+      else
+        plan.unit_of[i] = plan.num_units - 1;
     }
     return plan;
   }
@@ -141,8 +145,8 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
   const int num_blocks = static_cast<int>(graph.blocks().size());
   const FsdpUnitPlan plan = PlanFsdpUnits(graph, parameters, parallel.fsdp_wrap);
   const bool reshard = parallel.sharding == Sharding::kFsdp;
-  layout.fsdp_units.assign(plan.num_units, FsdpUnit{.world = world,
-                                                    .reshard_after_forward = reshard});
+  layout.fsdp_units.assign(plan.num_units,
+                           FsdpUnit{.world = world, .reshard_after_forward = reshard});
   layout.local_param_bytes.assign(parameters.size(), 0);
   layout.local_rows.assign(parameters.size(), 0);
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -197,9 +201,8 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
 }  // namespace
 
 ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
-                         const std::vector<TensorId>& parameters,
-                         const std::vector<int64_t>& bytes, const Parallelism& parallel,
-                         bool cuda) {
+                         const std::vector<TensorId>& parameters, const std::vector<int64_t>& bytes,
+                         const Parallelism& parallel, bool cuda) {
   ShardLayout layout;
   if (parallel.fsdp()) LayoutFsdp(graph, states, parameters, bytes, parallel, cuda, layout);
   layout.owns_optimizer_state.assign(parameters.size(), 1);

@@ -15,8 +15,8 @@ namespace headroom {
 
 // One FSDP2 unit (torch/distributed/fsdp/_fully_shard): a decoder block, the root
 // (every parameter no other unit claims), or with accelerate's wrap the input embedding
-// and the [final norm, LM head] tail. Units are in forward order, the root last. Each parameter is sharded on dim 0 in
-// torch.chunk rows, c = ceil(d / W), and padded to c rows on every rank
+// and the [final norm, LM head] tail. Units are in forward order, the root last. Each parameter is
+// sharded on dim 0 in torch.chunk rows, c = ceil(d / W), and padded to c rows on every rank
 // (_fsdp_param.py, init_sharded_param).
 struct FsdpUnit {
   std::vector<size_t> params;            // indices into the parameters
@@ -44,12 +44,12 @@ struct FsdpUnit {
 // become views of it. Each rank owns one partition of the fp32 master weights, the
 // optimizer states and the reduced gradients.
 struct ZeroPartition {
-  int64_t partition_numel = 0;      // aligned total / W
-  int64_t padding_numel = 0;        // the zeros appended to align the flat buffer
+  int64_t partition_numel = 0;  // aligned total / W
+  int64_t padding_numel = 0;    // the zeros appended to align the flat buffer
   // This rank's params_in_partition: every parameter with an element in its partition,
   // counted whole (copy_grads_in_partition sizes grads_in_partition by them).
   int64_t grads_in_partition_numel = 0;
-  std::vector<int64_t> numel;       // per parameter (0 when frozen)
+  std::vector<int64_t> numel;         // per parameter (0 when frozen)
   std::vector<uint8_t> in_partition;  // per parameter: in this rank's partition
 };
 
@@ -76,15 +76,13 @@ struct ShardLayout {
 // `parameters` in OpGraph::Parameters() order; `bytes` per tensor, as the simulator
 // sizes them.
 ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
-                         const std::vector<TensorId>& parameters,
-                         const std::vector<int64_t>& bytes, const Parallelism& parallel,
-                         bool cuda);
+                         const std::vector<TensorId>& parameters, const std::vector<int64_t>& bytes,
+                         const Parallelism& parallel, bool cuda);
 
 // ZeroRedundancyOptimizer's partition (_partition_parameters): parameters sorted by
 // numel, largest first (a stable sort), each to the rank with the fewest elements so
 // far (the lowest such rank). Returns the rank of each entry of `numels`.
-std::vector<int64_t> PartitionLikeZeroRedundancy(const std::vector<int64_t>& numels,
-                                                 int64_t world);
+std::vector<int64_t> PartitionLikeZeroRedundancy(const std::vector<int64_t>& numels, int64_t world);
 
 // ZeRO-2's partition of trainable parameters of `numels` (in the optimizer's order) over
 // `world` ranks, seen from `rank`.

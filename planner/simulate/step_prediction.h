@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/training_config.h"
+#include "planner/graph/op_graph.h"
 #include "planner/simulate/memory_category.h"
 #include "planner/simulate/memory_timeline.h"
-#include "planner/graph/op_graph.h"
 #include "planner/simulate/step_simulator.h"
-#include "planner/core/training_config.h"
 
 namespace headroom {
 
@@ -33,7 +33,7 @@ struct StepPrediction {
   std::string oom_phase_text;          // where the allocator model ran out, if it did
   int64_t params_total = 0;
   int64_t params_trainable = 0;
-  int64_t rank = 0;  // the data-parallel rank predicted: the busiest
+  int64_t rank = 0;               // the data-parallel rank predicted: the busiest
   int64_t offload_cpu_bytes = 0;  // CPU RAM per rank for what --offload moved there
   std::vector<bool> checkpointed;
   Timeline timeline;

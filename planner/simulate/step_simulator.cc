@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "planner/simulate/internal/fsdp_replay.h"
-#include "planner/simulate/internal/zero_replay.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
+#include "planner/simulate/internal/zero_replay.h"
 
 namespace headroom {
 namespace {
@@ -221,34 +221,34 @@ class StepSimulator {
         fsdp_starts_[shards.fsdp_units[u].first_op] = static_cast<int>(u);
         fsdp_ends_[shards.fsdp_units[u].last_op] = static_cast<int>(u);
       }
-      fsdp_.emplace(
-          shards, /*gloo_scratch=*/!config_.kernels.cuda, OptimizerOffloaded(),
-          FsdpReplay::Memory{
-              .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
-              .release = [this](int64_t buffer) { Release(buffer); },
-              .drop_grad = [this](size_t i) {
-                int64_t& grad = param_grad_[tables_.parameters[i].value];
-                if (grad >= 0) Release(grad);
-                grad = kNoBuffer;
-              }});
+      fsdp_.emplace(shards, /*gloo_scratch=*/!config_.kernels.cuda, OptimizerOffloaded(),
+                    FsdpReplay::Memory{
+                        .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
+                        .release = [this](int64_t buffer) { Release(buffer); },
+                        .drop_grad =
+                            [this](size_t i) {
+                              int64_t& grad = param_grad_[tables_.parameters[i].value];
+                              if (grad >= 0) Release(grad);
+                              grad = kNoBuffer;
+                            }});
     }
     if (config_.parallel.sharding == Sharding::kZero2) {
       const Parallelism& p = config_.parallel;
-      zero_.emplace(
-          shards.zero,
-          ZeroReplay::Sizes{.param_element = ParamElementBytes(),
-                            .reduce_bucket_size = p.deepspeed.reduce_bucket_size,
-                            .overlap_comm = p.overlap_comm(),
-                            .gloo = !config_.kernels.cuda,
-                            .offload_optimizer = OptimizerOffloaded()},
-          tables_.zero_flat_cost,
-          ZeroReplay::Memory{
-              .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
-              .release = [this](int64_t buffer) { Release(buffer); },
-              .acquire_persistent = [this](int64_t bytes, Category c) {
-                Acquire(bytes, c);
-                persistent_bytes_ += bytes;
-              }});
+      zero_.emplace(shards.zero,
+                    ZeroReplay::Sizes{.param_element = ParamElementBytes(),
+                                      .reduce_bucket_size = p.deepspeed.reduce_bucket_size,
+                                      .overlap_comm = p.overlap_comm(),
+                                      .gloo = !config_.kernels.cuda,
+                                      .offload_optimizer = OptimizerOffloaded()},
+                    tables_.zero_flat_cost,
+                    ZeroReplay::Memory{
+                        .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
+                        .release = [this](int64_t buffer) { Release(buffer); },
+                        .acquire_persistent =
+                            [this](int64_t bytes, Category c) {
+                              Acquire(bytes, c);
+                              persistent_bytes_ += bytes;
+                            }});
       zero_->Setup();
     }
   }
@@ -728,13 +728,13 @@ class StepSimulator {
   int64_t leaf_grad_ = kNoBuffer;            // the hooked embedding output's .grad
   std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
   std::vector<int> grad_arrivals_;
-  HoldLists op_holds_;                     // per op: what its forward saved for its backward
-  HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
-  std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
-  std::optional<FsdpReplay> fsdp_;  // FSDP2's buffers, when the plan shards with it
+  HoldLists op_holds_;                        // per op: what its forward saved for its backward
+  HoldLists block_holds_;                     // per checkpointed block: what its checkpoint holds
+  std::map<int32_t, int64_t> cast_cache_;     // parameter -> its autocast copy
+  std::optional<FsdpReplay> fsdp_;            // FSDP2's buffers, when the plan shards with it
   std::vector<int> fsdp_starts_, fsdp_ends_;  // per op: the FSDP unit it starts / ends
-  std::optional<ZeroReplay> zero_;  // DeepSpeed ZeRO-2's, when the plan shards with it
-  bool zero_started_ = false;       // its buckets set up in this backward
+  std::optional<ZeroReplay> zero_;            // DeepSpeed ZeRO-2's, when the plan shards with it
+  bool zero_started_ = false;                 // its buckets set up in this backward
 };
 
 }  // namespace

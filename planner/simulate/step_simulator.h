@@ -18,10 +18,10 @@
 #include <memory>
 #include <vector>
 
-#include "planner/simulate/memory_timeline.h"
-#include "planner/graph/op_graph.h"
-#include "planner/simulate/tensor_states.h"
 #include "planner/core/training_config.h"
+#include "planner/graph/op_graph.h"
+#include "planner/simulate/memory_timeline.h"
+#include "planner/simulate/tensor_states.h"
 
 namespace headroom {
 

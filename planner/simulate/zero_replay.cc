@@ -53,8 +53,8 @@ void ZeroReplay::GradientReady(size_t i, int64_t grad) {
 // grads_in_partition (allocated at the first one), the others dropped.
 void ZeroReplay::Reduce() {
   if (bucket_params_.empty()) return;
-  const int64_t flat = memory_.acquire(bucket_elements_ * sizes_.param_element,
-                                       Category::kTemporaries);
+  const int64_t flat =
+      memory_.acquire(bucket_elements_ * sizes_.param_element, Category::kTemporaries);
   memory_.release(flat);
   for (size_t i : bucket_params_) {
     if (sizes_.offload_optimizer) {

@@ -5,8 +5,8 @@
 namespace headroom {
 namespace {
 
-constexpr double kLinkEfficiency = 0.65;     // Calculon's NVLink default
-constexpr double kNetworkEfficiency = 0.9;   // Calculon's InfiniBand default
+constexpr double kLinkEfficiency = 0.65;    // Calculon's NVLink default
+constexpr double kNetworkEfficiency = 0.9;  // Calculon's InfiniBand default
 
 double Hidden(double comm, double compute) { return std::max(0.0, comm - compute); }
 

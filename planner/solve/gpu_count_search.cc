@@ -4,7 +4,6 @@
 #include <chrono>
 #include <optional>
 
-
 namespace headroom {
 namespace {
 
@@ -83,9 +82,9 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
     SearchResult one = SolveAt(graph, base, device, options, ParallelismFor(1, Sharding::kNone));
     if (one.feasible) return finish(std::move(one));
   }
-  const std::vector<int64_t> ladder =
-      counts.only_count ? std::vector<int64_t>{1, *counts.only_count}
-                        : GpuCountLadder(counts.max_gpus);
+  const std::vector<int64_t> ladder = counts.only_count
+                                          ? std::vector<int64_t>{1, *counts.only_count}
+                                          : GpuCountLadder(counts.max_gpus);
   const ModelState state = ModelStateOf(graph, base);
   const double usable = static_cast<double>(UsableBytes(device, options.margin));
   // Up the ladder, from the first count whose model-state bound leaves room, each scheme

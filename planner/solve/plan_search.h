@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "planner/solve/chain_memory_model.h"
-#include "planner/solve/checkpoint_solver.h"
 #include "planner/core/gpu_catalog.h"
 #include "planner/core/plan.h"
+#include "planner/core/training_config.h"
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/step_prediction.h"
 #include "planner/simulate/step_simulator.h"
+#include "planner/solve/chain_memory_model.h"
+#include "planner/solve/checkpoint_solver.h"
 #include "planner/solve/step_time_model.h"
-#include "planner/core/training_config.h"
 
 namespace headroom {
 
@@ -62,7 +62,7 @@ struct SearchOptions {
 
 struct SearchResult {
   bool feasible = false;
-  Plan plan;  // the chosen micro-batch, accumulation, precision and checkpoint set
+  Plan plan;                  // the chosen micro-batch, accumulation, precision and checkpoint set
   StepPrediction prediction;  // the full simulation of the chosen plan (or of the
                               // smallest plan tried, when nothing fits)
   StepTime time;

@@ -91,10 +91,9 @@ StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
       parallel_.sharding == Sharding::kZero1 || parallel_.fsdp() || parallel_.deepspeed_zero();
   t.optimizer_seconds =
       sharded_states ? optimizer_ / static_cast<double>(parallel_.gpus) : optimizer_;
-  t.communication_seconds =
-      EstimateComm(parallel_, comm_volume_, grad_accum_, t.forward_seconds,
-                   t.backward_seconds + t.recompute_seconds, device_)
-          .exposed_seconds;
+  t.communication_seconds = EstimateComm(parallel_, comm_volume_, grad_accum_, t.forward_seconds,
+                                         t.backward_seconds + t.recompute_seconds, device_)
+                                .exposed_seconds;
   t.step_seconds = static_cast<double>(grad_accum_) *
                        (t.forward_seconds + t.backward_seconds + t.recompute_seconds) +
                    t.optimizer_seconds + t.communication_seconds;

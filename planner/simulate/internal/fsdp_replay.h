@@ -71,8 +71,8 @@ class FsdpReplay {
   std::vector<int64_t> prefetched_flat_;
   std::vector<int64_t> sharded_grad_;
   std::vector<uint8_t> post_backward_done_;
-  int64_t retained_flat_ = kNone;       // the forward's last all-gather output
-  int64_t held_reduce_input_ = kNone;   // kept until the next reduce-scatter starts
+  int64_t retained_flat_ = kNone;      // the forward's last all-gather output
+  int64_t held_reduce_input_ = kNone;  // kept until the next reduce-scatter starts
 };
 
 }  // namespace headroom
