@@ -211,6 +211,7 @@ int64_t SimulationTables::OffloadCpuBytes() const {
 }
 
 int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
+  if (config_.parallel.offload != Offload::kNone) return 0;  // in CPU RAM
   const Granularity rounding(granularity);
   int64_t total = 0;
   for (size_t i = 0; i < impl_->optimizer_costs.size(); ++i) {

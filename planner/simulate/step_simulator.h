@@ -58,8 +58,9 @@ class SimulationTables {
   const OpGraph& graph() const;
   const TrainingConfig& config() const { return config_; }
   const TensorStates& states() const;
-  // The optimizer states of every trainable parameter this rank updates, each rounded
-  // up to `granularity` (a power of two) as the allocator counts it.
+  // The optimizer states of every trainable parameter this rank updates on the device
+  // (none when offloaded), each rounded up to `granularity` (a power of two) as the
+  // allocator counts it.
   int64_t OptimizerStateBytes(int64_t granularity) const;
   // The model state of one unsharded rank: every weight as stored, the gradients of the
   // trainable ones, and their optimizer states and master weights.
