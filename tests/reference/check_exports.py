@@ -116,6 +116,9 @@ def check_deepspeed(binary, _tmp):
                       LOCAL_RANK="0", DS_ACCELERATOR="cpu")
     import deepspeed
     from deepspeed.runtime.config import DeepSpeedConfig
+
+    import distributed_run
+    distributed_run.skip_deepspeed_shm_op()
     deepspeed.init_distributed(dist_backend="gloo", verbose=False)
     ranks = exported["train_batch_size"] // (exported["train_micro_batch_size_per_gpu"] *
                                             exported["gradient_accumulation_steps"])

@@ -83,6 +83,7 @@ def deepspeed_engine(model, case):
     import deepspeed
     import hf_training_run
     settle_collectives()  # DeepSpeed's bucket reductions hand gloo temporaries too
+    skip_deepspeed_shm_op()
     config = json.loads(json.dumps(case["deepspeed_config"]))
     config.pop("optimizer", None)
     config["zero_allow_untested_optimizer"] = True
@@ -92,6 +93,15 @@ def deepspeed_engine(model, case):
         model=model, optimizer=hf_training_run.build_optimizer(case, params), config=config,
         dist_init_required=False)
     return engine
+
+
+def skip_deepspeed_shm_op():
+    """DeepSpeed's CPU backend JIT-compiles a shared-memory op (deepspeed/comm/torch.py,
+    build_shm_op) that only inference_all_reduce uses, never ZeRO's training collectives:
+    80 s of compiling on a fresh 2-core machine, for nothing these runs measure."""
+    import deepspeed.comm.torch  # noqa: F401 - loads the module; the package's `torch`
+    # attribute is torch itself, so the module is taken from sys.modules
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
 
 
 def build_optimizer(case, model):
