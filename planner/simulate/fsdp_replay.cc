@@ -5,8 +5,11 @@
 
 namespace headroom {
 
-FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offload, Memory memory)
+FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offload,
+                       ReplayMemory memory)
     : units_(layout.fsdp_units),
+      starting_(layout.fsdp_unit_starting),
+      ending_(layout.fsdp_unit_ending),
       gloo_scratch_(gloo_scratch),
       offload_(offload),
       memory_(std::move(memory)),

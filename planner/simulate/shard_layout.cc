@@ -136,6 +136,16 @@ FsdpUnitPlan PlanFsdpUnits(const OpGraph& graph, const std::vector<TensorId>& pa
   return plan;
 }
 
+// Per op, the unit whose hooks fire around it (the root's span the whole step).
+void IndexUnitOps(int num_ops, ShardLayout& layout) {
+  layout.fsdp_unit_starting.assign(num_ops, -1);
+  layout.fsdp_unit_ending.assign(num_ops, -1);
+  for (size_t u = 0; u + 1 < layout.fsdp_units.size(); ++u) {
+    layout.fsdp_unit_starting[layout.fsdp_units[u].first_op] = static_cast<int>(u);
+    layout.fsdp_unit_ending[layout.fsdp_units[u].last_op] = static_cast<int>(u);
+  }
+}
+
 // FSDP2 on rank 0 (the busiest: torch.chunk gives it full rows, and every rank stores
 // padded shards, so only the optimizer states of trailing ranks can be smaller).
 void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
@@ -192,6 +202,7 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
     unit.deferred_post_backward = u == plan.embedding;
   }
   if (plan.tail >= 0) layout.fsdp_units[plan.tail].reshard_after_forward = false;
+  IndexUnitOps(graph.num_ops(), layout);
   layout.fsdp_units.back().deferred_post_backward = true;
   layout.fsdp_units.back().reshard_after_forward = false;
   // DeviceMesh keeps torch.arange(W) (int32 here) on the CPU: device memory only there.
@@ -237,14 +248,24 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
     const int64_t first_reduced = total > 0 ? (total - 1) / whole.partition_numel : 0;
     layout.rank = parallel.rank.value_or(first_reduced);
     layout.zero = PartitionLikeDeepSpeed(numels, parallel.gpus, layout.rank);
+    for (size_t i : trainable_index)
+      if (numels[i] > 0) layout.zero.element_bytes = bytes[parameters[i].value] / numels[i];
     if (!parallel.rank) {
-      // ... or the rank whose grads_in_partition is largest, if that is another.
-      int64_t largest_rank = first_reduced, largest = layout.zero.grads_in_partition_numel;
-      for (int64_t r = 0; r < parallel.gpus; ++r) {
-        const int64_t n = PartitionLikeDeepSpeed(numels, parallel.gpus, r).grads_in_partition_numel;
-        if (n > largest) largest = n, largest_rank = r;
+      // ... or the rank whose grads_in_partition is largest, if that is another: each
+      // parameter counts whole on every rank its elements reach.
+      std::vector<int64_t> per_rank(parallel.gpus, 0);
+      int64_t offset = 0;
+      for (int64_t n : numels) {
+        if (n > 0)
+          for (int64_t r = offset / whole.partition_numel;
+               r <= (offset + n - 1) / whole.partition_numel; ++r)
+            per_rank[r] += n;
+        offset += n;
       }
-      if (largest_rank != first_reduced) layout.other_candidate_rank = largest_rank;
+      const int64_t largest_rank =
+          std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin();
+      if (per_rank[largest_rank] > per_rank[first_reduced])
+        layout.other_candidate_rank = largest_rank;
     }
     std::fill(layout.owns_optimizer_state.begin(), layout.owns_optimizer_state.end(), 0);
   }

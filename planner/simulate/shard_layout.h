@@ -49,6 +49,7 @@ struct ZeroPartition {
   // This rank's params_in_partition: every parameter with an element in its partition,
   // counted whole (copy_grads_in_partition sizes grads_in_partition by them).
   int64_t grads_in_partition_numel = 0;
+  int64_t element_bytes = 4;          // the flat buffer's dtype (and its gradients')
   std::vector<int64_t> numel;         // per parameter (0 when frozen)
   std::vector<uint8_t> in_partition;  // per parameter: in this rank's partition
 };
@@ -69,6 +70,8 @@ struct ShardLayout {
   std::vector<int64_t> local_param_bytes;
   std::vector<int64_t> local_rows;  // rows of dim 0 this rank's optimizer updates
   std::vector<FsdpUnit> fsdp_units;
+  // Per op: the unit (not the root) whose first_op / last_op it is; -1 if none.
+  std::vector<int> fsdp_unit_starting, fsdp_unit_ending;
   int64_t mesh_bytes = 0;
   ZeroPartition zero;  // DeepSpeed ZeRO-2
 };

@@ -214,52 +214,32 @@ class StepSimulator {
   // The engines' own buffers: FSDP2's gathers and reductions, DeepSpeed ZeRO-2's
   // buckets and partitions, replayed through this simulator's accounting.
   void StartShardingReplays(const ShardLayout& shards) {
-    if (config_.parallel.fsdp()) {
-      fsdp_starts_.assign(graph_.num_ops(), -1);
-      fsdp_ends_.assign(graph_.num_ops(), -1);
-      for (size_t u = 0; u + 1 < shards.fsdp_units.size(); ++u) {
-        fsdp_starts_[shards.fsdp_units[u].first_op] = static_cast<int>(u);
-        fsdp_ends_[shards.fsdp_units[u].last_op] = static_cast<int>(u);
-      }
-      fsdp_.emplace(shards, /*gloo_scratch=*/!config_.kernels.cuda, OptimizerOffloaded(),
-                    FsdpReplay::Memory{
-                        .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
-                        .release = [this](int64_t buffer) { Release(buffer); },
-                        .drop_grad =
-                            [this](size_t i) {
-                              int64_t& grad = param_grad_[tables_.parameters[i].value];
-                              if (grad >= 0) Release(grad);
-                              grad = kNoBuffer;
-                            }});
-    }
+    const ReplayMemory memory{
+        .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
+        .release = [this](int64_t buffer) { Release(buffer); },
+        .acquire_persistent =
+            [this](int64_t bytes, Category c) {
+              Acquire(bytes, c);
+              persistent_bytes_ += bytes;
+            },
+        .drop_grad =
+            [this](size_t i) {
+              int64_t& grad = param_grad_[tables_.parameters[i].value];
+              if (grad >= 0) Release(grad);
+              grad = kNoBuffer;
+            }};
+    if (config_.parallel.fsdp())
+      fsdp_.emplace(shards, /*gloo_scratch=*/!config_.kernels.cuda, OptimizerOffloaded(), memory);
     if (config_.parallel.sharding == Sharding::kZero2) {
       const Parallelism& p = config_.parallel;
       zero_.emplace(shards.zero,
-                    ZeroReplay::Sizes{.param_element = ParamElementBytes(),
-                                      .reduce_bucket_size = p.deepspeed.reduce_bucket_size,
+                    ZeroReplay::Sizes{.reduce_bucket_size = p.deepspeed.reduce_bucket_size,
                                       .overlap_comm = p.overlap_comm(),
                                       .gloo = !config_.kernels.cuda,
                                       .offload_optimizer = OptimizerOffloaded()},
-                    tables_.zero_flat_cost,
-                    ZeroReplay::Memory{
-                        .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
-                        .release = [this](int64_t buffer) { Release(buffer); },
-                        .acquire_persistent =
-                            [this](int64_t bytes, Category c) {
-                              Acquire(bytes, c);
-                              persistent_bytes_ += bytes;
-                            }});
+                    tables_.zero_flat_cost, memory);
       zero_->Setup();
     }
-  }
-
-  // The bytes of one element of the trainable parameters (DeepSpeed's flat dtype).
-  int64_t ParamElementBytes() const {
-    for (TensorId p : tables_.parameters) {
-      const int64_t numel = graph_.tensor(p).shape.Numel({});
-      if (tables_.trainable[p.value] && numel > 0) return Bytes(p) / numel;
-    }
-    return 4;
   }
 
   // ---- forward -------------------------------------------------------------------
@@ -275,11 +255,11 @@ class StepSimulator {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
-      if (fsdp_ && fsdp_starts_[o] >= 0) fsdp_->GatherForward(fsdp_starts_[o]);
+      if (fsdp_) fsdp_->BeforeOpForward(o);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
-      if (fsdp_ && fsdp_ends_[o] >= 0) fsdp_->AfterForward(fsdp_ends_[o]);
+      if (fsdp_) fsdp_->AfterOpForward(o);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
@@ -443,7 +423,7 @@ class StepSimulator {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const bool reentrant = tables_.states.target().reentrant_checkpoint;
-      if (fsdp_ && fsdp_ends_[o] >= 0) fsdp_->PreBackward(fsdp_ends_[o]);
+      if (fsdp_) fsdp_->BeforeOpBackward(o);
       if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
@@ -459,11 +439,10 @@ class StepSimulator {
         block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
       }
-      if (fsdp_ && fsdp_starts_[o] >= 0) fsdp_->AfterUnitBackward(fsdp_starts_[o]);
+      if (fsdp_) fsdp_->AfterOpBackward(o);
     }
     if (fsdp_) fsdp_->EndBackward();
-    if (zero_ && zero_started_) zero_->EndBackward();
-    zero_started_ = false;
+    if (zero_) zero_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
     if (tables_.grad_leaf.valid()) {
@@ -614,8 +593,6 @@ class StepSimulator {
     grad_arrivals_[p.value] = 0;
     if (zero_) {
       // DeepSpeed's gradient hook (reduce_independent_p_g_buckets_and_remove_grads).
-      if (!zero_started_) zero_->BeginBackward();
-      zero_started_ = true;
       zero_->GradientReady(tables_.param_index[p.value], grad);
       param_grad_[p.value] = kBucketView;
     } else if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
@@ -728,13 +705,11 @@ class StepSimulator {
   int64_t leaf_grad_ = kNoBuffer;            // the hooked embedding output's .grad
   std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
   std::vector<int> grad_arrivals_;
-  HoldLists op_holds_;                        // per op: what its forward saved for its backward
-  HoldLists block_holds_;                     // per checkpointed block: what its checkpoint holds
-  std::map<int32_t, int64_t> cast_cache_;     // parameter -> its autocast copy
-  std::optional<FsdpReplay> fsdp_;            // FSDP2's buffers, when the plan shards with it
-  std::vector<int> fsdp_starts_, fsdp_ends_;  // per op: the FSDP unit it starts / ends
-  std::optional<ZeroReplay> zero_;            // DeepSpeed ZeRO-2's, when the plan shards with it
-  bool zero_started_ = false;                 // its buckets set up in this backward
+  HoldLists op_holds_;                     // per op: what its forward saved for its backward
+  HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
+  std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
+  std::optional<FsdpReplay> fsdp_;         // FSDP2's buffers, when the plan shards with it
+  std::optional<ZeroReplay> zero_;         // DeepSpeed ZeRO-2's, when the plan shards with it
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 namespace headroom {
 
 ZeroReplay::ZeroReplay(const ZeroPartition& partition, Sizes sizes, OptimizerParamCost flat_cost,
-                       Memory memory)
+                       ReplayMemory memory)
     : partition_(partition),
       sizes_(sizes),
       flat_cost_(std::move(flat_cost)),
@@ -14,7 +14,8 @@ ZeroReplay::ZeroReplay(const ZeroPartition& partition, Sizes sizes, OptimizerPar
 
 void ZeroReplay::Setup() {
   if (partition_.padding_numel > 0)
-    memory_.acquire_persistent(partition_.padding_numel * sizes_.param_element, Category::kWeights);
+    memory_.acquire_persistent(partition_.padding_numel * partition_.element_bytes,
+                               Category::kWeights);
   if (!sizes_.offload_optimizer) {
     memory_.acquire_persistent(partition_.partition_numel * 4, Category::kOptimizer);
     return;
@@ -23,11 +24,11 @@ void ZeroReplay::Setup() {
   // parameter's elements in the parameters' dtype (DeepSpeedZeroOptimizer __init__).
   int64_t largest = 0;
   for (int64_t n : partition_.numel) largest = std::max(largest, n);
-  memory_.acquire_persistent(largest * sizes_.param_element, Category::kGradients);
+  memory_.acquire_persistent(largest * partition_.element_bytes, Category::kGradients);
 }
 
-void ZeroReplay::BeginBackward() {
-  const int64_t bytes = sizes_.reduce_bucket_size * sizes_.param_element;
+void ZeroReplay::SetupBuckets() {
+  const int64_t bytes = sizes_.reduce_bucket_size * partition_.element_bytes;
   for (int k = 0; k < (sizes_.overlap_comm ? 2 : 1); ++k)
     ipg_buffers_.push_back(memory_.acquire(bytes, Category::kGradients));
 }
@@ -36,6 +37,7 @@ void ZeroReplay::BeginBackward() {
 // the bucket off first; one larger than the whole bucket stays where it is and goes
 // alone; the others are copied in and their .grad made a view of the bucket.
 void ZeroReplay::GradientReady(size_t i, int64_t grad) {
+  if (ipg_buffers_.empty()) SetupBuckets();  // the first hook of this backward
   const int64_t numel = partition_.numel[i];
   if (bucket_elements_ + numel > sizes_.reduce_bucket_size) Reduce();
   if (numel > sizes_.reduce_bucket_size) {
@@ -54,19 +56,19 @@ void ZeroReplay::GradientReady(size_t i, int64_t grad) {
 void ZeroReplay::Reduce() {
   if (bucket_params_.empty()) return;
   const int64_t flat =
-      memory_.acquire(bucket_elements_ * sizes_.param_element, Category::kTemporaries);
+      memory_.acquire(bucket_elements_ * partition_.element_bytes, Category::kTemporaries);
   memory_.release(flat);
   for (size_t i : bucket_params_) {
     if (sizes_.offload_optimizer) {
       // async_inplace_copy_grad_to_fp32_buffer_from_gpu: a 16-bit slice is cast to fp32
       // on the device before its copy to the CPU partition (at most the whole gradient).
-      if (partition_.in_partition[i] && sizes_.param_element != 4)
+      if (partition_.in_partition[i] && partition_.element_bytes != 4)
         memory_.release(memory_.acquire(partition_.numel[i] * 4, Category::kTemporaries));
       continue;
     }
     if (partition_.in_partition[i] && grads_in_partition_ == kNone) {
       grads_in_partition_ = memory_.acquire(
-          partition_.grads_in_partition_numel * sizes_.param_element, Category::kGradients);
+          partition_.grads_in_partition_numel * partition_.element_bytes, Category::kGradients);
     }
   }
   if (extra_large_grad_ != kNone) memory_.release(extra_large_grad_);
@@ -88,8 +90,8 @@ void ZeroReplay::OptimizerStep(int step) {
   }
   const int64_t part = partition_.partition_numel;
   // flatten(averaged_gradients), then .to(fp32): a second copy unless already fp32.
-  int64_t grad = memory_.acquire(part * sizes_.param_element, Category::kGradients);
-  if (sizes_.param_element != 4) {
+  int64_t grad = memory_.acquire(part * partition_.element_bytes, Category::kGradients);
+  if (partition_.element_bytes != 4) {
     const int64_t fp32 = memory_.acquire(part * 4, Category::kGradients);
     memory_.release(grad);
     grad = fp32;
@@ -115,7 +117,7 @@ void ZeroReplay::AllGatherParameters() {
   if (sizes_.gloo) {
     int64_t flat = partition_.padding_numel;
     for (int64_t n : partition_.numel) flat += n;
-    memory_.release(memory_.acquire(flat * sizes_.param_element, Category::kTemporaries));
+    memory_.release(memory_.acquire(flat * partition_.element_bytes, Category::kTemporaries));
   }
 }
 

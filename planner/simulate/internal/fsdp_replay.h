@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "planner/simulate/internal/replay_memory.h"
 #include "planner/simulate/memory_category.h"
 #include "planner/simulate/shard_layout.h"
 
@@ -20,19 +21,27 @@ namespace headroom {
 
 class FsdpReplay {
  public:
-  struct Memory {
-    std::function<int64_t(int64_t bytes, Category category)> acquire;
-    std::function<void(int64_t buffer)> release;
-    // Frees the unsharded .grad of parameter i (FSDP2 takes it off after packing it).
-    std::function<void(size_t param)> drop_grad;
-  };
-
   // `gloo_scratch`: the CPU's gloo copies the all-gather output and clones the
   // reduce-scatter input for the collective (NCCL does neither).
   // `offload`: CPUOffloadPolicy, the shards (and their gradients) kept in CPU RAM.
-  FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offload, Memory memory);
+  FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offload, ReplayMemory memory);
 
   int root() const { return static_cast<int>(units_.size()) - 1; }
+  // Around op o, the hooks of the unit whose ops begin or end there (none for most):
+  // before its forward, the unit's pre-forward; after it, the post-forward; before its
+  // backward, the pre-backward; after it, the post-backward.
+  void BeforeOpForward(int op) {
+    if (starting_[op] >= 0) GatherForward(starting_[op]);
+  }
+  void AfterOpForward(int op) {
+    if (ending_[op] >= 0) AfterForward(ending_[op]);
+  }
+  void BeforeOpBackward(int op) {
+    if (ending_[op] >= 0) PreBackward(ending_[op]);
+  }
+  void AfterOpBackward(int op) {
+    if (starting_[op] >= 0) AfterUnitBackward(starting_[op]);
+  }
   // Forward pre-hook: gather; the previous unit's flat output, kept for reuse, goes
   // once this one's collective is done (release_all_gather_state_for_comm_reuse), and
   // this one's is kept in turn.
@@ -62,9 +71,11 @@ class FsdpReplay {
   void PostBackward(int unit);
 
   const std::vector<FsdpUnit>& units_;
+  const std::vector<int>& starting_;  // per op, from the layout
+  const std::vector<int>& ending_;
   const bool gloo_scratch_;
   const bool offload_;
-  Memory memory_;
+  ReplayMemory memory_;
   // Per unit: its gathered parameters (empty while sharded), the all-gather output
   // prefetched for its backward, its sharded gradient, whether its post-backward ran.
   std::vector<std::vector<int64_t>> unsharded_;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "planner/simulate/internal/replay_memory.h"
 #include "planner/simulate/memory_category.h"
 #include "planner/simulate/optimizer_model.h"
 #include "planner/simulate/shard_layout.h"
@@ -18,14 +19,7 @@ namespace headroom {
 
 class ZeroReplay {
  public:
-  struct Memory {
-    std::function<int64_t(int64_t bytes, Category category)> acquire;
-    std::function<void(int64_t buffer)> release;
-    // Held for the rest of the run (the simulator checks them after each step).
-    std::function<void(int64_t bytes, Category category)> acquire_persistent;
-  };
   struct Sizes {
-    int64_t param_element = 4;  // the flat buffer's (and the gradients') dtype
     int64_t reduce_bucket_size = 0;
     bool overlap_comm = false;
     bool gloo = false;  // CPU processes: gloo's collectives
@@ -35,18 +29,17 @@ class ZeroReplay {
 
   // `flat_cost`: the optimizer over the rank's fp32 partition, one flat tensor.
   ZeroReplay(const ZeroPartition& partition, Sizes sizes, OptimizerParamCost flat_cost,
-             Memory memory);
+             ReplayMemory memory);
 
   // deepspeed.initialize: the padding that aligns the flat buffer, and the fp32 master
   // partition (a clone even when the parameters are fp32).
   void Setup();
-  // setup_buckets, at the first gradient hook of a backward: the ipg bucket buffer(s) of
-  // reduce_bucket_size elements (two with overlap_comm).
-  void BeginBackward();
   // The gradient hook of parameter i, its fresh gradient `grad`: copied into the bucket
-  // and freed (the bucket reduced first when it would overflow).
+  // and freed (the bucket reduced first when it would overflow). The first hook of a
+  // backward sets the buckets up.
   void GradientReady(size_t i, int64_t grad);
-  // independent_gradient_partition_epilogue: the last bucket reduced, the buckets freed.
+  // independent_gradient_partition_epilogue: the last bucket reduced, the buckets freed
+  // (nothing when no gradient arrived).
   void EndBackward();
   // step(): the partition's gradients flattened (and cast to fp32), grads_in_partition
   // freed, the optimizer run over the fp32 partition, the parameters all-gathered.
@@ -54,13 +47,16 @@ class ZeroReplay {
 
  private:
   static constexpr int64_t kNone = -1;
+  // setup_buckets: the ipg bucket buffer(s) of reduce_bucket_size elements (two with
+  // overlap_comm).
+  void SetupBuckets();
   void Reduce();
   void AllGatherParameters();
 
   const ZeroPartition& partition_;
   const Sizes sizes_;
   const OptimizerParamCost flat_cost_;
-  Memory memory_;
+  ReplayMemory memory_;
   std::vector<int64_t> ipg_buffers_;
   std::vector<size_t> bucket_params_;
   int64_t bucket_elements_ = 0;
