@@ -307,7 +307,7 @@ std::vector<BadInput> PlanCases() {
       {kFixed + "--gpus 0 --sharding ddp", "--gpus"},
       {kFixed + "--gpus 1.5 --sharding ddp", "--gpus"},
       {kFixed + "--gpus 65537 --sharding ddp", "--gpus"},
-      {kFixed + "--gpus 2 --sharding zero3", "--sharding"},
+      {kFixed + "--gpus 2 --sharding zero3 --offload optimizer", "--offload"},
       {kFixed + "--gpus 2 --sharding ddp --offload optimizer", "--offload"},
       {kFixed + "--gpus 2 --sharding fsdp --offload optimizer", "--offload optimizer+params"},
       {kFixed + "--gpus 2 --sharding zero2 --offload disk", "--offload"},

@@ -153,6 +153,73 @@ TEST(ShardLayout, AccelerateWrapLetsTheEmbeddingGoAndKeepsTheHead) {
   EXPECT_LT(accelerate.prediction.allocated_peak_bytes, blocks.prediction.allocated_peak_bytes);
 }
 
+// ZeRO-3's modules: those holding parameters, named after them, each preceded by the
+// containers it opens (a ModuleList is never called; the model itself is counted apart).
+TEST(ShardLayout, ZeroThreeCallsEachModuleAfterTheContainersItOpens) {
+  TrainingConfig c;
+  c.precision = Precision::kFp32;
+  c.parallel = {.gpus = 4, .sharding = Sharding::kZero3};
+  const OpGraph graph = *BuildGraph(*ResolveModel("tiny-llama"), GraphOptionsOf(c));
+  const TensorStates states(graph, RegimeOf(c.precision), CostTargetOf(c));
+  const std::vector<TensorId> params = graph.Parameters();
+  std::vector<int64_t> bytes(graph.num_tensors(), 0);
+  for (TensorId p : params) bytes[p.value] = 4 * graph.tensor(p).shape.Numel({});
+  const Zero3Layout z = LayoutZero3(graph, states, params, bytes, c.parallel);
+  // embed, 2 x (2 norms, q, k, v, o, gate, up, down), the final norm, the head.
+  ASSERT_EQ(z.modules.size(), 21u);
+  EXPECT_EQ(z.root_containers, 1);
+  std::vector<int> forward, backward;
+  for (const Zero3Module& m : z.modules) {
+    forward.push_back(m.containers_before_forward);
+    backward.push_back(m.containers_before_backward);
+  }
+  // Forward: `model` before the embedding; a block before its first norm; self_attn
+  // before q; mlp before gate. Backward, from the head: `model` before the final norm,
+  // the block and its mlp before down_proj, self_attn before o_proj.
+  const std::vector<int> block_forward = {1, 1, 0, 0, 0, 0, 1, 0, 0};
+  const std::vector<int> block_backward = {0, 0, 0, 0, 1, 0, 0, 0, 2};
+  std::vector<int> want_forward = {1}, want_backward = {0};
+  for (int layer = 0; layer < 2; ++layer) {
+    want_forward.insert(want_forward.end(), block_forward.begin(), block_forward.end());
+    want_backward.insert(want_backward.end(), block_backward.begin(), block_backward.end());
+  }
+  want_forward.insert(want_forward.end(), {0, 0});
+  want_backward.insert(want_backward.end(), {1, 0});
+  EXPECT_EQ(forward, want_forward);
+  EXPECT_EQ(backward, want_backward);
+  // The embedding reads token ids: no post-backward hook. Every block module has one.
+  EXPECT_FALSE(z.modules.front().post_backward);
+  EXPECT_TRUE(z.modules[1].post_backward);
+  // 512 x 64 = 32768 elements: persistent under the default 1e5 threshold, a quarter
+  // each; one optimizer sub-group of a quarter of every parameter.
+  EXPECT_TRUE(z.persistent.front());
+  EXPECT_EQ(z.partition_numel.front(), 8192);
+  ASSERT_EQ(z.sub_group_numel.size(), 1u);
+  EXPECT_EQ(z.sub_group_numel.front(), graph.ParameterCount() / 4);
+}
+
+// Between steps a ZeRO-3 rank holds its partitions, the fp32 partitions, the gradient
+// partitions and AdamW's two states over them (a quarter of everything each), the
+// reduce bucket, and the persistent parameters gathered whole.
+TEST(ShardLayout, ZeroThreeKeepsPartitionsTheBucketAndThePersistentParameters) {
+  const TinyRun one = PredictTiny("tiny-llama", {});
+  const int64_t p = one.prediction.params_trainable;  // every dim divides by 4
+  // One rank: weights, two states and one step tensor per parameter, and the buffers.
+  const int64_t buffers = EndOfStep(one.prediction) - 12 * p - 4 * one.num_params;
+  Parallelism zero3{.gpus = 4, .sharding = Sharding::kZero3};
+  zero3.deepspeed.reduce_bucket_size = 1000;
+  const int64_t partitions = p / 4 * 4;                          // bytes of a quarter, fp32
+  const int64_t kept = 5 * partitions + 4 * 1000 + 4 + buffers;  // one flat step tensor
+  EXPECT_EQ(EndOfStep(PredictTiny("tiny-llama", zero3).prediction), kept + 4 * p);
+  zero3.deepspeed.stage3_param_persistence_threshold = 0;
+  const StepPrediction none_persistent = PredictTiny("tiny-llama", zero3).prediction;
+  EXPECT_EQ(EndOfStep(none_persistent), kept);
+  EXPECT_LT(none_persistent.allocated_peak_bytes, one.prediction.allocated_peak_bytes);
+  // Offloading with ZeRO-3 is refused until it is replayed.
+  zero3.offload = Offload::kOptimizer;
+  EXPECT_TRUE(ValidateParallelism(zero3));
+}
+
 TEST(ShardLayout, OffloadNeedsAnEngineThatOffloads) {
   EXPECT_TRUE(
       ValidateParallelism({.gpus = 2, .sharding = Sharding::kDdp, .offload = Offload::kOptimizer}));
@@ -186,6 +253,9 @@ TEST(CommTime, RingVolumesAndOverlap) {
   const double gather = 7.0 / 8 * 1e9 / (450e9 * 0.65);
   EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 0, gpu).total_seconds, 2 * all_reduce + gather, 1e-12);
   EXPECT_NEAR(EstimateComm(zero2, v, 2, 0, 10.0, gpu).exposed_seconds, gather, 1e-12);
+  // ZeRO-3 gathers for forward and again for backward, and reduce-scatters, as FSDP.
+  const Parallelism zero3{.gpus = 8, .sharding = Sharding::kZero3};
+  EXPECT_NEAR(EstimateComm(zero3, v, 1, 0, 0, gpu).total_seconds, 3 * gather, 1e-12);
 }
 
 TEST(GpuCount, LadderIsPowersOfTwoThenWholeNodes) {

@@ -19,11 +19,11 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
         p.gpus)};
   if (p.ddp_bucket_view && !p.ddp_reducer())
     return Error{"--ddp-bucket-view applies to --sharding ddp and zero1 (DDP's reducer)"};
-  if (p.sharding == Sharding::kZero3)
+  if (p.sharding == Sharding::kZero3 && p.offload != Offload::kNone)
     return Error{
-        "--sharding zero3: DeepSpeed ZeRO-3's replay is not built yet (its gathers "
-        "depend on a trace of the first step); plan FSDP2's equivalent with "
-        "--sharding fsdp"};
+        "--sharding zero3 with --offload: ZeRO-3's offload (its CPU partitions and "
+        "swap buffers) is not replayed yet; plan --sharding zero2 --offload optimizer or "
+        "--sharding fsdp --offload optimizer+params"};
   if (p.rank && (*p.rank < 0 || *p.rank >= p.gpus))
     return Error{
         fmt::format("--rank {} is not one of the {} ranks (0 to {})", *p.rank, p.gpus, p.gpus - 1)};

@@ -209,6 +209,43 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
   layout.mesh_bytes = cuda ? 0 : 4 * world;
 }
 
+// ZeRO-2: the flat partition of the rank replayed (the busiest unless asked).
+void LayoutZero2(const OpGraph& graph, const std::vector<TensorId>& parameters,
+                 const std::vector<int64_t>& bytes, const std::vector<size_t>& trainable_index,
+                 const Parallelism& parallel, ShardLayout& layout) {
+  std::vector<int64_t> numels(parameters.size(), 0);
+  for (size_t i : trainable_index) numels[i] = graph.tensor(parameters[i]).shape.Numel({});
+  // Every rank holds the same flat buffer, buckets and partition sizes; they differ in
+  // when grads_in_partition is allocated: at the first reduction that carries one of
+  // their parameters. Backward reduces the last parameters first, so the rank holding
+  // the last element allocates it while the most activations are still live.
+  const ZeroPartition whole = PartitionLikeDeepSpeed(numels, parallel.gpus, 0);
+  const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
+  const int64_t first_reduced = total > 0 ? (total - 1) / whole.partition_numel : 0;
+  layout.rank = parallel.rank.value_or(first_reduced);
+  layout.zero = PartitionLikeDeepSpeed(numels, parallel.gpus, layout.rank);
+  for (size_t i : trainable_index)
+    if (numels[i] > 0) layout.zero.element_bytes = bytes[parameters[i].value] / numels[i];
+  if (!parallel.rank) {
+    // ... or the rank whose grads_in_partition is largest, if that is another: each
+    // parameter counts whole on every rank its elements reach.
+    std::vector<int64_t> per_rank(parallel.gpus, 0);
+    int64_t offset = 0;
+    for (int64_t n : numels) {
+      if (n > 0)
+        for (int64_t r = offset / whole.partition_numel;
+             r <= (offset + n - 1) / whole.partition_numel; ++r)
+          per_rank[r] += n;
+      offset += n;
+    }
+    const int64_t largest_rank =
+        std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin();
+    if (per_rank[largest_rank] > per_rank[first_reduced])
+      layout.other_candidate_rank = largest_rank;
+  }
+  std::fill(layout.owns_optimizer_state.begin(), layout.owns_optimizer_state.end(), 0);
+}
+
 }  // namespace
 
 ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
@@ -236,37 +273,12 @@ ShardLayout LayoutShards(const OpGraph& graph, const TensorStates& states,
     for (size_t k = 0; k < trainable_index.size(); ++k)
       layout.owns_optimizer_state[trainable_index[k]] = rank_of[k] == layout.rank;
   }
-  if (parallel.sharding == Sharding::kZero2) {
-    std::vector<int64_t> numels(parameters.size(), 0);
-    for (size_t i : trainable_index) numels[i] = graph.tensor(parameters[i]).shape.Numel({});
-    // Every rank holds the same flat buffer, buckets and partition sizes; they differ in
-    // when grads_in_partition is allocated: at the first reduction that carries one of
-    // their parameters. Backward reduces the last parameters first, so the rank holding
-    // the last element allocates it while the most activations are still live.
-    const ZeroPartition whole = PartitionLikeDeepSpeed(numels, parallel.gpus, 0);
-    const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
-    const int64_t first_reduced = total > 0 ? (total - 1) / whole.partition_numel : 0;
-    layout.rank = parallel.rank.value_or(first_reduced);
-    layout.zero = PartitionLikeDeepSpeed(numels, parallel.gpus, layout.rank);
-    for (size_t i : trainable_index)
-      if (numels[i] > 0) layout.zero.element_bytes = bytes[parameters[i].value] / numels[i];
-    if (!parallel.rank) {
-      // ... or the rank whose grads_in_partition is largest, if that is another: each
-      // parameter counts whole on every rank its elements reach.
-      std::vector<int64_t> per_rank(parallel.gpus, 0);
-      int64_t offset = 0;
-      for (int64_t n : numels) {
-        if (n > 0)
-          for (int64_t r = offset / whole.partition_numel;
-               r <= (offset + n - 1) / whole.partition_numel; ++r)
-            per_rank[r] += n;
-        offset += n;
-      }
-      const int64_t largest_rank =
-          std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin();
-      if (per_rank[largest_rank] > per_rank[first_reduced])
-        layout.other_candidate_rank = largest_rank;
-    }
+  if (parallel.sharding == Sharding::kZero2)
+    LayoutZero2(graph, parameters, bytes, trainable_index, parallel, layout);
+  if (parallel.sharding == Sharding::kZero3) {
+    // Every rank holds the same sizes (the last one's padding aside); rank 0 is replayed.
+    layout.rank = parallel.rank.value_or(0);
+    layout.zero3 = LayoutZero3(graph, states, parameters, bytes, parallel);
     std::fill(layout.owns_optimizer_state.begin(), layout.owns_optimizer_state.end(), 0);
   }
   return layout;

@@ -54,6 +54,46 @@ struct ZeroPartition {
   std::vector<uint8_t> in_partition;  // per parameter: in this rank's partition
 };
 
+// DeepSpeed ZeRO-3 (runtime/zero/stage3.py, partition_parameters.py, parameter_offload.py,
+// partitioned_param_coordinator.py). Every parameter is cut into W partitions of
+// c = ceil(p / W) elements; each rank stores one (the trainable ones in one flat buffer).
+// A module's direct parameters are all-gathered before its forward and its backward and
+// released after; from the second forward on, the coordinator replays the trace of module
+// calls it recorded in the first: it prefetches ahead and keeps what is reused soon.
+// Modules here are the ones that hold parameters (from the parameters' names), each
+// preceded by the calls of the containers it opens (the decoder layer, its attention,
+// the MLP, ...), which prefetch but gather nothing of their own.
+struct Zero3Module {
+  std::vector<size_t> params;       // its direct parameters, in registration (ds_id) order
+  int first_op = -1, last_op = -1;  // the forward ops that read them
+  // Container calls just before this module's, in forward and in backward (the first
+  // module of a subtree opens it; the last one opens it first in backward).
+  int containers_before_forward = 0, containers_before_backward = 0;
+  // Its output needs a gradient: its pre-backward hook runs (otherwise no backward call).
+  bool in_backward = false;
+  // Its input needs a gradient: its post-backward hook runs (otherwise the parameters
+  // wait for release_backward_leftovers at the end of the backward).
+  bool post_backward = false;
+};
+
+struct Zero3Layout {
+  int64_t world = 1;
+  std::vector<int64_t> numel;            // per parameter: ds_numel
+  std::vector<int64_t> partition_numel;  // per parameter: ceil(numel / W)
+  std::vector<int64_t> element_bytes;    // per parameter
+  std::vector<uint8_t> trainable;        // per parameter
+  std::vector<uint8_t> persistent;       // ds_persist: numel <= param_persistence_threshold
+  std::vector<Zero3Module> modules;      // in forward order
+  std::vector<int> module_starting,
+      module_ending;  // per op: the module whose ops begin / end there
+  // Containers called before the first module (the model itself; PEFT's two wrappers).
+  int root_containers = 1;
+  // Optimizer sub-groups (sub_group_size): the trainable parameters in order, a group
+  // closed once its partitions reach the size; per group, its partition elements.
+  std::vector<int64_t> sub_group_numel;
+  int64_t grad_element_bytes = 4;  // the gradients' (and reduce bucket's) dtype
+};
+
 struct ShardLayout {
   int64_t rank = 0;  // the rank replayed: the one holding the most, unless asked
   // ZeRO-2: another rank that may peak higher (the one with the largest
@@ -74,6 +114,7 @@ struct ShardLayout {
   std::vector<int> fsdp_unit_starting, fsdp_unit_ending;
   int64_t mesh_bytes = 0;
   ZeroPartition zero;  // DeepSpeed ZeRO-2
+  Zero3Layout zero3;   // DeepSpeed ZeRO-3
 };
 
 // `parameters` in OpGraph::Parameters() order; `bytes` per tensor, as the simulator
@@ -91,6 +132,11 @@ std::vector<int64_t> PartitionLikeZeroRedundancy(const std::vector<int64_t>& num
 // `world` ranks, seen from `rank`.
 ZeroPartition PartitionLikeDeepSpeed(const std::vector<int64_t>& numels, int64_t world,
                                      int64_t rank);
+
+// ZeRO-3's layout of `parameters` (in OpGraph::Parameters() order, `bytes` per tensor).
+Zero3Layout LayoutZero3(const OpGraph& graph, const TensorStates& states,
+                        const std::vector<TensorId>& parameters, const std::vector<int64_t>& bytes,
+                        const Parallelism& parallel);
 
 // DDP's bucket assignment (reducer.cpp compute_bucket_assignment_by_size): gradients in
 // reverse registration order, a bucket closed once it reaches its cap: 1 MiB for the

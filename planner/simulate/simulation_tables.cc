@@ -24,6 +24,16 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
                                    /*master_weights=*/false, states.target().torch_optim);
     return;
   }
+  if (c.parallel.sharding == Sharding::kZero3) {
+    // The optimizer holds one fp32 partition per sub-group (stage3.py
+    // _create_fp32_partitions).
+    std::fill(master_bytes.begin(), master_bytes.end(), 0);
+    for (int64_t numel : shards.zero3.sub_group_numel)
+      zero3_sub_group_costs.push_back(CostOptimizer(
+          c.optimizer, EffectiveOptimizerImpl(c), SymShape{Dim::C(numel)}, DType::kF32,
+          /*master_weights=*/false, states.target().torch_optim));
+    return;
+  }
   if (!c.parallel.fsdp()) return;
   // FSDP2's optimizer updates the local shard: states and temporaries of its rows.
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -219,6 +229,8 @@ int64_t SimulationTables::OptimizerStateBytes(int64_t granularity) const {
     for (int64_t bytes : impl_->optimizer_costs[i].state_bytes) total += rounding.RoundUp(bytes);
   }
   for (int64_t bytes : impl_->zero_flat_cost.state_bytes) total += rounding.RoundUp(bytes);
+  for (const OptimizerParamCost& cost : impl_->zero3_sub_group_costs)
+    for (int64_t bytes : cost.state_bytes) total += rounding.RoundUp(bytes);
   return total;
 }
 

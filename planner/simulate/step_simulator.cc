@@ -10,6 +10,7 @@
 
 #include "planner/simulate/internal/fsdp_replay.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
+#include "planner/simulate/internal/zero3_replay.h"
 #include "planner/simulate/internal/zero_replay.h"
 
 namespace headroom {
@@ -181,10 +182,13 @@ class StepSimulator {
     const ShardLayout& shards = tables_.shards;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
       const TensorId p = tables_.parameters[i];
-      // FSDP2 stores its shard (in CPU RAM when offloaded: nothing on the device).
-      const int64_t stored = !config_.parallel.fsdp() ? Bytes(p)
-                             : OptimizerOffloaded()   ? 0
-                                                      : shards.local_param_bytes[i];
+      // FSDP2 stores its shard (in CPU RAM when offloaded: nothing on the device);
+      // ZeRO-3 its partition.
+      const int64_t stored = config_.parallel.sharding == Sharding::kZero3
+                                 ? shards.zero3.partition_numel[i] * shards.zero3.element_bytes[i]
+                             : !config_.parallel.fsdp() ? Bytes(p)
+                             : OptimizerOffloaded()     ? 0
+                                                        : shards.local_param_bytes[i];
       buffer_of_[p.value] = Acquire(stored, Category::kWeights);
       persistent_bytes_ += stored;
       if (const int64_t master = tables_.master_bytes[i]; master > 0 && !OptimizerOffloaded()) {
@@ -219,8 +223,13 @@ class StepSimulator {
         .release = [this](int64_t buffer) { Release(buffer); },
         .acquire_persistent =
             [this](int64_t bytes, Category c) {
-              Acquire(bytes, c);
               persistent_bytes_ += bytes;
+              return Acquire(bytes, c);
+            },
+        .release_persistent =
+            [this](int64_t buffer) {
+              persistent_bytes_ -= buffers_[buffer].bytes;
+              Release(buffer);
             },
         .drop_grad =
             [this](size_t i) {
@@ -240,6 +249,16 @@ class StepSimulator {
                     tables_.zero_flat_cost, memory);
       zero_->Setup();
     }
+    if (config_.parallel.sharding == Sharding::kZero3) {
+      const DeepSpeedZeroKnobs& ds = config_.parallel.deepspeed;
+      zero3_.emplace(shards.zero3,
+                     Zero3Replay::Sizes{.reduce_bucket_size = ds.reduce_bucket_size,
+                                        .prefetch_bucket_size = ds.stage3_prefetch_bucket_size,
+                                        .max_live_parameters = ds.stage3_max_live_parameters,
+                                        .gloo = !config_.kernels.cuda},
+                     tables_.zero3_sub_group_costs, memory);
+      zero3_->Setup();
+    }
   }
 
   // ---- forward -------------------------------------------------------------------
@@ -251,15 +270,18 @@ class StepSimulator {
       Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
     }
     if (fsdp_) fsdp_->GatherForward(fsdp_->root());
+    if (zero3_) zero3_->StartForward();
     for (int o = 0; o < graph_.num_ops(); ++o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
       if (fsdp_) fsdp_->BeforeOpForward(o);
+      if (zero3_) zero3_->BeforeOpForward(o);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
       if (fsdp_) fsdp_->AfterOpForward(o);
+      if (zero3_) zero3_->AfterOpForward(o);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
@@ -417,6 +439,7 @@ class StepSimulator {
     SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
     const TensorId loss = graph_.loss();
     if (fsdp_) fsdp_->PreBackward(fsdp_->root());
+    if (zero3_) zero3_->StartBackward();
     grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
     UseDone(loss);
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
@@ -424,6 +447,7 @@ class StepSimulator {
       const bool ckpt = block >= 0 && checkpointed_[block];
       const bool reentrant = tables_.states.target().reentrant_checkpoint;
       if (fsdp_) fsdp_->BeforeOpBackward(o);
+      if (zero3_) zero3_->BeforeOpBackward(o);
       if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
@@ -440,9 +464,11 @@ class StepSimulator {
         if (reentrant) UseDone(graph_.blocks()[block].output);
       }
       if (fsdp_) fsdp_->AfterOpBackward(o);
+      if (zero3_) zero3_->AfterOpBackward(o);
     }
     if (fsdp_) fsdp_->EndBackward();
     if (zero_) zero_->EndBackward();
+    if (zero3_) zero3_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
     if (tables_.grad_leaf.valid()) {
@@ -465,7 +491,9 @@ class StepSimulator {
     const int64_t forked_rng =
         rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
+      if (zero3_) zero3_->BeforeOpForward(o);  // the recomputed modules' hooks run again
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
+      if (zero3_) zero3_->AfterOpForward(o);
     }
     ExitAutocast(block);
     if (forked_rng != kNoBuffer) Release(forked_rng);
@@ -591,9 +619,11 @@ class StepSimulator {
     }
     pending_grad_[p.value] = kNoBuffer;
     grad_arrivals_[p.value] = 0;
-    if (zero_) {
+    if (zero_ || zero3_) {
       // DeepSpeed's gradient hook (reduce_independent_p_g_buckets_and_remove_grads).
-      zero_->GradientReady(tables_.param_index[p.value], grad);
+      const size_t i = tables_.param_index[p.value];
+      if (zero_) zero_->GradientReady(i, grad);
+      if (zero3_) zero3_->GradientReady(i, grad);
       param_grad_[p.value] = kBucketView;
     } else if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
       // DDP's hook copies the fresh .grad into its bucket and makes .grad a view of it
@@ -611,6 +641,7 @@ class StepSimulator {
   void OptimizerStep(int step) {
     SetPhase(Phase::Kind::kOptimizerStep, step, 0);
     if (zero_) zero_->OptimizerStep(step);
+    if (zero3_) zero3_->OptimizerStep(step);
     const bool states_first = tables_.states.target().torch_optim;
     int64_t group_temp_bytes = 0;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
@@ -710,6 +741,7 @@ class StepSimulator {
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
   std::optional<FsdpReplay> fsdp_;         // FSDP2's buffers, when the plan shards with it
   std::optional<ZeroReplay> zero_;         // DeepSpeed ZeRO-2's, when the plan shards with it
+  std::optional<Zero3Replay> zero3_;       // DeepSpeed ZeRO-3's
 };
 
 }  // namespace

@@ -50,7 +50,9 @@ CommTime EstimateComm(const Parallelism& p, const CommVolume& v, int64_t grad_ac
   }
   const double gather = CollectiveSeconds(v.param_bytes, ring, p, device);
   const double reduce = CollectiveSeconds(v.trainable_bytes, ring, p, device);
-  const double backward_gather = p.sharding == Sharding::kFsdp ? gather : 0.0;
+  // ZeRO-3 gathers again for backward what it released after forward, as FSDP does.
+  const double backward_gather =
+      p.sharding == Sharding::kFsdp || p.sharding == Sharding::kZero3 ? gather : 0.0;
   t.total_seconds = accum * (gather + backward_gather + reduce);
   t.exposed_seconds = accum * (Hidden(gather, forward_seconds) +
                                Hidden(backward_gather + reduce, backward_seconds));

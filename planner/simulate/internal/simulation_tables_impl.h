@@ -55,6 +55,7 @@ struct SimulationTables::Impl {
   ShardLayout shards;  // what the replayed rank holds (everything on one rank)
   // ZeRO-2: the optimizer over the rank's fp32 partition, one flat tensor.
   OptimizerParamCost zero_flat_cost;
+  std::vector<OptimizerParamCost> zero3_sub_group_costs;  // ZeRO-3: per optimizer sub-group
   std::vector<int32_t> param_index;  // per tensor: its index in `parameters`; -1 if none
   // Per tensor: how many gradients a backward pass hands a parameter (2 for a tied
   // embedding: the LM head's and the lookup's).
