@@ -156,7 +156,7 @@ def check_accelerate(binary, tmp):
 def check_hf(binary, tmp):
     import transformers
     ok = True
-    for sharding in ("fsdp", "zero1", "zero2"):
+    for sharding in ("fsdp", "zero1", "zero2", "zero3"):
         args = json.loads(headroom(binary, ["--model", "gpt2", "--gpu", "a100-80gb", "--gpus",
                                             "8", "--sharding", sharding, "--seq-len", "1024",
                                             "--global-batch", "64", "--emit", "hf"]))

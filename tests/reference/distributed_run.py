@@ -44,11 +44,13 @@ def wrap(model, case, world):
 
 
 def settle_collectives():
-    """Each of FSDP2's collectives waited for at once, then a pause for gloo's worker
-    thread to drop its references to the buffers: otherwise the worker can free a
-    buffer after the main thread let it go, where the profiler records no free, and the
-    meter would count the buffer for the rest of the run (PeakMeter's collective_frees
-    covers the buffers made inside a collective; this covers the ones handed to it)."""
+    """Each collective waited for at once, and then until the process's other threads
+    (gloo's workers) are no longer running: a worker that completes a collective drops its
+    reference to the work, and the buffers the work holds, only after the caller's wait()
+    returns. If the caller lets go first, the worker frees the buffer, where the profiler
+    records no free, and the meter would count it for the rest of the run (PeakMeter's
+    collective_frees covers the buffers made inside a collective; this covers the ones
+    handed to it). A fixed pause was not enough on 2 cores shared by 4 ranks."""
     import time
 
     import torch.distributed as dist
@@ -58,14 +60,39 @@ def settle_collectives():
             work = collective(*args, **kwargs)
             if work is not None:
                 work.wait()
-            time.sleep(0.002)
+            wait_for_other_threads()
             return work
         return run
 
     for name in ("all_gather_single", "reduce_scatter_single",  # FSDP2
-                 "all_reduce", "reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+                 "all_reduce", "reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
+                 "broadcast"):
         if hasattr(dist, name):
             setattr(dist, name, settled(getattr(dist, name)))
+
+
+def wait_for_other_threads(timeout_s=0.05):
+    """Until no thread of this process but the calling one is running or runnable (state R
+    in /proc), at most `timeout_s`."""
+    import threading
+    import time
+    me = str(threading.get_native_id())
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.0005)
+        busy = False
+        for tid in os.listdir("/proc/self/task"):
+            if tid == me:
+                continue
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    busy = f.read().rsplit(")", 1)[1].split()[0] == "R"
+            except OSError:
+                continue
+            if busy:
+                break
+        if not busy:
+            return
 
 
 def decoder_blocks(model):

@@ -1,12 +1,10 @@
 """Measured against predicted, per rank: real transformers + PEFT training under DDP,
-ZeRO-1 (DDP + ZeroRedundancyOptimizer) and FSDP2 on 2 and 4 CPU processes (gloo),
-each rank measured by PeakMeter (distributed_run.py), against `headroom plan --gpus N
---sharding S --json`, whose peak is its busiest rank's. The busiest measured rank must be
-within --bound-pct of it; every other rank within --rank-bound-pct of the plan for that
-rank (`--rank r`: ZeRO-1's and ZeRO-2's ranks own different partitions). Prints the table; exits 1 when a rank is outside.
-A configuration with a rank outside is measured again (--reruns), each rank keeping its
-least peak: the profiler misses the frees gloo's worker threads make, never an
-allocation, so that noise only ever adds bytes.
+ZeRO-1 (DDP + ZeroRedundancyOptimizer), FSDP2 and DeepSpeed ZeRO-2/3 on 2 and 4 CPU
+processes (gloo), each rank measured by PeakMeter (distributed_run.py), against
+`headroom plan --gpus N --sharding S --json`, whose peak is its busiest rank's. The
+busiest measured rank must be within --bound-pct of it; every other rank within
+--rank-bound-pct of the plan for that rank (`--rank r`: ZeRO-1's and ZeRO-2's ranks own
+different partitions). Prints the table; exits 1 when a rank is outside.
 
     python3 run_distributed_suite.py HEADROOM [--bound-pct 1] [--rank-bound-pct 3]
                                      [--only SUBSTR] [--markdown FILE]
@@ -181,9 +179,6 @@ def main():
     parser.add_argument("--rank-bound-pct", type=float, default=3.0, help="for every rank")
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--markdown", help="also write the table to this file")
-    parser.add_argument("--reruns", type=int, default=3,
-                        help="measure a configuration with a rank out of bound again, up to "
-                             "this many times, keeping each rank's least peak")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:  # the measuring side: ranks forked from one process per case
@@ -214,16 +209,7 @@ def main():
                                env)["peak"]["per_rank"]["allocated_bytes"]
                        for r in range(dc.gpus)]
             ranks = server.run(payload)[0]["ranks"]
-            for attempt in range(args.reruns + 1):
-                checked = check_ranks(ranks, predicted, own, args)
-                if all(ok for _, _, ok in checked) or attempt == args.reruns:
-                    break
-                # The meter can miss a free (one gloo's worker thread made), never an
-                # allocation: a rank out of bound is measured again and keeps its least peak.
-                print(f"    measuring again ({attempt + 1} of {args.reruns})", flush=True)
-                again = server.run(payload)[0]["ranks"]
-                ranks = [min(a, b, key=lambda r: r["measured_peak_bytes"])
-                         for a, b in zip(ranks, again)]
+            checked = check_ranks(ranks, predicted, own, args)
             for r, (target, error, ok) in zip(ranks, checked):
                 failures += not ok
                 rows.append((dc.name, target, r["rank"], r["measured_peak_bytes"], error,
