@@ -137,16 +137,8 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
 }
 
 void AddSolverFlags(CLI::App& cmd, PlanFlags& f) {
-  cmd.add_flag("--auto", f.auto_plan,
-               "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
-  AddIntegerOption(cmd, "--global-batch", f.global_batch, 1, limits::kMaxBatch,
-                   fmt::format("Sequences per optimizer step the solver keeps exact (default: "
-                               "micro-batch x grad-accum, or {})",
-                               SearchOptions{}.global_batch));
-  AddRealOption(cmd, "--margin", f.margin, 0.0, 0.5,
-                fmt::format("Fraction of device memory the solver leaves free, in [0, 0.5] "
-                            "(default {})",
-                            kDefaultMargin));
+  AddSolverChoiceFlags(
+      cmd, f, "Solve for the fastest plan that fits (implied when --micro-batch is not given)");
   cmd.add_flag("--json", f.json, "Print one JSON object instead of the report");
   cmd.add_option("-o,--output", f.output_plan, "Write the plan file (YAML) here");
   AddEnumOption(cmd, "--emit", f.emit, kExportTargetNames,
@@ -218,6 +210,18 @@ std::optional<Error> CheckModeFlags(const PlanFlags& f, bool solving) {
 }
 
 }  // namespace
+
+void AddSolverChoiceFlags(CLI::App& cmd, PlanFlags& f, const std::string& auto_help) {
+  cmd.add_flag("--auto", f.auto_plan, auto_help);
+  AddIntegerOption(cmd, "--global-batch", f.global_batch, 1, limits::kMaxBatch,
+                   fmt::format("Sequences per optimizer step the solver keeps exact (default: "
+                               "micro-batch x grad-accum, or {})",
+                               SearchOptions{}.global_batch));
+  AddRealOption(cmd, "--margin", f.margin, 0.0, 0.5,
+                fmt::format("Fraction of device memory the solver leaves free, in [0, 0.5] "
+                            "(default {})",
+                            kDefaultMargin));
+}
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 

@@ -74,6 +74,8 @@ std::optional<Error> CheckOutputFlags(
 
 // The flags that state a request (model, device, training config): plan, simulate, train.
 void AddRequestFlags(CLI::App& command, PlanFlags& flags);
+// The solver's choices: --auto (described by `auto_help`), --global-batch, --margin.
+void AddSolverChoiceFlags(CLI::App& command, PlanFlags& flags, const std::string& auto_help);
 // The request flags plus the solver's and the outputs': plan and simulate.
 void AddPlanFlags(CLI::App& command, PlanFlags& flags);
 Result<PlanRequest> ToPlanRequest(const PlanFlags& flags);

@@ -2,15 +2,20 @@
 #include "cli/train_command.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
 #include "cli/numeric_option.h"
 #include "models/build_graph.h"
 #include "planner/core/byte_units.h"
+#include "planner/core/file_io.h"
 #include "planner/core/limits.h"
 #include "planner/plan/plan_file.h"
+#include "planner/plan/plan_outcome.h"
+#include "planner/report/plan_report.h"
 #include "planner/simulate/step_size_bound.h"
+#include "runtime/device_budget.h"
 #include "runtime/run_report.h"
 #include "runtime/trainer.h"
 
@@ -147,7 +152,8 @@ void SaveWeights(const TrainFlags& flags, const Trainer& trainer) {
               flags.save.c_str());
 }
 
-int Train(const TrainFlags& flags, const PlanRequest& request, const Plan& plan) {
+int Train(const TrainFlags& flags, const PlanRequest& request, const Plan& plan,
+          const std::optional<RunBudget>& budget = std::nullopt) {
   std::unique_ptr<TokenSource> data;
   Result<TrainOptions> options = ToTrainOptions(flags, request, data);
   if (!options) return ReportUsageError(options.error().message);
@@ -163,7 +169,8 @@ int Train(const TrainFlags& flags, const PlanRequest& request, const Plan& plan)
                 static_cast<long>(trainer.steps_done()), static_cast<long>(flags.steps));
     return 0;
   }
-  const RunReport report = RunSteps(flags, trainer);
+  RunReport report = RunSteps(flags, trainer);
+  report.budget = budget;
   PrintSummary(report, request.device.is_cuda);
   SaveWeights(flags, trainer);
   if (!flags.report.empty())
@@ -187,10 +194,15 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
     return Error{"train runs one process; --gpus " +
                  (flags.plan.gpus_auto ? std::string("auto") : std::to_string(flags.plan.gpus)) +
                  " is for `headroom plan` (and its --emit exports)"};
-  if (flags.plan.solve_precision)
+  if (flags.plan.solve_precision && !flags.plan.auto_plan)
     return Error{
-        "train runs a stated plan; --precision auto is for `headroom plan` (write the "
-        "solved plan with -o and run it with --plan)"};
+        "train runs a stated plan; --precision auto needs --auto (or `headroom plan`: write "
+        "the solved plan with -o and run it with --plan)"};
+  if (!flags.plan_out.empty() && !flags.plan.auto_plan)
+    return Error{"--plan-out is where --auto writes the plan it solves; give --auto"};
+  if ((flags.plan.global_batch || flags.plan.margin) && !flags.plan.auto_plan)
+    return Error{std::string(flags.plan.global_batch ? "--global-batch" : "--margin") +
+                 " applies when --auto solves the plan; give --auto"};
   if (!flags.data_format.empty() && flags.data.empty())
     return Error{"--data-format applies to a --data file; give --data"};
   if (flags.state && flags.save_every == 0)
@@ -201,10 +213,80 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
   return std::nullopt;
 }
 
+
+// The device the solver plans for: the CPU with the budget's bytes; on CUDA the catalog
+// GPU the device's name matches (its time model), holding the free memory the driver
+// reported on top of its context, which already exists.
+DeviceSpec BudgetDevice(const PlanRequest& request, const DeviceBudget& budget) {
+  if (!request.device.is_cuda) return CpuDevice(budget.bytes);
+  std::optional<DeviceSpec> gpu = MatchGpu(budget.device_name, budget.total_bytes);
+  if (!gpu) {
+    std::printf(
+        "  note: %s is not in the GPU catalog: planned with its measured memory; the time "
+        "estimate is generic\n",
+        budget.device_name.c_str());
+    gpu = CustomGpu(0);
+  }
+  gpu->memory_bytes = budget.bytes + gpu->ContextBytes();
+  return *gpu;
+}
+
+// Writes the solved plan where --plan-out (or the default) says, and says so.
+std::optional<Error> WriteSolvedPlan(const TrainFlags& flags, const PlanRequest& request,
+                                     const PlanOutcome& outcome) {
+  const std::string path = flags.plan_out_path();
+  if (auto error = WriteFileAtomically(path, WritePlanYaml(ToPlanFile(request, outcome))))
+    return error;
+  std::printf("\nplan written to %s\n\n", path.c_str());
+  return std::nullopt;
+}
+
+// train --auto: the plan solved against the memory this device has, printed and written
+// as `plan` does, then trained. When nothing fits it exits before loading any weights.
+int RunAutoTrain(const TrainFlags& flags, PlanRequest request, const OpGraph& graph) {
+  std::optional<int64_t> limit;
+  if (!flags.memory_limit.empty()) {
+    Result<int64_t> bytes = ParseBytes(flags.memory_limit);
+    if (!bytes) return ReportUsageError("--memory-limit: " + bytes.error().message);
+    limit = *bytes;
+  }
+  DeviceBudget budget;
+  try {
+    budget = ReadDeviceBudget(request.device.is_cuda, limit);
+  } catch (const std::exception& e) {
+    return ReportRunFailure("cannot read the device's memory: " + FirstLine(e.what()));
+  }
+  request.device = BudgetDevice(request, budget);
+  PlanFlags solver = flags.plan;
+  solver.solve_precision = solver.solve_precision || !solver.precision;  // free unless stated
+  Result<std::optional<SearchOptions>> options = ToSearchOptions(solver, request);
+  if (!options) return ReportUsageError(options.error().message);
+  Result<PlanOutcome> outcome = PlanFor(request, graph, *options);
+  if (!outcome) return ReportUsageError(outcome.error().message);
+  std::printf("budget: %s (%s)\n", FormatBytes(budget.bytes).c_str(), budget.source.c_str());
+  std::fputs(FormatPlanText(request, *outcome).c_str(), stdout);
+  if (!outcome->fits())
+    return ReportUsageError("no plan fits in " + FormatBytes(budget.bytes) + " (" +
+                            budget.source + "); nothing was trained");
+  if (auto error = WriteSolvedPlan(flags, request, *outcome))
+    return ReportRunFailure(error->message);
+  std::fflush(stdout);
+  return Train(flags, request, outcome->plan,
+               RunBudget{budget.bytes, budget.source, budget.device_name});
+}
 }  // namespace
+
+std::string TrainFlags::plan_out_path() const {
+  if (!plan_out.empty()) return plan_out;
+  const std::filesystem::path beside = std::filesystem::path(report).parent_path();
+  return (beside / "plan.yaml").string();
+}
 
 void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   AddRequestFlags(command, flags.plan);
+  AddSolverChoiceFlags(command, flags.plan,
+                       "Solve the plan against the memory this device has free (or "
+                       "--memory-limit), print and write it (--plan-out), then train with it");
   // A plan file states the whole request: with --plan, every request flag is an error.
   std::vector<CLI::Option*> request_flags =
       command.get_options([](const CLI::Option* o) { return o->get_name() != "--help"; });
@@ -241,12 +323,18 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                          TrainFlags::kDefaultStatePath + ")");
   command.add_option("--resume", flags.resume, "Continue the run saved in this training state");
   command.add_option("--report", flags.report, "Write the run report as JSON to this file");
+  command.add_option("--plan-out", flags.plan_out,
+                     "Where --auto writes the plan it solved (default: plan.yaml beside the "
+                     "--report, or here)");
 }
 
 int RunTrainCommand(const TrainFlags& flags) {
   if (auto error = CheckTrainFlags(flags)) return ReportUsageError(error->message);
+  // --auto solves for what the trainer runs: the headroom stack.
+  PlanFlags request_flags = flags.plan;
+  if (request_flags.auto_plan) request_flags.stack = Stack::kHeadroom;
   Result<PlanRequest> request =
-      flags.plan_file.empty() ? ToPlanRequest(flags.plan) : ReadPlanRequest(flags.plan_file);
+      flags.plan_file.empty() ? ToPlanRequest(request_flags) : ReadPlanRequest(flags.plan_file);
   if (!request) return ReportUsageError(request.error().message);
   if (auto error = CheckExecutable(request->config)) return ReportUsageError(error->message);
   if (std::optional<Error> invalid = ValidateRequest(*request))
@@ -256,12 +344,18 @@ int RunTrainCommand(const TrainFlags& flags) {
   if (!graph) return ReportUsageError(graph.error().message);
   Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
   if (!plan) return ReportUsageError(plan.error().message);
-  if (auto error = CheckOutputFlags({{"--report", flags.report},
-                                     {"--state", flags.save_every > 0 ? flags.state_path() : ""}}))
+  if (auto error = CheckOutputFlags(
+          {{"--report", flags.report},
+           {"--state", flags.save_every > 0 ? flags.state_path() : ""},
+           {"--plan-out", flags.plan.auto_plan ? flags.plan_out_path() : ""}}))
     return ReportUsageError(error->message);
-  if (auto error = CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))
-    return ReportUsageError(error->message);
+  if (!flags.plan.auto_plan) {
+    if (auto error =
+            CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))
+      return ReportUsageError(error->message);
+  }
   try {
+    if (flags.plan.auto_plan) return RunAutoTrain(flags, *request, *graph);
     return Train(flags, *request, *plan);
   } catch (const std::exception& e) {
     return ReportRunFailure("train failed: " + FirstLine(e.what()));

@@ -26,6 +26,11 @@ struct TrainFlags {
   std::optional<std::string> state;  // --state; unset: kDefaultStatePath
   std::string resume;
   std::string report;  // --report run.json
+  std::string plan_out;  // --plan-out: where train --auto writes the plan it solved
+
+  // The plan file train --auto writes: --plan-out, else plan.yaml beside the report (or
+  // in the working directory).
+  std::string plan_out_path() const;
 
   static constexpr const char* kDefaultStatePath = "headroom-train.state";
   std::string state_path() const { return state.value_or(kDefaultStatePath); }

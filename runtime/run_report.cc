@@ -27,6 +27,7 @@ void RunReport::Finish(const Trainer& trainer) {
   measured_peak_allocated_bytes = trainer.measured_peak_allocated_bytes();
   measured_peak_reserved_bytes = trainer.measured_peak_reserved_bytes();
   routing_assumed = trainer.config().moe_routing;
+  plan = trainer.plan();
   routing_seen = Summarize(trainer.expert_load());
   error_pct = 100.0 *
               static_cast<double>(measured_peak_allocated_bytes - predicted_peak_allocated_bytes) /
@@ -54,7 +55,19 @@ void WriteRunReport(const std::filesystem::path& path, const std::string& model,
       {"tokens_per_second", r.tokens_per_second},
       {"skipped_steps", r.skipped_steps},
       {"oom_retries", r.oom_retries},
+      {"plan",
+       {{"micro_batch", r.plan.config.micro_batch},
+        {"grad_accum_steps", r.plan.config.grad_accum_steps},
+        {"global_batch", r.plan.config.micro_batch * r.plan.config.grad_accum_steps},
+        {"seq_len", r.plan.config.seq_len},
+        {"precision", PrecisionName(r.plan.config.precision)},
+        {"checkpoint", r.plan.config.checkpoint.ToString()},
+        {"checkpointed_blocks", r.plan.num_checkpointed()}}},
   };
+  if (r.budget) {
+    j["budget"] = {{"bytes", r.budget->bytes}, {"source", r.budget->source}};
+    if (!r.budget->device_name.empty()) j["budget"]["device_name"] = r.budget->device_name;
+  }
   if (r.routing_seen.calls > 0) {
     j["moe_routing"] = {
         {"assumed", r.routing_assumed ? MoeRoutingName(*r.routing_assumed) : "balanced"},

@@ -12,6 +12,13 @@
 
 namespace headroom {
 
+// The memory a run was planned against and where that number came from (train --auto).
+struct RunBudget {
+  int64_t bytes = 0;
+  std::string source;
+  std::string device_name;  // CUDA: the device's own name
+};
+
 struct RunReport {
   int64_t predicted_peak_allocated_bytes = 0;
   int64_t measured_peak_allocated_bytes = 0;
@@ -26,6 +33,8 @@ struct RunReport {
   double seconds = 0, tokens = 0;  // summed over the steps recorded
   std::optional<MoeRouting> routing_assumed;  // mixtures of experts: the plan's assumption
   RoutingSeen routing_seen;
+  Plan plan;                        // the plan the last step ran (after any re-plan)
+  std::optional<RunBudget> budget;  // set by the caller when the plan was solved for one
 
   // Adds one optimizer step's results (taken under `config`, the plan of that step);
   // returns the step's tokens.

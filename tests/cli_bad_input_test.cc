@@ -498,9 +498,12 @@ std::vector<BadInput> TrainCases() {
       {"train --plan {d}/p.yaml --precision bf16", "--precision"},
       {"train --plan {d}/p.yaml --lora-rank 8", "--lora-rank"},
       {"train --plan {d}/p.yaml --checkpoint all", "--checkpoint"},
-      // Solver and output flags belong to `plan`.
-      {kTrain + "--auto", "--auto"},
+      // Solver flags need train --auto; output flags belong to `plan`.
+      {"train --plan {d}/p.yaml --auto", "--auto"},
+      {kTrain + "--plan-out {d}/x.yaml", "--plan-out"},
       {kTrain + "--global-batch 8", "--global-batch"},
+      {kTrain + "--margin 0.1", "--margin"},
+      {kTrain + "--auto --memory-limit lots", "--memory-limit"},
       {kTrain + "--json", "--json"},
       {kTrain + "-o {d}/x.yaml", "-o"},
       {kTrain + "--emit hf", "--emit"},

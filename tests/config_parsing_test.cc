@@ -11,6 +11,20 @@
 namespace headroom {
 namespace {
 
+// train --auto names the GPU it runs on from cudaDeviceProp::name, as the driver writes it.
+TEST(GpuCatalog, DriverNamesMatchTheirCatalogEntry) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  EXPECT_EQ(MatchGpu("NVIDIA H200", 140 * kGiB)->name, "h200");
+  EXPECT_EQ(MatchGpu("NVIDIA H100 80GB HBM3", 80 * kGiB)->name, "h100-80gb");
+  // A100 40GB and 80GB share the model word: the memory decides.
+  EXPECT_EQ(MatchGpu("NVIDIA A100-SXM4-80GB", 80 * kGiB)->name, "a100-80gb");
+  EXPECT_EQ(MatchGpu("NVIDIA A100-SXM4-40GB", 40 * kGiB)->name, "a100-40gb");
+  EXPECT_EQ(MatchGpu("NVIDIA GeForce RTX 4090", 24 * kGiB)->name, "rtx-4090");
+  EXPECT_EQ(MatchGpu("NVIDIA L4", 23 * kGiB)->name, "l4");  // not L40S
+  EXPECT_FALSE(MatchGpu("NVIDIA B300", 288 * kGiB));
+  EXPECT_FALSE(MatchGpu("", 0));
+}
+
 TEST(ParseBytes, UnitsArePowersOfTenOrTwo) {
   EXPECT_EQ(*ParseBytes("24GiB"), 24LL * 1024 * 1024 * 1024);
   EXPECT_EQ(*ParseBytes("80GB"), 80'000'000'000LL);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -70,6 +71,54 @@ Result<DeviceSpec> FindGpu(std::string_view name) {
   return MakeError(fmt::format(
       "unknown GPU '{}'.{} Run `headroom gpus` for the catalog, or give --gpu-mem 24GiB.", name,
       DidYouMean(wanted, GpuNames())));
+}
+
+namespace {
+
+// Upper-cased alphanumeric words: "NVIDIA A100-SXM4-80GB" -> NVIDIA, A100, SXM4, 80GB.
+std::vector<std::string> Words(std::string_view text) {
+  std::vector<std::string> words(1);
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      words.back() += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    } else if (!words.back().empty()) {
+      words.emplace_back();
+    }
+  }
+  if (words.back().empty()) words.pop_back();
+  return words;
+}
+
+// The words of a catalog description that name the model: without the vendor and brand,
+// the memory size, the form factor and any parenthesised note ("NVIDIA GeForce RTX 4090
+// 24GB" -> RTX, 4090).
+std::vector<std::string> ModelWords(std::string_view description) {
+  std::vector<std::string> model;
+  for (const std::string& w : Words(description.substr(0, description.find('(')))) {
+    const bool size = w.size() > 2 && w.ends_with("GB") &&
+                      std::isdigit(static_cast<unsigned char>(w.front()));
+    if (w == "NVIDIA" || w == "GEFORCE" || w.starts_with("SXM") || w == "PCIE" || size)
+      continue;
+    model.push_back(w);
+  }
+  return model;
+}
+
+}  // namespace
+
+std::optional<DeviceSpec> MatchGpu(std::string_view device_name, int64_t total_bytes) {
+  const std::vector<std::string> words = Words(device_name);
+  std::optional<DeviceSpec> best;
+  for (const DeviceSpec& d : GpuCatalog()) {
+    const std::vector<std::string> model = ModelWords(d.description);
+    const bool named = !model.empty() && std::all_of(model.begin(), model.end(), [&](auto& w) {
+      return std::find(words.begin(), words.end(), w) != words.end();
+    });
+    if (named && (!best || std::llabs(d.memory_bytes - total_bytes) <
+                               std::llabs(best->memory_bytes - total_bytes)))
+      best = d;
+  }
+  return best;
 }
 
 DeviceSpec CustomGpu(int64_t memory_bytes) {

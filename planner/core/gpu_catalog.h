@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,6 +57,10 @@ std::vector<DeviceSpec> GpuCatalog();
 std::vector<std::string> GpuNames();
 // A catalog GPU by name (case-insensitive); unknown names suggest close ones.
 Result<DeviceSpec> FindGpu(std::string_view name);
+// The catalog GPU a CUDA device's name (cudaDeviceProp::name, e.g. "NVIDIA A100-SXM4-80GB")
+// names: every word of the entry's model ("A100", "RTX 4090") is a word of the name; of
+// several (A100 40GB and 80GB), the one whose memory is nearest `total_bytes`.
+std::optional<DeviceSpec> MatchGpu(std::string_view device_name, int64_t total_bytes);
 // A GPU with only a memory budget: context and workspace of a typical recent GPU.
 DeviceSpec CustomGpu(int64_t memory_bytes);
 // The CPU: no allocator cache, no context; budget is the given bytes.

@@ -90,6 +90,9 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
 }  // namespace
 
 std::vector<Precision> SupportedPrecisions(const DeviceSpec& device) {
+  // A CPU runs fp32 at full rate, and bf16 often far slower (see the step-time model).
+  if (!device.is_cuda)
+    return {Precision::kFp32, Precision::kBf16, Precision::kAmpBf16, Precision::kMixedBf16};
   if (device.supports_bf16()) return {Precision::kBf16, Precision::kAmpBf16, Precision::kMixedBf16};
   return {Precision::kAmpFp16, Precision::kMixedFp16};
 }

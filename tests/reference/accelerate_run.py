@@ -68,9 +68,11 @@ def main():
         distributed_run.train_steps(meter, case, hf_config, gen, model, accelerator.backward,
                                     optimizer)
     units = sum(1 for m in model.modules() if type(m).__name__.startswith("FSDP"))
-    print("RANK_RESULT " + json.dumps({"rank": rank, "measured_peak_bytes": meter.peak_bytes,
-                                       "phase": meter.peak_phase, "fsdp_units": units}),
-          flush=True)
+    # One write: the ranks share the launcher's pipe (see distributed_run.py).
+    sys.stdout.write("RANK_RESULT " + json.dumps({"rank": rank, "measured_peak_bytes": meter.peak_bytes,
+                                                  "phase": meter.peak_phase,
+                                                  "fsdp_units": units}) + "\n")
+    sys.stdout.flush()
     accelerator.end_training()
 
 

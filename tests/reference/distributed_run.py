@@ -266,7 +266,10 @@ def launch(case):
 def main():
     if sys.argv[1] == "--under-launcher":  # one rank, started by torchrun / accelerate
         result = rank_main(json.loads(sys.argv[2]))
-        print("RANK_RESULT " + json.dumps(result), flush=True)
+        # One write: the ranks share the launcher's pipe, and print() writes the line and
+        # its newline apart, which another rank's line can land between.
+        sys.stdout.write("RANK_RESULT " + json.dumps(result) + "\n")
+        sys.stdout.flush()
         return
     print(json.dumps(launch(json.loads(sys.argv[1]))))
 
