@@ -274,6 +274,22 @@ run llama-tiny-fp32     --model tiny-llama --seq-len 128 --micro-batch 4 --preci
 run bert-base-bf16      --model bert-base --seq-len 512 --micro-batch 16 --precision bf16 --optimizer sgd-momentum
 run gpt2-mixed-bf16     --model gpt2 --seq-len 1024 --micro-batch 8 --precision mixed-bf16
 run gpt2-oom-replan     --model gpt2 --seq-len 1024 --micro-batch 32 --memory-limit 12GiB
+# train --auto: the plan solved against the free memory the driver reports; the budget it
+# read (the run report's budget.bytes) goes next to nvidia-smi's free memory just before.
+smi_free_mib=$(nvidia-smi --id="$gpu_index" --query-gpu=memory.free --format=csv,noheader,nounits \
+  2>/dev/null | head -1)
+run gpt2-auto           --model gpt2 --seq-len 1024 --global-batch 32 --auto \
+                        --plan-out "$out/plan-gpt2-auto.yaml"
+python3 - "$out/run-gpt2-auto.json" "${smi_free_mib:-?}" >"$out/auto_budget.txt" <<'PY'
+import json, sys
+try:
+    budget = json.load(open(sys.argv[1]))["budget"]
+    line = (f"budget of train --auto: {budget['bytes']:,} bytes ({budget['bytes'] / 2**20:.0f} MiB) "
+            f"from {budget['source']}, device {budget.get('device_name', '?')}")
+except (OSError, ValueError, KeyError):
+    line = "budget of train --auto: no run report with a budget"
+print(f"{line}; nvidia-smi free before the run: {sys.argv[2]} MiB")
+PY
 
 # --- The reference suite on CUDA, one case at a time (so that nvidia-smi's device-wide
 # figure is that case's). --------------------------------------------------------------
@@ -322,3 +338,4 @@ title="GPU check $(tail -1 "$out/gpu.txt" | cut -d, -f1) ($((SECONDS - start_s))
 [ "$dry" = 1 ] && title="GPU check DRY RUN, canned inputs ($((SECONDS - start_s)) s)"
 python3 -c "$table_py" print "$rows" "$title" | tee "$out/table.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "the table failed"; exit 1; }
+tee -a "$out/table.txt" <"$out/auto_budget.txt"

@@ -22,8 +22,11 @@ table="$work/gpu_check/table.txt"
 header="kind +configuration +predicted alloc +max_memory_allocated +error +predicted reserved"
 header+=" +max_memory_reserved +error +predicted device +nvidia-smi used +error +status$"
 [ "$(grep -cE "^$header" "$work/stdout")" = 1 ] || fail "not one table header with every column"
-[ "$(grep -cE '^(train|reference) ' "$table")" = 11 ] || fail "not 7 train and 4 reference rows"
-grep -q '^11 rows, 2 failed, 1 skipped$' "$table" || fail "no '11 rows, 2 failed, 1 skipped' line"
+[ "$(grep -cE '^(train|reference) ' "$table")" = 12 ] || fail "not 8 train and 4 reference rows"
+grep -q '^12 rows, 2 failed, 1 skipped$' "$table" || fail "no '12 rows, 2 failed, 1 skipped' line"
+# train --auto's budget line (the canned report has none; nvidia-smi's stand-in says 500).
+grep -q '^budget of train --auto: .*nvidia-smi free before the run: 500 MiB$' "$table" ||
+  fail "no train --auto budget line"
 grep -qE '^reference .*( +-){9} +skipped \(past the [0-9]+ s budget\)$' "$table" ||
   fail "no skipped reference row"
 # A canned CUDA report: allocated, reserved and device (reserved + the plan's CUDA
