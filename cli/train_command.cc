@@ -213,7 +213,6 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
   return std::nullopt;
 }
 
-
 // The device the solver plans for: the CPU with the budget's bytes; on CUDA the catalog
 // GPU the device's name matches (its time model), holding the free memory the driver
 // reported on top of its context, which already exists.
@@ -266,8 +265,8 @@ int RunAutoTrain(const TrainFlags& flags, PlanRequest request, const OpGraph& gr
   std::printf("budget: %s (%s)\n", FormatBytes(budget.bytes).c_str(), budget.source.c_str());
   std::fputs(FormatPlanText(request, *outcome).c_str(), stdout);
   if (!outcome->fits())
-    return ReportUsageError("no plan fits in " + FormatBytes(budget.bytes) + " (" +
-                            budget.source + "); nothing was trained");
+    return ReportUsageError("no plan fits in " + FormatBytes(budget.bytes) + " (" + budget.source +
+                            "); nothing was trained");
   if (auto error = WriteSolvedPlan(flags, request, *outcome))
     return ReportRunFailure(error->message);
   std::fflush(stdout);
@@ -344,14 +343,13 @@ int RunTrainCommand(const TrainFlags& flags) {
   if (!graph) return ReportUsageError(graph.error().message);
   Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
   if (!plan) return ReportUsageError(plan.error().message);
-  if (auto error = CheckOutputFlags(
-          {{"--report", flags.report},
-           {"--state", flags.save_every > 0 ? flags.state_path() : ""},
-           {"--plan-out", flags.plan.auto_plan ? flags.plan_out_path() : ""}}))
+  if (auto error =
+          CheckOutputFlags({{"--report", flags.report},
+                            {"--state", flags.save_every > 0 ? flags.state_path() : ""},
+                            {"--plan-out", flags.plan.auto_plan ? flags.plan_out_path() : ""}}))
     return ReportUsageError(error->message);
   if (!flags.plan.auto_plan) {
-    if (auto error =
-            CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))
+    if (auto error = CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))
       return ReportUsageError(error->message);
   }
   try {

@@ -25,7 +25,7 @@ struct TrainFlags {
   int64_t save_every = 0;
   std::optional<std::string> state;  // --state; unset: kDefaultStatePath
   std::string resume;
-  std::string report;  // --report run.json
+  std::string report;    // --report run.json
   std::string plan_out;  // --plan-out: where train --auto writes the plan it solved
 
   // The plan file train --auto writes: --plan-out, else plan.yaml beside the report (or

@@ -37,8 +37,8 @@ DeviceBudget ReadCudaBudget() {
   if (cudaGetDeviceProperties(&properties, index) != cudaSuccess)
     throw std::runtime_error("cudaGetDeviceProperties failed on device " + std::to_string(index));
   return {.bytes = static_cast<int64_t>(free_bytes),
-          .source = "free memory the driver reports (cudaMemGetInfo) on device " +
-                    std::to_string(index),
+          .source =
+              "free memory the driver reports (cudaMemGetInfo) on device " + std::to_string(index),
           .device_name = properties.name,
           .total_bytes = static_cast<int64_t>(total_bytes)};
 #else

@@ -17,8 +17,8 @@ struct DeviceBudget {
 };
 
 // CUDA: the free memory the driver reports now (cudaMemGetInfo, after the context is
-// made), or `memory_limit` if lower. CPU: `memory_limit` when given, else the memory the kernel reports available
-// (MemAvailable in /proc/meminfo). Throws when the device cannot be read.
+// made), or `memory_limit` if lower. CPU: `memory_limit` when given, else the memory the kernel
+// reports available (MemAvailable in /proc/meminfo). Throws when the device cannot be read.
 DeviceBudget ReadDeviceBudget(bool cuda, std::optional<int64_t> memory_limit);
 
 }  // namespace headroom

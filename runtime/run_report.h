@@ -30,7 +30,7 @@ struct RunReport {
   double tokens_per_second = 0;
   int64_t skipped_steps = 0;
   int64_t oom_retries = 0;
-  double seconds = 0, tokens = 0;  // summed over the steps recorded
+  double seconds = 0, tokens = 0;             // summed over the steps recorded
   std::optional<MoeRouting> routing_assumed;  // mixtures of experts: the plan's assumption
   RoutingSeen routing_seen;
   Plan plan;                        // the plan the last step ran (after any re-plan)

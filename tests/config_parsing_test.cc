@@ -2,11 +2,11 @@
 
 #include <cstdint>
 
+#include "models/catalog.h"
 #include "planner/core/byte_units.h"
 #include "planner/core/number_parse.h"
-#include "models/catalog.h"
-#include "planner/plan/plan_request.h"
 #include "planner/core/training_config.h"
+#include "planner/plan/plan_request.h"
 
 namespace headroom {
 namespace {
@@ -40,7 +40,7 @@ TEST(ParseBytes, AtLeastOneByteAndAtMost63Bits) {
   EXPECT_FALSE(ParseBytes("0.4B").ok());  // rounds to 0: was "no limit"
   EXPECT_EQ(*ParseBytes("0.6B"), 1);
   EXPECT_EQ(*ParseBytes("8388607TiB"), int64_t{8388607} << 40);  // just below 2^63
-  EXPECT_FALSE(ParseBytes("8388608TiB").ok());                     // 2^63
+  EXPECT_FALSE(ParseBytes("8388608TiB").ok());                   // 2^63
   EXPECT_FALSE(ParseBytes("18446744073709551616").ok());
   EXPECT_FALSE(ParseBytes("1e400").ok());
   EXPECT_FALSE(ParseBytes("1.2.3GB").ok());

@@ -95,10 +95,9 @@ std::vector<std::string> Words(std::string_view text) {
 std::vector<std::string> ModelWords(std::string_view description) {
   std::vector<std::string> model;
   for (const std::string& w : Words(description.substr(0, description.find('(')))) {
-    const bool size = w.size() > 2 && w.ends_with("GB") &&
-                      std::isdigit(static_cast<unsigned char>(w.front()));
-    if (w == "NVIDIA" || w == "GEFORCE" || w.starts_with("SXM") || w == "PCIE" || size)
-      continue;
+    const bool size =
+        w.size() > 2 && w.ends_with("GB") && std::isdigit(static_cast<unsigned char>(w.front()));
+    if (w == "NVIDIA" || w == "GEFORCE" || w.starts_with("SXM") || w == "PCIE" || size) continue;
     model.push_back(w);
   }
   return model;

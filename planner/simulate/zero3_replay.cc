@@ -312,15 +312,7 @@ void Zero3Replay::OptimizerStep(int step) {
       memory_.release(grad);
       grad = fp32;
     }
-    const OptimizerParamCost& cost = sub_group_costs_[k];
-    if (step == 1) {
-      for (int64_t bytes : cost.state_bytes)
-        memory_.acquire_persistent(bytes, Category::kOptimizer);
-      if (cost.step_tensor_bytes > 0)
-        memory_.acquire_persistent(cost.step_tensor_bytes, Category::kOptimizer);
-    }
-    const int64_t temps = std::max(cost.step_temp_bytes, cost.group_temp_bytes);
-    if (temps > 0) memory_.release(memory_.acquire(temps, Category::kTemporaries));
+    StepOverFlatTensor(memory_, sub_group_costs_[k], step);
     memory_.release(grad);
   }
   GatherPersistent();

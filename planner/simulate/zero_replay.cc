@@ -98,15 +98,7 @@ void ZeroReplay::OptimizerStep(int step) {
   }
   if (grads_in_partition_ != kNone) memory_.release(grads_in_partition_);
   grads_in_partition_ = kNone;
-  if (step == 1) {
-    for (int64_t bytes : flat_cost_.state_bytes)
-      memory_.acquire_persistent(bytes, Category::kOptimizer);
-    if (flat_cost_.step_tensor_bytes > 0)
-      memory_.acquire_persistent(flat_cost_.step_tensor_bytes, Category::kOptimizer);
-  }
-  // One tensor: its own temporaries, or the group's (foreach), whichever the impl makes.
-  const int64_t temps = std::max(flat_cost_.step_temp_bytes, flat_cost_.group_temp_bytes);
-  if (temps > 0) memory_.release(memory_.acquire(temps, Category::kTemporaries));
+  StepOverFlatTensor(memory_, flat_cost_, step);
   memory_.release(grad);
   AllGatherParameters();
 }

@@ -8,8 +8,8 @@
 
 #include "planner/simulate/caching_allocator_model.h"
 #include "planner/simulate/live_bytes.h"
-#include "planner/simulate/step_size_bound.h"
 #include "planner/simulate/step_simulator.h"
+#include "planner/simulate/step_size_bound.h"
 #include "planner/solve/chain_memory_model.h"
 #include "planner/solve/checkpoint_solver.h"
 

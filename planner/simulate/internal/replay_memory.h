@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "planner/simulate/memory_category.h"
+#include "planner/simulate/optimizer_model.h"
 
 namespace headroom {
 
@@ -22,5 +23,20 @@ struct ReplayMemory {
   // Frees the .grad of parameter i (FSDP2 takes it off after packing it).
   std::function<void(size_t param)> drop_grad;
 };
+
+// A torch optimizer stepping over one flat fp32 tensor, as DeepSpeed hands it its
+// partition: the states at the first step, then that one tensor's temporaries or the
+// group's (foreach), whichever the implementation makes.
+inline void StepOverFlatTensor(const ReplayMemory& memory, const OptimizerParamCost& cost,
+                               int step) {
+  if (step == 1) {
+    for (int64_t bytes : cost.state_bytes) memory.acquire_persistent(bytes, Category::kOptimizer);
+    if (cost.step_tensor_bytes > 0)
+      memory.acquire_persistent(cost.step_tensor_bytes, Category::kOptimizer);
+  }
+  const int64_t temps =
+      cost.step_temp_bytes > cost.group_temp_bytes ? cost.step_temp_bytes : cost.group_temp_bytes;
+  if (temps > 0) memory.release(memory.acquire(temps, Category::kTemporaries));
+}
 
 }  // namespace headroom
