@@ -55,6 +55,10 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     return MakeError(
         "--sharding fsdp with QLoRA (FSDP2 over 4-bit NF4 weights) is not modelled; use "
         "--lora-rank, or --sharding ddp");
+  if (c.parallel.sharding == Sharding::kZero3 && c.fine_tune.mode == FineTuneMode::kQLora)
+    return MakeError(
+        "--sharding zero3 with QLoRA (ZeRO-3 partitioning 4-bit NF4 weights) is not modelled; "
+        "use --lora-rank, or --sharding zero2 or ddp");
   const FineTuneConfig& ft = c.fine_tune;
   if (ft.mode != FineTuneMode::kFull) {
     if (auto error = CheckRange(ft.lora_rank, 1, kMaxLoraRank, "--lora-rank")) return error;
