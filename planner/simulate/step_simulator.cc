@@ -8,10 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "planner/simulate/internal/fsdp_replay.h"
+#include "planner/simulate/internal/engine_replays.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
-#include "planner/simulate/internal/zero3_replay.h"
-#include "planner/simulate/internal/zero_replay.h"
 
 namespace headroom {
 namespace {
@@ -208,16 +206,16 @@ class StepSimulator {
       Acquire(shards.mesh_bytes, Category::kWeights);
       persistent_bytes_ += shards.mesh_bytes;
     }
-    StartShardingReplays(shards);
+    StartEngineReplays();
     if (options_.cublas_workspace_bytes > 0) {
       Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
       persistent_bytes_ += options_.cublas_workspace_bytes;
     }
   }
 
-  // The engines' own buffers: FSDP2's gathers and reductions, DeepSpeed ZeRO-2's
-  // buckets and partitions, replayed through this simulator's accounting.
-  void StartShardingReplays(const ShardLayout& shards) {
+  // The engines' own buffers: FSDP2's gathers and reductions, DeepSpeed's buckets,
+  // partitions and gathers, replayed through this simulator's accounting.
+  void StartEngineReplays() {
     const ReplayMemory memory{
         .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
         .release = [this](int64_t buffer) { Release(buffer); },
@@ -237,28 +235,7 @@ class StepSimulator {
               if (grad >= 0) Release(grad);
               grad = kNoBuffer;
             }};
-    if (config_.parallel.fsdp())
-      fsdp_.emplace(shards, /*gloo_scratch=*/!config_.kernels.cuda, OptimizerOffloaded(), memory);
-    if (config_.parallel.sharding == Sharding::kZero2) {
-      const Parallelism& p = config_.parallel;
-      zero_.emplace(shards.zero,
-                    ZeroReplay::Sizes{.reduce_bucket_size = p.deepspeed.reduce_bucket_size,
-                                      .overlap_comm = p.overlap_comm(),
-                                      .gloo = !config_.kernels.cuda,
-                                      .offload_optimizer = OptimizerOffloaded()},
-                    tables_.zero_flat_cost, memory);
-      zero_->Setup();
-    }
-    if (config_.parallel.sharding == Sharding::kZero3) {
-      const DeepSpeedZeroKnobs& ds = config_.parallel.deepspeed;
-      zero3_.emplace(shards.zero3,
-                     Zero3Replay::Sizes{.reduce_bucket_size = ds.reduce_bucket_size,
-                                        .prefetch_bucket_size = ds.stage3_prefetch_bucket_size,
-                                        .max_live_parameters = ds.stage3_max_live_parameters,
-                                        .gloo = !config_.kernels.cuda},
-                     tables_.zero3_sub_group_costs, memory);
-      zero3_->Setup();
-    }
+    engines_.emplace(tables_, config_, OptimizerOffloaded(), memory);
   }
 
   // ---- forward -------------------------------------------------------------------
@@ -269,23 +246,20 @@ class StepSimulator {
     for (TensorId t : tables_.data_inputs) {
       Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
     }
-    if (fsdp_) fsdp_->GatherForward(fsdp_->root());
-    if (zero3_) zero3_->StartForward();
+    engines_->StartForward();
     for (int o = 0; o < graph_.num_ops(); ++o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
-      if (fsdp_) fsdp_->BeforeOpForward(o);
-      if (zero3_) zero3_->BeforeOpForward(o);
+      engines_->BeforeOpForward(o);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
-      if (fsdp_) fsdp_->AfterOpForward(o);
-      if (zero3_) zero3_->AfterOpForward(o);
+      engines_->AfterOpForward(o);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
     ExitAutocast(-1);
-    if (fsdp_) fsdp_->EndForward();
+    engines_->EndForward();
   }
 
   // The checkpoint function saves the tensors its block reads from outside: the block
@@ -438,16 +412,14 @@ class StepSimulator {
   void Backward(int step, int64_t mb) {
     SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
     const TensorId loss = graph_.loss();
-    if (fsdp_) fsdp_->PreBackward(fsdp_->root());
-    if (zero3_) zero3_->StartBackward();
+    engines_->StartBackward();
     grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
     UseDone(loss);
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
       const bool reentrant = tables_.states.target().reentrant_checkpoint;
-      if (fsdp_) fsdp_->BeforeOpBackward(o);
-      if (zero3_) zero3_->BeforeOpBackward(o);
+      engines_->BeforeOpBackward(o);
       if (ckpt && reentrant && graph_.blocks()[block].last_op.value == o) {
         // The checkpoint's backward is handed its output's gradient and holds it until
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
@@ -463,12 +435,9 @@ class StepSimulator {
         block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
       }
-      if (fsdp_) fsdp_->AfterOpBackward(o);
-      if (zero3_) zero3_->AfterOpBackward(o);
+      engines_->AfterOpBackward(o);
     }
-    if (fsdp_) fsdp_->EndBackward();
-    if (zero_) zero_->EndBackward();
-    if (zero3_) zero3_->EndBackward();
+    engines_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
     if (tables_.grad_leaf.valid()) {
@@ -491,9 +460,9 @@ class StepSimulator {
     const int64_t forked_rng =
         rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
-      if (zero3_) zero3_->BeforeOpForward(o);  // the recomputed modules' hooks run again
+      engines_->BeforeRecomputedOp(o);
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
-      if (zero3_) zero3_->AfterOpForward(o);
+      engines_->AfterRecomputedOp(o);
     }
     ExitAutocast(block);
     if (forked_rng != kNoBuffer) Release(forked_rng);
@@ -619,11 +588,8 @@ class StepSimulator {
     }
     pending_grad_[p.value] = kNoBuffer;
     grad_arrivals_[p.value] = 0;
-    if (zero_ || zero3_) {
+    if (engines_->TakeGradient(tables_.param_index[p.value], grad)) {
       // DeepSpeed's gradient hook (reduce_independent_p_g_buckets_and_remove_grads).
-      const size_t i = tables_.param_index[p.value];
-      if (zero_) zero_->GradientReady(i, grad);
-      if (zero3_) zero3_->GradientReady(i, grad);
       param_grad_[p.value] = kBucketView;
     } else if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
       // DDP's hook copies the fresh .grad into its bucket and makes .grad a view of it
@@ -640,8 +606,7 @@ class StepSimulator {
   // ---- optimizer -----------------------------------------------------------------
   void OptimizerStep(int step) {
     SetPhase(Phase::Kind::kOptimizerStep, step, 0);
-    if (zero_) zero_->OptimizerStep(step);
-    if (zero3_) zero3_->OptimizerStep(step);
+    engines_->OptimizerStep(step);
     const bool states_first = tables_.states.target().torch_optim;
     int64_t group_temp_bytes = 0;
     for (size_t i = 0; i < tables_.parameters.size(); ++i) {
@@ -685,7 +650,7 @@ class StepSimulator {
       if (g >= 0) Release(g);  // a bucket view stays in its bucket
       g = kNoBuffer;
     }
-    if (fsdp_) fsdp_->ZeroGrad();
+    engines_->ZeroGrad();
   }
 
   void CheckOnlyPersistentLive(int step) const {
@@ -739,9 +704,7 @@ class StepSimulator {
   HoldLists op_holds_;                     // per op: what its forward saved for its backward
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
   std::map<int32_t, int64_t> cast_cache_;  // parameter -> its autocast copy
-  std::optional<FsdpReplay> fsdp_;         // FSDP2's buffers, when the plan shards with it
-  std::optional<ZeroReplay> zero_;         // DeepSpeed ZeRO-2's, when the plan shards with it
-  std::optional<Zero3Replay> zero3_;       // DeepSpeed ZeRO-3's
+  std::optional<EngineReplays> engines_;   // FSDP2's or DeepSpeed's buffers (set in Setup)
 };
 
 }  // namespace
