@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/capacity_command.h"
 #include "cli/plan_command.h"
 #include "cli/plan_flags.h"
 #if HEADROOM_WITH_TORCH
@@ -77,6 +78,11 @@ int Main(int argc, char** argv) {
   AddTrainFlags(*train, train_flags);
 #endif
 
+  CapacityFlags capacity_flags;
+  auto* capacity = app.add_subcommand(
+      "capacity", "Compare GPU types and counts for a training job: plan, time and cost of each");
+  AddCapacityFlags(*capacity, capacity_flags);
+
   auto* models = app.add_subcommand("models", "List the built-in model catalog");
   auto* gpus = app.add_subcommand("gpus", "List the GPU catalog");
 
@@ -84,7 +90,7 @@ int Main(int argc, char** argv) {
   const auto named = [&](const CLI::App* c) { return argc > 1 && c->get_name() == argv[1]; };
   if (argc > 1 && argv[1][0] != '-' && std::none_of(commands.begin(), commands.end(), named))
     return ReportUsageError(fmt::format(
-        "unknown command '{}'; use plan, simulate, train, models or gpus (see `headroom --help`)",
+        "unknown command '{}'; use plan, simulate, train, capacity, models or gpus (see `headroom --help`)",
         argv[1]));
   try {
     app.parse(argc, argv);
@@ -99,6 +105,7 @@ int Main(int argc, char** argv) {
   }
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
+  if (capacity->parsed()) return RunCapacityCommand(capacity_flags);
 #if HEADROOM_WITH_TORCH
   if (train->parsed()) return RunTrainCommand(train_flags);
 #endif

@@ -16,6 +16,9 @@ TEST(GpuCatalog, DriverNamesMatchTheirCatalogEntry) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   EXPECT_EQ(MatchGpu("NVIDIA H200", 140 * kGiB)->name, "h200");
   EXPECT_EQ(MatchGpu("NVIDIA H100 80GB HBM3", 80 * kGiB)->name, "h100-80gb");
+  // Same memory, different part: the PCIe card is named as such.
+  EXPECT_EQ(MatchGpu("NVIDIA H100 PCIe", 80 * kGiB)->name, "h100-pcie");
+  EXPECT_EQ(MatchGpu("NVIDIA B200", 179 * kGiB)->name, "b200");
   // A100 40GB and 80GB share the model word: the memory decides.
   EXPECT_EQ(MatchGpu("NVIDIA A100-SXM4-80GB", 80 * kGiB)->name, "a100-80gb");
   EXPECT_EQ(MatchGpu("NVIDIA A100-SXM4-40GB", 40 * kGiB)->name, "a100-40gb");

@@ -90,14 +90,15 @@ std::vector<std::string> Words(std::string_view text) {
 }
 
 // The words of a catalog description that name the model: without the vendor and brand,
-// the memory size, the form factor and any parenthesised note ("NVIDIA GeForce RTX 4090
-// 24GB" -> RTX, 4090).
+// the memory size, the SXM form factor and any parenthesised note ("NVIDIA GeForce RTX 4090
+// 24GB" -> RTX, 4090). PCIe stays: CUDA names an H100 PCIe "NVIDIA H100 PCIe", and its
+// figures differ from the SXM part's.
 std::vector<std::string> ModelWords(std::string_view description) {
   std::vector<std::string> model;
   for (const std::string& w : Words(description.substr(0, description.find('(')))) {
     const bool size =
         w.size() > 2 && w.ends_with("GB") && std::isdigit(static_cast<unsigned char>(w.front()));
-    if (w == "NVIDIA" || w == "GEFORCE" || w.starts_with("SXM") || w == "PCIE" || size) continue;
+    if (w == "NVIDIA" || w == "GEFORCE" || w.starts_with("SXM") || size) continue;
     model.push_back(w);
   }
   return model;
@@ -108,14 +109,21 @@ std::vector<std::string> ModelWords(std::string_view description) {
 std::optional<DeviceSpec> MatchGpu(std::string_view device_name, int64_t total_bytes) {
   const std::vector<std::string> words = Words(device_name);
   std::optional<DeviceSpec> best;
+  size_t best_words = 0;
   for (const DeviceSpec& d : GpuCatalog()) {
     const std::vector<std::string> model = ModelWords(d.description);
     const bool named = !model.empty() && std::all_of(model.begin(), model.end(), [&](auto& w) {
       return std::find(words.begin(), words.end(), w) != words.end();
     });
-    if (named && (!best || std::llabs(d.memory_bytes - total_bytes) <
-                               std::llabs(best->memory_bytes - total_bytes)))
+    if (!named) continue;
+    // The nearest memory; at equal memory the entry that names more (H100 PCIe over H100).
+    const auto key = [&](const DeviceSpec& g, size_t words_named) {
+      return std::make_pair(std::llabs(g.memory_bytes - total_bytes), -static_cast<int64_t>(words_named));
+    };
+    if (!best || key(d, model.size()) < key(*best, best_words)) {
       best = d;
+      best_words = model.size();
+    }
   }
   return best;
 }

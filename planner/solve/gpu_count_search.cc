@@ -68,6 +68,86 @@ Parallelism ParallelismFor(int64_t count, Sharding sharding) {
   return p;
 }
 
+namespace {
+
+// What every count's solve shares: the model state and the budget it is bounded against.
+struct CountSolver {
+  const OpGraph& graph;
+  const TrainingConfig& base;
+  const DeviceSpec& device;
+  const SearchOptions& options;
+  const GpuCountOptions& counts;
+  ModelState state = ModelStateOf(graph, base);
+  double usable = static_cast<double>(UsableBytes(device, options.margin));
+
+  std::optional<SearchResult> Solve(int64_t count, std::optional<int64_t> nodes = {}) const {
+    const std::vector<Sharding> schemes =
+        count == 1 ? std::vector<Sharding>{Sharding::kNone} : LeanestFirst(counts.schemes);
+    std::optional<SearchResult> best, closest;
+    size_t best_rank = 0;
+    for (Sharding s : schemes) {
+      if (LowerBound(state, s, count) > usable) continue;
+      Parallelism parallel = ParallelismFor(count, s);
+      parallel.offload = counts.offload;
+      if (ValidateParallelism(parallel)) continue;  // --offload with a scheme that cannot
+      if (nodes) parallel.nodes = *nodes;
+      SearchResult r = SolveAt(graph, base, device, options, parallel);
+      // Ties in speed go to the scheme listed first.
+      const size_t rank = std::find(counts.schemes.begin(), counts.schemes.end(), s) -
+                          counts.schemes.begin();
+      if (r.feasible &&
+          (!best || r.time.tokens_per_second > best->time.tokens_per_second ||
+           (r.time.tokens_per_second == best->time.tokens_per_second && rank < best_rank))) {
+        best = std::move(r);
+        best_rank = rank;
+      } else if (!r.feasible) {
+        closest = std::move(r);
+        // Every other scheme holds at least what a fully sharded one does: none fits.
+        if (IsFullySharded(s)) break;
+      }
+    }
+    return best ? best : closest;
+  }
+
+  static bool IsFullySharded(Sharding s) { return s == Sharding::kFsdp || s == Sharding::kZero3; }
+  // The fully sharded schemes first: when they do not fit, nothing else is solved.
+  static std::vector<Sharding> LeanestFirst(std::vector<Sharding> schemes) {
+    std::stable_partition(schemes.begin(), schemes.end(), IsFullySharded);
+    return schemes;
+  }
+};
+
+bool Fits(const std::optional<SearchResult>& r) { return r && r->feasible; }
+
+}  // namespace
+
+std::optional<SearchResult> SolveAtCount(const OpGraph& graph, const TrainingConfig& base,
+                                         const DeviceSpec& device, const SearchOptions& options,
+                                         const GpuCountOptions& counts, int64_t count) {
+  return CountSolver{graph, base, device, options, counts}.Solve(count);
+}
+
+GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
+                             const DeviceSpec& device, const SearchOptions& options,
+                             const GpuCountOptions& counts, bool every_count) {
+  const CountSolver solver{graph, base, device, options, counts};
+  const std::vector<int64_t> ladder = GpuCountLadder(counts.max_gpus);
+  GpuCountSweep sweep;
+  auto fits = [&](int64_t n) { return Fits(sweep.at[n] = solver.Solve(n)); };
+  size_t i = 0;
+  while (i < ladder.size() && !fits(ladder[i])) ++i;
+  if (i == ladder.size()) return sweep;
+  sweep.fewest = ladder[i];
+  // Within a node any count will do: down from the rung that fits to the one that did not.
+  if (i > 0 && ladder[i] <= kGpusPerNode) {
+    for (int64_t n = ladder[i] - 1; n > ladder[i - 1] && fits(n); --n) sweep.fewest = n;
+  }
+  if (every_count) {
+    for (size_t j = i + 1; j < ladder.size(); ++j) sweep.at[ladder[j]] = solver.Solve(ladder[j]);
+  }
+  return sweep;
+}
+
 SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
                             const DeviceSpec& device, const SearchOptions& options,
                             const GpuCountOptions& counts) {
@@ -77,38 +157,19 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   };
-  const bool offloading = counts.offload != Offload::kNone;  // needs a sharded scheme
-  if (!counts.only_count && !offloading) {
-    SearchResult one = SolveAt(graph, base, device, options, ParallelismFor(1, Sharding::kNone));
-    if (one.feasible) return finish(std::move(one));
+  std::optional<SearchResult> found;
+  if (counts.only_count) {
+    found = CountSolver{graph, base, device, options, counts}.Solve(*counts.only_count,
+                                                                    counts.only_count_nodes);
+  } else {
+    GpuCountSweep sweep = SweepGpuCounts(graph, base, device, options, counts, false);
+    if (sweep.fewest) return finish(std::move(*sweep.at[*sweep.fewest]));
+    // Nothing fits: the attempt at the most ranks solved comes closest.
+    for (auto it = sweep.at.rbegin(); it != sweep.at.rend() && !found; ++it) found = it->second;
   }
-  const std::vector<int64_t> ladder = counts.only_count
-                                          ? std::vector<int64_t>{1, *counts.only_count}
-                                          : GpuCountLadder(counts.max_gpus);
-  const ModelState state = ModelStateOf(graph, base);
-  const double usable = static_cast<double>(UsableBytes(device, options.margin));
-  // Up the ladder, from the first count whose model-state bound leaves room, each scheme
-  // solved until one fits; the fewest ranks win, then the most tokens per second.
-  std::optional<SearchResult> best;
-  std::optional<SearchResult> closest;  // the last attempt, reported when nothing fits
-  for (size_t i = 1; i < ladder.size() && !best; ++i) {
-    for (Sharding s : counts.schemes) {
-      if (LowerBound(state, s, ladder[i]) > usable) continue;
-      Parallelism parallel = ParallelismFor(ladder[i], s);
-      parallel.offload = counts.offload;
-      if (ValidateParallelism(parallel)) continue;  // --offload with a scheme that cannot
-      if (counts.only_count) parallel.nodes = counts.only_count_nodes;
-      SearchResult r = SolveAt(graph, base, device, options, parallel);
-      if (r.feasible && (!best || r.time.tokens_per_second > best->time.tokens_per_second)) {
-        best = std::move(r);
-      } else if (!r.feasible) {
-        closest = std::move(r);
-      }
-    }
-  }
-  if (best) return finish(std::move(*best));
-  if (closest) return finish(std::move(*closest));
-  Parallelism last = ParallelismFor(ladder.back(), counts.schemes.back());
+  if (found) return finish(std::move(*found));
+  const int64_t max_count = counts.only_count.value_or(GpuCountLadder(counts.max_gpus).back());
+  Parallelism last = ParallelismFor(max_count, counts.schemes.back());
   if (!ValidateParallelism(
           {.gpus = last.gpus, .sharding = last.sharding, .offload = counts.offload}))
     last.offload = counts.offload;

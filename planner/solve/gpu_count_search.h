@@ -1,12 +1,16 @@
 // `--gpus auto`: the fewest data-parallel ranks at which a plan fits, and the sharding
-// that is fastest at that count. Counts go 1, 2, 4, 8, then whole nodes of 8. A count
-// is solved only once each scheme's share of the model state (weights, gradients,
+// that is fastest at that count. Counts go up 1, 2, 4, 8, then whole nodes of 8; once one
+// fits, the counts between it and the one below that did not are tried downwards within
+// a node (3; 7, 6, 5), so the count is the fewest, not the next power of two. A scheme
+// is solved at a count only once its share of the model state (weights, gradients,
 // optimizer states) leaves room on a rank; the full solver decides from there up.
 #pragma once
 
 #include "planner/solve/layer.h"
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "planner/solve/plan_search.h"
@@ -19,6 +23,24 @@ inline constexpr int64_t kGpusPerNode = 8;
 std::vector<int64_t> GpuCountLadder(int64_t max_gpus);
 // `count` ranks, on whole nodes of kGpusPerNode beyond one node.
 Parallelism ParallelismFor(int64_t count, Sharding sharding);
+
+// The fastest plan over the schemes at `count` ranks (one rank: no sharding), or the
+// closest attempt when none fits; none when every scheme's model-state share alone
+// exceeds the budget (nothing was solved).
+std::optional<SearchResult> SolveAtCount(const OpGraph& graph, const TrainingConfig& base,
+                                         const DeviceSpec& device, const SearchOptions& options,
+                                         const GpuCountOptions& counts, int64_t count);
+
+// The counts solved on the way to the fewest that fits: each count's result (none where
+// the model-state bound ruled it out); with `every_count`, every ladder count above the
+// fewest too (what `headroom capacity` tabulates).
+struct GpuCountSweep {
+  std::map<int64_t, std::optional<SearchResult>> at;
+  std::optional<int64_t> fewest;
+};
+GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
+                             const DeviceSpec& device, const SearchOptions& options,
+                             const GpuCountOptions& counts, bool every_count);
 
 // The solver's result at the fewest ranks that fit (its plan's config carries them), or
 // the solve at max_gpus with the scheme that comes closest when none fits.

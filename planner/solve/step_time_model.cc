@@ -19,13 +19,19 @@ bool IsMatmul(OpKind k) {
 // in fp32 on one thread of this project's AVX2 machine (torch 2.15).
 constexpr double kAtenBf16GemmSlowdown = 26.5;
 
-double PeakFlops(const DeviceSpec& device, DType compute, CpuBf16 cpu_bf16) {
-  if (!device.is_cuda && compute == DType::kBF16 && cpu_bf16 == CpuBf16::kAtenGemm)
-    return PeakFlops(device, DType::kF32, cpu_bf16) / kAtenBf16GemmSlowdown;
+// The data sheet's dense peak for the compute dtype.
+double DataSheetFlops(const DeviceSpec& device, DType compute) {
   const char* name = compute == DType::kBF16 ? "bf16" : compute == DType::kF16 ? "fp16" : "fp32";
   auto it = device.peak_tflops.find(name);
   if (it == device.peak_tflops.end()) it = device.peak_tflops.find("fp32");
-  return it->second * 1e12 * device.matmul_efficiency;
+  return it->second * 1e12;
+}
+
+// What large training GEMMs reach.
+double PeakFlops(const DeviceSpec& device, DType compute, CpuBf16 cpu_bf16) {
+  if (!device.is_cuda && compute == DType::kBF16 && cpu_bf16 == CpuBf16::kAtenGemm)
+    return PeakFlops(device, DType::kF32, cpu_bf16) / kAtenBf16GemmSlowdown;
+  return DataSheetFlops(device, compute) * device.matmul_efficiency;
 }
 
 }  // namespace
@@ -43,6 +49,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
       grad_accum_(config.grad_accum_steps),
       parallel_(config.parallel),
       device_(device) {
+  peak_flops_ = DataSheetFlops(device, states.regime().compute_dtype);
   const ShapeEnv env{config.micro_batch, config.seq_len};
   std::vector<double> tensor_bytes(graph.num_tensors());
   for (int t = 0; t < graph.num_tensors(); ++t)
@@ -52,7 +59,11 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
   const double bytes_per_s = device.bandwidth_gbps * 1e9 * device.bandwidth_efficiency;
   for (int o = 0; o < graph.num_ops(); ++o) {
     const OpNode& op = graph.op(OpId{o});
-    if (OpClassOf(op.kind) == OpClass::kLayout) continue;
+    // Views, and casts to the dtype a tensor already has (`.to()` returns it), launch no
+    // kernel.
+    if (OpClassOf(op.kind) == OpClass::kLayout ||
+        CostForward(graph, op, states, env, true).output_aliases_input)
+      continue;
     const OpFlops flops = CostFlops(graph, op, states, env);
     double bytes = 0;
     for (TensorId t : op.inputs) bytes += tensor_bytes[t.value];
@@ -69,6 +80,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                            : 0.0;
     forward_ += fwd;
     backward_ += bwd;
+    model_flops_ += flops.forward + flops.backward;
     if (op.block >= 0) block_forward_[op.block] += fwd;
   }
   const PrecisionRegime& regime = states.regime();
@@ -107,6 +119,9 @@ StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
                    t.optimizer_seconds + t.communication_seconds;
   t.tokens_per_second_per_gpu = t.step_seconds > 0 ? tokens_per_step_ / t.step_seconds : 0.0;
   t.tokens_per_second = t.tokens_per_second_per_gpu * static_cast<double>(parallel_.gpus);
+  t.mfu = t.step_seconds > 0
+              ? static_cast<double>(grad_accum_) * model_flops_ / (t.step_seconds * peak_flops_)
+              : 0.0;
   return t;
 }
 

@@ -33,6 +33,10 @@ struct StepTime {
   // Over all ranks: ranks x micro_batch x grad_accum x seq_len / step_seconds.
   double tokens_per_second = 0;
   double tokens_per_second_per_gpu = 0;
+  // Model FLOPs utilization: the FLOPs of forward and backward (recomputation not
+  // counted, as PaLM's MFU defines it) over the step time, against the dense peak of the
+  // compute dtype.
+  double mfu = 0;
 };
 
 class StepTimeModel {
@@ -49,6 +53,8 @@ class StepTimeModel {
 
  private:
   double forward_ = 0, backward_ = 0, optimizer_ = 0;
+  double model_flops_ = 0;  // forward + backward of one micro-batch on one rank
+  double peak_flops_ = 0;   // dense, at the compute dtype
   std::vector<double> block_forward_;
   double tokens_per_step_ = 0;  // on one rank
   int64_t grad_accum_ = 1;
