@@ -34,6 +34,20 @@ double PeakFlops(const DeviceSpec& device, DType compute, CpuBf16 cpu_bf16) {
   return DataSheetFlops(device, compute) * device.matmul_efficiency;
 }
 
+// torch.optim's AdamW without `fused` (torch/optim/adam.py, _multi_tensor_adam and
+// _single_tensor_adam) passes over the parameter-sized tensors once per step of the
+// update: weight decay (read p, write p), lerp of m (3), mul of v (2), addcmul of v
+// (4), sqrt, division and eps on the denominator (2 each), addcdiv into p (4): 21
+// tensor accesses. The fused kernel reads p, g, m, v and writes p, m, v: 7. The memory
+// traffic below is the fused kernel's; the others move this many times as much.
+constexpr double kUnfusedAdamTraffic = 21.0 / 7.0;
+
+double OptimizerTrafficFactor(const TrainingConfig& config) {
+  const bool adam = config.optimizer == OptimizerKind::kAdamW;
+  return adam && EffectiveOptimizerImpl(config) != OptimizerImpl::kFused ? kUnfusedAdamTraffic
+                                                                           : 1.0;
+}
+
 }  // namespace
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
@@ -95,7 +109,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
     double bytes = 2.0 * 2.0 * tensor_bytes[p.value];  // weight and gradient, read + write
     for (int64_t s : cost.state_bytes) bytes += 2.0 * static_cast<double>(s);
     if (regime.master_weights) bytes += 2.0 * 4.0 * static_cast<double>(t.shape.Numel({}));
-    optimizer_ += bytes / bytes_per_s + kKernelOverheadSeconds;
+    optimizer_ += OptimizerTrafficFactor(config) * bytes / bytes_per_s + kKernelOverheadSeconds;
   }
 }
 
