@@ -194,8 +194,12 @@ void FindAnswers(CapacityReport& report) {
     return rows[a].hours != rows[b].hours ? rows[a].hours < rows[b].hours
                                           : *rows[a].cost_usd < *rows[b].cost_usd;
   });
+  // Costs within a cent in a thousand dollars are the same cost (one GPU-hour price over
+  // the same token count: rounding, not a saving).
+  constexpr double kSameCost = 1e-5;
   for (size_t i : priced) {
-    if (report.pareto.empty() || *rows[i].cost_usd < *rows[report.pareto.back()].cost_usd)
+    if (report.pareto.empty() ||
+        *rows[i].cost_usd < *rows[report.pareto.back()].cost_usd * (1 - kSameCost))
       report.pareto.push_back(i);
   }
 }

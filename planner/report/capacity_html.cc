@@ -96,7 +96,12 @@ std::string ScatterChart(const CapacityReport& report) {
     costs.push_back(*report.rows[i].cost_usd);
   }
   const LogAxis x = AxisOver(hours, 80, 640), y = AxisOver(costs, 380, 30);
-  const std::vector<std::string> types = GpuTypes(report);
+  const std::vector<std::string> all_types = GpuTypes(report);
+  std::vector<std::string> types;  // the legend: types with a point
+  for (const std::string& t : all_types) {
+    if (std::any_of(points.begin(), points.end(), [&](size_t i) { return report.rows[i].gpu == t; }))
+      types.push_back(t);
+  }
   std::string svg = fmt::format(
       R"(<svg id="scatter" xmlns="http://www.w3.org/2000/svg" width="820" height="430" font-family="sans-serif" font-size="11" role="img" aria-label="time against cost">)");
   svg += ScatterAxes(x, y, "");
@@ -109,7 +114,7 @@ std::string ScatterChart(const CapacityReport& report) {
     const CapacityRow& r = report.rows[i];
     svg += fmt::format(
         R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" fill-opacity="0.8"><title>{}x {}: {:.1f} h, ${:.0f}</title></circle>)",
-        x.At(r.hours), y.At(*r.cost_usd), ColorOf(types, r.gpu), r.gpus, Escape(r.gpu), r.hours,
+        x.At(r.hours), y.At(*r.cost_usd), ColorOf(all_types, r.gpu), r.gpus, Escape(r.gpu), r.hours,
         *r.cost_usd);
   }
   for (size_t i : report.pareto) {
@@ -120,7 +125,7 @@ std::string ScatterChart(const CapacityReport& report) {
   for (size_t t = 0; t < types.size(); ++t)
     svg += fmt::format(
         R"(<circle cx="670" cy="{0}" r="5" fill="{1}"/><text x="680" y="{2}">{3}</text>)",
-        40 + 18 * t, ColorOf(types, types[t]), 44 + 18 * t, Escape(types[t]));
+        40 + 18 * t, ColorOf(all_types, types[t]), 44 + 18 * t, Escape(types[t]));
   svg += fmt::format(
       R"(<line x1="662" x2="678" y1="{0}" y2="{0}" stroke="#000" stroke-dasharray="4 3"/><text x="684" y="{1}">Pareto front</text>)",
       44 + 18 * types.size(), 48 + 18 * types.size());
@@ -201,7 +206,7 @@ constexpr const char* kStyle =
     "body{font-family:sans-serif;margin:24px;color:#222}"
     ".answer{font-size:20px;padding:12px 16px;background:#eef6ee;border-left:6px solid #2ca02c}"
     "table{border-collapse:collapse;font-size:12px}td,th{padding:2px 8px;text-align:right}"
-    "th{background:#eee}td:first-child,td:nth-child(9){text-align:left}"
+    "th{background:#eee}td{white-space:nowrap}td:first-child,td:nth-child(9){text-align:left}"
     "tr.nofit{color:#999}tr.cheapest td:first-child,tr.fastest td:first-child{font-weight:bold}"
     "tr.pareto{background:#f6f6e8}.legend span{display:inline-block;width:12px;height:12px;"
     "margin:0 4px 0 12px}";
