@@ -5,8 +5,9 @@
 #   scripts/setup.sh --torch  also LibTorch for the runtime, from the PyPI torch wheel,
 #                             transformers + peft for the reference tests, accelerate +
 #                             deepspeed for the export checks, lizard for
-#                             the function-length check, and clang for the sanitizer
-#                             build and the fuzzers (scripts/fuzz.sh)
+#                             the function-length check, clang for the sanitizer
+#                             build and the fuzzers (scripts/fuzz.sh), and chromium
+#                             for the capacity report's browser test
 set -euo pipefail
 
 with_torch=0
@@ -21,6 +22,8 @@ packages=(
 # The test suite's sanitizer build and the fuzzers: clang with its ASan, UBSan and
 # libFuzzer runtimes.
 [ "${1:-}" = "--torch" ] && packages+=(clang libclang-rt-14-dev)
+# The capacity report's HTML is checked in a real browser (tests/capacity_html_test.sh).
+[ "${1:-}" = "--torch" ] && packages+=(chromium)
 
 missing=()
 for p in "${packages[@]}"; do

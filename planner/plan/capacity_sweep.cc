@@ -194,9 +194,9 @@ void FindAnswers(CapacityReport& report) {
     return rows[a].hours != rows[b].hours ? rows[a].hours < rows[b].hours
                                           : *rows[a].cost_usd < *rows[b].cost_usd;
   });
-  // Costs within a cent in a thousand dollars are the same cost (one GPU-hour price over
-  // the same token count: rounding, not a saving).
-  constexpr double kSameCost = 1e-5;
+  // A slower configuration joins the front only when it saves at least 0.5%: cents on
+  // an estimate are noise, and a front of near-equal costs hides the real choices.
+  constexpr double kSameCost = 0.005;
   for (size_t i : priced) {
     if (report.pareto.empty() ||
         *rows[i].cost_usd < *rows[report.pareto.back()].cost_usd * (1 - kSameCost))

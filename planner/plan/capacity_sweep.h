@@ -72,8 +72,8 @@ struct CapacityReport {
   std::vector<CapacityRow> rows;                // by GPU type (the order given), then count
   std::map<std::string, int64_t> min_gpus;      // types that fit at some count
   std::optional<size_t> cheapest, fastest;      // indices into rows, among answers
-  std::vector<size_t> pareto;                   // answers no other beats on both time and
-                                                // cost, by increasing time
+  std::vector<size_t> pareto;  // priced answers no faster one beats on cost by 0.5% or
+                               // more, by increasing time
   std::vector<GpuLimits> limits;
   std::vector<std::string> notes;  // e.g. GPUs with no price
 };
