@@ -24,17 +24,18 @@ int Fail(const std::string& message) { return ReportUsageError(message); }
 // Flags of plan that name one device or one count: capacity sweeps those itself.
 std::optional<Error> CheckSweptFlags(const CapacityFlags& f) {
   const PlanFlags& p = f.request;
-  const char* flag = p.gpu         ? "--gpu"
-                     : p.gpu_mem   ? "--gpu-mem"
-                     : p.device    ? "--device"
+  const char* flag = p.gpu                        ? "--gpu"
+                     : p.gpu_mem                  ? "--gpu-mem"
+                     : p.device                   ? "--device"
                      : p.gpus_auto || p.gpus != 1 ? "--gpus"
-                     : p.nodes != 1 ? "--nodes"
-                     : p.rank      ? "--rank"
-                                   : nullptr;
+                     : p.nodes != 1               ? "--nodes"
+                     : p.rank                     ? "--rank"
+                                                  : nullptr;
   if (flag)
-    return Error{fmt::format("{} does not apply to capacity, which sweeps GPU types and counts; "
-                             "choose them with --gpu-types and --max-gpus",
-                             flag)};
+    return Error{
+        fmt::format("{} does not apply to capacity, which sweeps GPU types and counts; "
+                    "choose them with --gpu-types and --max-gpus",
+                    flag)};
   if (f.tokens.has_value() == f.dataset_tokens.has_value())
     return Error{"say how long the job is: --tokens T, or --dataset-tokens D (with --epochs E)"};
   if (f.tokens && f.epochs != 1)
@@ -80,15 +81,15 @@ CapacitySubject SubjectOf(const CapacityFlags& f, const CapacityGpu& first) {
   if (c.fine_tune.mode != FineTuneMode::kFull)
     tuning = fmt::format("{} r{}", c.fine_tune.mode == FineTuneMode::kQLora ? "QLoRA" : "LoRA",
                          c.fine_tune.lora_rank);
-  const std::string precision =
-      f.request.solve_precision ? "precision chosen per GPU"
-      : f.request.precision     ? std::string(PrecisionName(*f.request.precision))
-                                : "amp-bf16 (amp-fp16 where bf16 is missing)";
-  CapacitySubject s{first.request.model.name,
-                    fmt::format("{}, {}, {}, seq {}, global batch {}", tuning,
-                                OptimizerName(c.optimizer), precision, c.seq_len,
-                                first.options.global_batch),
-                    ""};
+  const std::string precision = f.request.solve_precision ? "precision chosen per GPU"
+                                : f.request.precision
+                                    ? std::string(PrecisionName(*f.request.precision))
+                                    : "amp-bf16 (amp-fp16 where bf16 is missing)";
+  CapacitySubject s{
+      first.request.model.name,
+      fmt::format("{}, {}, {}, seq {}, global batch {}", tuning, OptimizerName(c.optimizer),
+                  precision, c.seq_len, first.options.global_batch),
+      ""};
   if (first.request.model.is_moe()) s.moe_routing = f.request.moe_routing.value_or("balanced");
   return s;
 }
@@ -130,8 +131,8 @@ void AddCapacityFlags(CLI::App& cmd, CapacityFlags& f) {
   AddSolverChoiceFlags(cmd, f.request, "");
   cmd.remove_option(cmd.get_option("--auto"));  // capacity always solves
   cmd.get_option("--max-gpus")
-      ->description(fmt::format("The most GPUs of a type to consider (default {})",
-                                kDefaultMaxGpus));
+      ->description(
+          fmt::format("The most GPUs of a type to consider (default {})", kDefaultMaxGpus));
   AddRealOption(cmd, "--tokens", f.tokens, 1.0, kMaxTokens,
                 "Tokens the job trains on in all, e.g. 1e9");
   AddRealOption(cmd, "--dataset-tokens", f.dataset_tokens, 1.0, kMaxTokens,
@@ -146,7 +147,8 @@ void AddCapacityFlags(CLI::App& cmd, CapacityFlags& f) {
   cmd.add_flag("--owned", f.owned,
                "Price owned GPUs: purchase price over the file's lifetime and utilization, "
                "instead of cloud rental");
-  AddRealOption(cmd, "--max-hours", f.max_hours, 0.0, 1e9, "Leave out configurations slower than this");
+  AddRealOption(cmd, "--max-hours", f.max_hours, 0.0, 1e9,
+                "Leave out configurations slower than this");
   AddRealOption(cmd, "--max-cost", f.max_cost, 0.0, 1e15,
                 "Leave out configurations costing more (US$)");
   cmd.add_flag("--json", f.request.json, "Print JSON instead of the table");
@@ -156,8 +158,8 @@ void AddCapacityFlags(CLI::App& cmd, CapacityFlags& f) {
 
 int RunCapacityCommand(CapacityFlags f) {
   if (auto error = CheckSweptFlags(f)) return Fail(error->message);
-  if (auto error = CheckOutputFlags({{"--csv", f.csv_path.value_or("")},
-                                     {"--html", f.html_path.value_or("")}}))
+  if (auto error = CheckOutputFlags(
+          {{"--csv", f.csv_path.value_or("")}, {"--html", f.html_path.value_or("")}}))
     return Fail(error->message);
   auto prices = LoadPrices(f);
   if (!prices) return Fail(prices.error().message);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -51,6 +52,30 @@ int RunGpus() {
   return 0;
 }
 
+// Parses the command line; an exit code when it is not a command to run (help, version,
+// bad input).
+std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
+  const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
+  const auto named = [&](const CLI::App* c) { return argc > 1 && c->get_name() == argv[1]; };
+  if (argc > 1 && argv[1][0] != '-' && std::none_of(commands.begin(), commands.end(), named))
+    return ReportUsageError(
+        fmt::format("unknown command '{}'; use plan, simulate, train, capacity, models or gpus "
+                    "(see `headroom --help`)",
+                    argv[1]));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return ReportUsageError(fmt::format("{} (see `headroom --help`)", e.what()));
+  }
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{
       "headroom: will this fine-tuning run fit on that GPU? Predicts peak memory per category and "
@@ -86,23 +111,7 @@ int Main(int argc, char** argv) {
   auto* models = app.add_subcommand("models", "List the built-in model catalog");
   auto* gpus = app.add_subcommand("gpus", "List the GPU catalog");
 
-  const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
-  const auto named = [&](const CLI::App* c) { return argc > 1 && c->get_name() == argv[1]; };
-  if (argc > 1 && argv[1][0] != '-' && std::none_of(commands.begin(), commands.end(), named))
-    return ReportUsageError(fmt::format(
-        "unknown command '{}'; use plan, simulate, train, capacity, models or gpus (see `headroom --help`)",
-        argv[1]));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return ReportUsageError(fmt::format("{} (see `headroom --help`)", e.what()));
-  }
+  if (auto exit_code = Parse(app, argc, argv)) return *exit_code;
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
   if (capacity->parsed()) return RunCapacityCommand(capacity_flags);

@@ -74,14 +74,14 @@ CapacityRow Row(const char* gpu, int64_t n, double hours, std::optional<double> 
 
 TEST(CapacityAnswers, CheapestFastestAndTheParetoFront) {
   CapacityReport report;
-  report.rows = {Row("a", 1, 40, 100), Row("a", 2, 21, 105), Row("a", 4, 11, 110),
+  report.rows = {Row("a", 1, 40, 100), Row("a", 2, 21, 105),        Row("a", 4, 11, 110),
                  Row("b", 1, 30, 120),  // slower and dearer than a x2: off the front
                  Row("b", 2, 10, 200), Row("c", 8, 5, std::nullopt)};
   report.rows.push_back(Row("d", 1, 0, 0));
   report.rows.back().fits = false;  // never an answer
   FindAnswers(report);
   EXPECT_EQ(*report.cheapest, 0u);
-  EXPECT_EQ(*report.fastest, 5u);  // unpriced, still the fastest
+  EXPECT_EQ(*report.fastest, 5u);                               // unpriced, still the fastest
   EXPECT_EQ(report.pareto, (std::vector<size_t>{4, 2, 1, 0}));  // priced only, by time
   EXPECT_EQ(report.min_gpus.at("a"), 1);
   EXPECT_EQ(report.min_gpus.count("d"), 0u);

@@ -118,7 +118,8 @@ std::optional<DeviceSpec> MatchGpu(std::string_view device_name, int64_t total_b
     if (!named) continue;
     // The nearest memory; at equal memory the entry that names more (H100 PCIe over H100).
     const auto key = [&](const DeviceSpec& g, size_t words_named) {
-      return std::make_pair(std::llabs(g.memory_bytes - total_bytes), -static_cast<int64_t>(words_named));
+      return std::make_pair(std::llabs(g.memory_bytes - total_bytes),
+                            -static_cast<int64_t>(words_named));
     };
     if (!best || key(d, model.size()) < key(*best, best_words)) {
       best = d;

@@ -31,8 +31,8 @@ Result<PriceQuote> ParseQuote(const YAML::Node& node, const std::string& where,
   if (q.source.empty())
     return MakeError(fmt::format("{}: every price needs a source (where it was read)", where));
   if (!IsIsoDate(q.date))
-    return MakeError(fmt::format("{}: every price needs a date, YYYY-MM-DD (got '{}')", where,
-                                 q.date));
+    return MakeError(
+        fmt::format("{}: every price needs a date, YYYY-MM-DD (got '{}')", where, q.date));
   return q;
 }
 
@@ -55,7 +55,8 @@ Result<PriceCatalog> ParseRoot(const YAML::Node& root, const std::string& origin
     for (auto [key, slot, amount] : {std::tuple{"cloud", &prices.cloud, "usd_per_gpu_hour"},
                                      std::tuple{"purchase", &prices.purchase, "usd"}}) {
       if (!entry.second[key]) continue;
-      auto quote = ParseQuote(entry.second[key], fmt::format("{}: {}.{}", origin, gpu, key), amount);
+      auto quote =
+          ParseQuote(entry.second[key], fmt::format("{}: {}.{}", origin, gpu, key), amount);
       if (!quote) return quote.error();
       *slot = *quote;
     }

@@ -91,15 +91,14 @@ GpuLimits LimitsOf(const CapacityGpu& gpu, const CapacityRow& fewest) {
   GpuLimits limits{.gpu = fewest.gpu, .gpus = fewest.gpus};
   const LimitProbe probe(gpu, fewest.plan);
   const int64_t seq = gpu.request.config.seq_len;
-  const int64_t max_positions = gpu.request.model.max_positions > 0
-                                    ? gpu.request.model.max_positions
-                                    : limits::kMaxPositions;
+  const int64_t max_positions =
+      gpu.request.model.max_positions > 0 ? gpu.request.model.max_positions : limits::kMaxPositions;
   if (!probe.Fits(1, seq)) return limits;  // the fewest count needed accumulation tricks
   limits.longest_seq_len =
       LargestFitting(seq, max_positions, kSeqLenUnit, [&](int64_t s) { return probe.Fits(1, s); });
   limits.seq_len_capped = limits.longest_seq_len == max_positions;
-  limits.largest_micro_batch = LargestFitting(1, kLargestMicroBatchTried, 1,
-                                              [&](int64_t m) { return probe.Fits(m, seq); });
+  limits.largest_micro_batch =
+      LargestFitting(1, kLargestMicroBatchTried, 1, [&](int64_t m) { return probe.Fits(m, seq); });
   return limits;
 }
 
@@ -144,8 +143,7 @@ void ForEachInParallel(size_t n, const std::function<void(size_t)>& work) {
 }  // namespace
 
 Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const CapacityJob& job,
-                                     const PriceCatalog& prices,
-                                     const CapacityProgress& progress) {
+                                     const PriceCatalog& prices, const CapacityProgress& progress) {
   std::vector<TypeResult> results(gpus.size());
   std::mutex progress_mutex;
   size_t done = 0;
@@ -161,10 +159,9 @@ Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const
     for (CapacityRow& row : results[i].rows) report.rows.push_back(std::move(row));
     if (results[i].limits) report.limits.push_back(*results[i].limits);
     if (!prices.QuoteFor(gpus[i].request.device.name, job.basis))
-      report.notes.push_back(fmt::format("{} has no {} price in {}: its cost is not given",
-                                         gpus[i].request.device.name,
-                                         job.basis == PriceBasis::kCloud ? "cloud" : "purchase",
-                                         prices.origin));
+      report.notes.push_back(fmt::format(
+          "{} has no {} price in {}: its cost is not given", gpus[i].request.device.name,
+          job.basis == PriceBasis::kCloud ? "cloud" : "purchase", prices.origin));
   }
   FindAnswers(report);
   return report;

@@ -45,9 +45,9 @@ struct CapacityRow {
   int64_t peak_allocated_bytes = 0;  // live tensors at that peak
   CategoryBytes breakdown{};         // of the allocated peak
   int64_t usable_bytes = 0;
-  int64_t shortfall_bytes = 0;  // when solved and not fitting
-  std::string batch_note;       // when the global batch does not divide over the GPUs
-  double hours = 0;             // wall-clock for the job
+  int64_t shortfall_bytes = 0;     // when solved and not fitting
+  std::string batch_note;          // when the global batch does not divide over the GPUs
+  double hours = 0;                // wall-clock for the job
   std::optional<double> cost_usd;  // none when the price file has no price for the GPU
   bool within_limits = true;       // --max-hours and --max-cost
 
@@ -69,11 +69,11 @@ inline constexpr int64_t kLargestMicroBatchTried = 1024;
 
 struct CapacityReport {
   CapacityJob job;
-  std::vector<CapacityRow> rows;                // by GPU type (the order given), then count
-  std::map<std::string, int64_t> min_gpus;      // types that fit at some count
-  std::optional<size_t> cheapest, fastest;      // indices into rows, among answers
-  std::vector<size_t> pareto;  // priced answers no faster one beats on cost by 0.5% or
-                               // more, by increasing time
+  std::vector<CapacityRow> rows;            // by GPU type (the order given), then count
+  std::map<std::string, int64_t> min_gpus;  // types that fit at some count
+  std::optional<size_t> cheapest, fastest;  // indices into rows, among answers
+  std::vector<size_t> pareto;               // priced answers no faster one beats on cost by 0.5% or
+                                            // more, by increasing time
   std::vector<GpuLimits> limits;
   std::vector<std::string> notes;  // e.g. GPUs with no price
 };

@@ -22,11 +22,20 @@ std::string Escape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -99,7 +108,8 @@ std::string ScatterChart(const CapacityReport& report) {
   const std::vector<std::string> all_types = GpuTypes(report);
   std::vector<std::string> types;  // the legend: types with a point
   for (const std::string& t : all_types) {
-    if (std::any_of(points.begin(), points.end(), [&](size_t i) { return report.rows[i].gpu == t; }))
+    if (std::any_of(points.begin(), points.end(),
+                    [&](size_t i) { return report.rows[i].gpu == t; }))
       types.push_back(t);
   }
   std::string svg = fmt::format(
@@ -107,7 +117,8 @@ std::string ScatterChart(const CapacityReport& report) {
   svg += ScatterAxes(x, y, "");
   std::string front;
   for (size_t i : report.pareto)
-    front += fmt::format("{:.1f},{:.1f} ", x.At(report.rows[i].hours), y.At(*report.rows[i].cost_usd));
+    front +=
+        fmt::format("{:.1f},{:.1f} ", x.At(report.rows[i].hours), y.At(*report.rows[i].cost_usd));
   svg += fmt::format(R"(<polyline points="{}" fill="none" stroke="#000" stroke-dasharray="4 3"/>)",
                      front);
   for (size_t i : points) {
@@ -136,12 +147,14 @@ std::string MemoryBar(const CapacityRow& r) {
   constexpr double kWidth = 360;
   const double budget = static_cast<double>(std::max(r.usable_bytes, r.peak_device_bytes));
   std::string svg = fmt::format(
-      R"(<svg class="bar" xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="14">)", kWidth + 2);
+      R"(<svg class="bar" xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="14">)",
+      kWidth + 2);
   double x = 0;
   auto segment = [&](int64_t bytes, const char* color, std::string_view name) {
     const double w = kWidth * static_cast<double>(std::max<int64_t>(bytes, 0)) / budget;
-    svg += fmt::format(R"(<rect x="{:.1f}" y="1" width="{:.1f}" height="12" fill="{}"><title>{}: {}</title></rect>)",
-                       x, w, color, name, FormatBytes(bytes));
+    svg += fmt::format(
+        R"(<rect x="{:.1f}" y="1" width="{:.1f}" height="12" fill="{}"><title>{}: {}</title></rect>)",
+        x, w, color, name, FormatBytes(bytes));
     x += w;
   };
   for (int c = 0; c < kNumCategories; ++c)
@@ -154,13 +167,15 @@ std::string MemoryBar(const CapacityRow& r) {
 
 std::string TableRow(const CapacityReport& report, size_t i) {
   const CapacityRow& r = report.rows[i];
-  const bool pareto = std::find(report.pareto.begin(), report.pareto.end(), i) != report.pareto.end();
+  const bool pareto =
+      std::find(report.pareto.begin(), report.pareto.end(), i) != report.pareto.end();
   std::string marks = i == report.cheapest ? " cheapest" : "";
   if (i == report.fastest) marks += " fastest";
   if (pareto) marks += " pareto";
   if (!r.fits)
-    return fmt::format(R"(<tr class="nofit"><td>{}</td><td>{}</td><td>no</td><td>{}</td><td colspan="6"></td></tr>)",
-                       Escape(r.gpu), r.gpus, r.solved ? FormatBytes(r.peak_device_bytes) : "-");
+    return fmt::format(
+        R"(<tr class="nofit"><td>{}</td><td>{}</td><td>no</td><td>{}</td><td colspan="6"></td></tr>)",
+        Escape(r.gpu), r.gpus, r.solved ? FormatBytes(r.peak_device_bytes) : "-");
   return fmt::format(
       R"(<tr class="fit{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0f}</td><td>{:.0f}%</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td></tr>)",
       marks, Escape(r.gpu), r.gpus, r.within_limits ? "yes" : "over limit",
@@ -185,10 +200,12 @@ std::string Table(const CapacityReport& report) {
 std::string Assumptions(const CapacitySubject& subject, const CapacityReport& report,
                         const PriceCatalog& prices) {
   std::string html = "<h2>Assumptions</h2><ul>";
-  html += fmt::format("<li>Job: {:.3g} tokens. {}</li>", report.job.tokens, Escape(subject.training));
+  html +=
+      fmt::format("<li>Job: {:.3g} tokens. {}</li>", report.job.tokens, Escape(subject.training));
   html += fmt::format("<li><pre>{}</pre></li>", Escape(PriceBasisText(report, prices)));
-  html += "<li>Time estimates: a roofline per op, each GPU's data-sheet peak scaled by its "
-          "efficiency factors (docs/capacity.md says which measurement each came from):<ul>";
+  html +=
+      "<li>Time estimates: a roofline per op, each GPU's data-sheet peak scaled by its "
+      "efficiency factors (docs/capacity.md says which measurement each came from):<ul>";
   for (const std::string& gpu : GpuTypes(report)) {
     auto d = FindGpu(gpu);
     if (!d) continue;

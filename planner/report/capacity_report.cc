@@ -88,7 +88,9 @@ nlohmann::json RowJson(const CapacityRow& r) {
 nlohmann::json RowRef(const CapacityReport& report, const std::optional<size_t>& i) {
   if (!i) return nullptr;
   const CapacityRow& r = report.rows[*i];
-  return {{"gpu", r.gpu}, {"gpus", r.gpus}, {"hours", r.hours},
+  return {{"gpu", r.gpu},
+          {"gpus", r.gpus},
+          {"hours", r.hours},
           {"cost_usd", r.cost_usd ? nlohmann::json(*r.cost_usd) : nlohmann::json(nullptr)}};
 }
 
@@ -124,17 +126,17 @@ std::string CapacityHeadline(const CapacityReport& report) {
   if (auto fewest = Fewest(report))
     parts.push_back(fmt::format("fewest: {}", Config(report.rows[*fewest])));
   if (parts.empty()) {
-    return report.min_gpus.empty()
-               ? "no configuration fits: try fewer tokens per sequence, LoRA or QLoRA, or more GPUs "
-                 "(--max-gpus)"
-               : "configurations fit, but none within --max-hours / --max-cost";
+    return report.min_gpus.empty() ? "no configuration fits: try fewer tokens per sequence, LoRA "
+                                     "or QLoRA, or more GPUs "
+                                     "(--max-gpus)"
+                                   : "configurations fit, but none within --max-hours / --max-cost";
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 std::string PriceBasisText(const CapacityReport& report, const PriceCatalog& prices) {
-  std::string out = fmt::format("prices: {} ({}), as of {}", prices.origin, BasisName(report.job.basis),
-                                prices.as_of);
+  std::string out = fmt::format("prices: {} ({}), as of {}", prices.origin,
+                                BasisName(report.job.basis), prices.as_of);
   if (report.job.basis == PriceBasis::kOwned)
     out += fmt::format("; purchase price over {:g} years at {:.0f}% utilization",
                        prices.lifetime_years, 100 * prices.utilization);
@@ -154,31 +156,32 @@ std::string FormatCapacityText(const CapacitySubject& subject, const CapacityRep
                                const PriceCatalog& prices) {
   std::string out = fmt::format("{}\n\n{}: {}, {:.3g} tokens\n\n", CapacityHeadline(report),
                                 subject.model, subject.training, report.job.tokens);
-  out += fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9} {:>7} {:>5} {:>9} {:>10}  {}\n", "gpu",
-                     "count", "fits", "peak/GPU", "tokens/s", "step s", "MFU", "hours", "cost",
-                     "plan");
+  out +=
+      fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9} {:>7} {:>5} {:>9} {:>10}  {}\n", "gpu", "count",
+                  "fits", "peak/GPU", "tokens/s", "step s", "MFU", "hours", "cost", "plan");
   for (const CapacityRow& r : report.rows) {
     if (!r.fits) {
       out += fmt::format("{:<11} {:>5}  {:<6} {:>10}\n", r.gpu, r.gpus, "no",
                          r.solved ? FormatBytes(r.peak_device_bytes) : "-");
       continue;
     }
-    out += fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9.0f} {:>7.2f} {:>4.0f}% {:>9} {:>10}  {}\n",
-                       r.gpu, r.gpus, r.within_limits ? "yes" : "limit",
-                       FormatBytes(r.peak_device_bytes), r.time.tokens_per_second,
-                       r.time.step_seconds, 100 * r.time.mfu, Hours(r.hours), Usd(r.cost_usd),
-                       PlanSummary(r));
+    out +=
+        fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9.0f} {:>7.2f} {:>4.0f}% {:>9} {:>10}  {}\n",
+                    r.gpu, r.gpus, r.within_limits ? "yes" : "limit",
+                    FormatBytes(r.peak_device_bytes), r.time.tokens_per_second, r.time.step_seconds,
+                    100 * r.time.mfu, Hours(r.hours), Usd(r.cost_usd), PlanSummary(r));
   }
   out += "\nfewest GPUs per type:";
   for (const auto& [gpu, n] : report.min_gpus) out += fmt::format(" {} {};", gpu, n);
   out += "\nlimits at the fewest GPUs (every block checkpointed):\n";
   for (const GpuLimits& l : report.limits) {
-    out += fmt::format("  {:<11} {}x: longest sequence {}{} at micro-batch 1; largest micro-batch "
-                       "{}\n",
-                       l.gpu, l.gpus, l.longest_seq_len, l.seq_len_capped ? " (the model's limit)" : "",
-                       l.largest_micro_batch);
+    out += fmt::format(
+        "  {:<11} {}x: longest sequence {}{} at micro-batch 1; largest micro-batch "
+        "{}\n",
+        l.gpu, l.gpus, l.longest_seq_len, l.seq_len_capped ? " (the model's limit)" : "",
+        l.largest_micro_batch);
   }
-  out += "\n" + PriceBasisText(report, prices) + "\n";
+  out += fmt::format("\n{}\n", PriceBasisText(report, prices));
   for (const std::string& note : report.notes) out += "note: " + note + "\n";
   return out;
 }

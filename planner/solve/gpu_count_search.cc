@@ -93,8 +93,8 @@ struct CountSolver {
       if (nodes) parallel.nodes = *nodes;
       SearchResult r = SolveAt(graph, base, device, options, parallel);
       // Ties in speed go to the scheme listed first.
-      const size_t rank = std::find(counts.schemes.begin(), counts.schemes.end(), s) -
-                          counts.schemes.begin();
+      const size_t rank =
+          std::find(counts.schemes.begin(), counts.schemes.end(), s) - counts.schemes.begin();
       if (r.feasible &&
           (!best || r.time.tokens_per_second > best->time.tokens_per_second ||
            (r.time.tokens_per_second == best->time.tokens_per_second && rank < best_rank))) {

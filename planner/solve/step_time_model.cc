@@ -45,7 +45,7 @@ constexpr double kUnfusedAdamTraffic = 21.0 / 7.0;
 double OptimizerTrafficFactor(const TrainingConfig& config) {
   const bool adam = config.optimizer == OptimizerKind::kAdamW;
   return adam && EffectiveOptimizerImpl(config) != OptimizerImpl::kFused ? kUnfusedAdamTraffic
-                                                                           : 1.0;
+                                                                         : 1.0;
 }
 
 }  // namespace

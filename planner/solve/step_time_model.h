@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/training_config.h"
 #include "planner/graph/op_graph.h"
 #include "planner/simulate/tensor_states.h"
-#include "planner/core/training_config.h"
 #include "planner/solve/comm_time_model.h"
 
 namespace headroom {
