@@ -55,6 +55,8 @@ Result<PriceCatalog> LoadPrices(const CapacityFlags& f) {
 Result<std::vector<CapacityGpu>> GpusToSweep(const CapacityFlags& f,
                                              std::vector<std::string>& notes) {
   const std::vector<std::string> names = f.gpu_types.empty() ? GpuNames() : f.gpu_types;
+  for (const std::string& name : names)  // every name checked before any is solved
+    if (auto gpu = FindGpu(name); !gpu) return MakeError("--gpu-types: " + gpu.error().message);
   std::vector<CapacityGpu> gpus;
   for (const std::string& name : names) {
     PlanFlags flags = f.request;

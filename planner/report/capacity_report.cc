@@ -58,6 +58,7 @@ nlohmann::json RowJson(const CapacityRow& r) {
                       {"fits", r.fits},
                       {"within_limits", r.within_limits},
                       {"usable_bytes", r.usable_bytes}};
+  for (const char* key : {"tokens_per_second", "hours", "cost_usd"}) j[key] = nullptr;
   if (!r.solved) {
     j["plan"] = nullptr;
     j["peak_device_bytes"] = nullptr;
