@@ -121,12 +121,6 @@ bool Fits(const std::optional<SearchResult>& r) { return r && r->feasible; }
 
 }  // namespace
 
-std::optional<SearchResult> SolveAtCount(const OpGraph& graph, const TrainingConfig& base,
-                                         const DeviceSpec& device, const SearchOptions& options,
-                                         const GpuCountOptions& counts, int64_t count) {
-  return CountSolver{graph, base, device, options, counts}.Solve(count);
-}
-
 GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
                              const DeviceSpec& device, const SearchOptions& options,
                              const GpuCountOptions& counts, bool every_count) {

@@ -24,16 +24,10 @@ std::vector<int64_t> GpuCountLadder(int64_t max_gpus);
 // `count` ranks, on whole nodes of kGpusPerNode beyond one node.
 Parallelism ParallelismFor(int64_t count, Sharding sharding);
 
-// The fastest plan over the schemes at `count` ranks (one rank: no sharding), or the
-// closest attempt when none fits; none when every scheme's model-state share alone
-// exceeds the budget (nothing was solved).
-std::optional<SearchResult> SolveAtCount(const OpGraph& graph, const TrainingConfig& base,
-                                         const DeviceSpec& device, const SearchOptions& options,
-                                         const GpuCountOptions& counts, int64_t count);
-
-// The counts solved on the way to the fewest that fits: each count's result (none where
-// the model-state bound ruled it out); with `every_count`, every ladder count above the
-// fewest too (what `headroom capacity` tabulates).
+// The counts solved on the way to the fewest that fits: each count's result, the fastest
+// scheme that fits or else the closest attempt (none where every scheme's model-state
+// share alone exceeds the budget, so nothing was solved); with `every_count`, every
+// ladder count above the fewest too (what `headroom capacity` tabulates).
 struct GpuCountSweep {
   std::map<int64_t, std::optional<SearchResult>> at;
   std::optional<int64_t> fewest;
