@@ -93,7 +93,9 @@ GpuLimits LimitsOf(const CapacityGpu& gpu, const CapacityRow& fewest) {
   const int64_t seq = gpu.request.config.seq_len;
   const int64_t max_positions =
       gpu.request.model.max_positions > 0 ? gpu.request.model.max_positions : limits::kMaxPositions;
-  if (!probe.Fits(1, seq)) return limits;  // the fewest count needed accumulation tricks
+  // Every block checkpointed at micro-batch 1 holds no more than the plan that fit; this
+  // only guards the searches below, which start from a length that fits.
+  if (!probe.Fits(1, seq)) return limits;
   limits.longest_seq_len =
       LargestFitting(seq, max_positions, kSeqLenUnit, [&](int64_t s) { return probe.Fits(1, s); });
   limits.seq_len_capped = limits.longest_seq_len == max_positions;
