@@ -56,7 +56,7 @@ ANCHORS = [
       "--sharding", "ddp"]),
     ("Llama 3.1 8B LoRA r8 (q,v), 1x RTX 4090, batch 2, packed 2048",
      "pytorch/torchtune README, Memory and training speed (PR #1664, 2024-09-24; "
-     "torch.compile on, activation checkpointing on)",
+     "torch.compile on; checkpointing, LoRA rank 8 and targets from its default configs: the table does not state them)",
      3083,
      ["--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--precision", "bf16", "--lora-rank", "8",
       "--lora-targets", "q_proj", "v_proj", "--seq-len", "2048", "--micro-batch", "2",
