@@ -63,7 +63,7 @@ Result<std::vector<CapacityGpu>> GpusToSweep(const CapacityFlags& f,
     flags.gpu = name;
     flags.gpus_auto = true;
     auto request = ToPlanRequest(flags);
-    if (!request) return MakeError("--gpu-types: " + request.error().message);
+    if (!request) return request.error();
     if (auto error = ValidateRequest(*request)) {
       if (!f.gpu_types.empty()) return MakeError(fmt::format("{}: {}", name, error->message));
       notes.push_back(fmt::format("{} left out: {}", name, error->message));
@@ -73,7 +73,8 @@ Result<std::vector<CapacityGpu>> GpusToSweep(const CapacityFlags& f,
     if (!options) return options.error();
     gpus.push_back({*request, **options});
   }
-  if (gpus.empty()) return MakeError("no GPU type can run this request (see the notes above)");
+  if (gpus.empty())
+    return MakeError("no GPU type can run this request; the first: " + notes.front());
   return gpus;
 }
 
