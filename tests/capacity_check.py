@@ -8,8 +8,9 @@ report:    the issue's 70B command writes JSON with every field a script reads, 
 fewest:    each type's fewest GPUs N is confirmed by `plan --gpus N` (fits) and by the
            count below it (does not fit): N-1 within a node, the previous whole node beyond.
 agreement: for three models, capacity's fewest count per GPU type equals what
-           `plan --gpus auto` says for that type (both up to 32 GPUs: the types that fit
-           nowhere are solved at every count, and 32 keeps the check to a minute).
+           `plan --gpus auto` says for that type (both up to 16 GPUs: the types that fit
+           nowhere are solved at every count, and 16 keeps the check short; every
+           fewest count of these three requests is 16 or less).
 """
 import csv
 import json
@@ -95,10 +96,10 @@ def check_fewest(cli):
 
 def check_agreement(cli):
     for request in AGREEMENT:
-        report = capacity(cli, request, "--max-gpus", "32")
+        report = capacity(cli, request, "--max-gpus", "16")
         for gpu in sorted({r["gpu"] for r in report["configurations"]}):
             plan = json.loads(run(cli, ["plan", *request, "--gpu", gpu, "--gpus", "auto",
-                                        "--max-gpus", "32", "--json"]))
+                                        "--max-gpus", "16", "--json"]))
             planned = plan["plan"]["gpus"] if plan["fits"] else None
             assert report["min_gpus"].get(gpu) == planned, \
                 f"{request[1]} on {gpu}: capacity {report['min_gpus'].get(gpu)}, plan {planned}"
