@@ -19,8 +19,6 @@ namespace {
 constexpr int64_t kDefaultMaxGpus = 64;
 constexpr double kMaxTokens = 1e18;
 
-int Fail(const std::string& message) { return ReportUsageError(message); }
-
 // Flags of plan that name one device or one count: capacity sweeps those itself.
 std::optional<Error> CheckSweptFlags(const CapacityFlags& f) {
   const PlanFlags& p = f.request;
@@ -160,21 +158,21 @@ void AddCapacityFlags(CLI::App& cmd, CapacityFlags& f) {
 }
 
 int RunCapacityCommand(CapacityFlags f) {
-  if (auto error = CheckSweptFlags(f)) return Fail(error->message);
+  if (auto error = CheckSweptFlags(f)) return ReportUsageError(error->message);
   if (auto error = CheckOutputFlags(
           {{"--csv", f.csv_path.value_or("")}, {"--html", f.html_path.value_or("")}}))
-    return Fail(error->message);
+    return ReportUsageError(error->message);
   auto prices = LoadPrices(f);
-  if (!prices) return Fail(prices.error().message);
+  if (!prices) return ReportUsageError(prices.error().message);
   std::vector<std::string> notes;
   auto gpus = GpusToSweep(f, notes);
-  if (!gpus) return Fail(gpus.error().message);
+  if (!gpus) return ReportUsageError(gpus.error().message);
   const CapacityJob job{.tokens = f.tokens.value_or(f.dataset_tokens.value_or(0) * f.epochs),
                         .basis = f.owned ? PriceBasis::kOwned : PriceBasis::kCloud,
                         .max_hours = f.max_hours,
                         .max_cost_usd = f.max_cost};
   auto report = SweepCapacity(*gpus, job, *prices, ProgressBar());
-  if (!report) return Fail(report.error().message);
+  if (!report) return ReportUsageError(report.error().message);
   report->notes.insert(report->notes.begin(), notes.begin(), notes.end());
   return WriteOutputs(f, SubjectOf(f, gpus->front()), *report, *prices);
 }

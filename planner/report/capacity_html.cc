@@ -41,13 +41,6 @@ std::string Escape(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> GpuTypes(const CapacityReport& report) {
-  std::vector<std::string> types;
-  for (const CapacityRow& r : report.rows)
-    if (std::find(types.begin(), types.end(), r.gpu) == types.end()) types.push_back(r.gpu);
-  return types;
-}
-
 std::string ColorOf(const std::vector<std::string>& types, const std::string& gpu) {
   const size_t i = std::find(types.begin(), types.end(), gpu) - types.begin();
   return kPalette[i % std::size(kPalette)];
@@ -105,7 +98,7 @@ std::string ScatterChart(const CapacityReport& report) {
     costs.push_back(*report.rows[i].cost_usd);
   }
   const LogAxis x = AxisOver(hours, 80, 640), y = AxisOver(costs, 380, 30);
-  const std::vector<std::string> all_types = GpuTypes(report);
+  const std::vector<std::string> all_types = GpuTypesOf(report);
   std::vector<std::string> types;  // the legend: types with a point
   for (const std::string& t : all_types) {
     if (std::any_of(points.begin(), points.end(),
@@ -206,7 +199,7 @@ std::string Assumptions(const CapacitySubject& subject, const CapacityReport& re
   html +=
       "<li>Time estimates: a roofline per op, each GPU's data-sheet peak scaled by its "
       "efficiency factors (docs/capacity.md says which measurement each came from):<ul>";
-  for (const std::string& gpu : GpuTypes(report)) {
+  for (const std::string& gpu : GpuTypesOf(report)) {
     auto d = FindGpu(gpu);
     if (!d) continue;
     html += fmt::format("<li>{}: matmul {:.2f}, bandwidth {:.2f}</li>", Escape(gpu),

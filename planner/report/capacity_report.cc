@@ -1,6 +1,6 @@
 #include "planner/report/capacity_report.h"
 
-#include <set>
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -97,21 +97,26 @@ nlohmann::json RowRef(const CapacityReport& report, const std::optional<size_t>&
 
 nlohmann::json PricesJson(const CapacityReport& report, const PriceCatalog& prices) {
   nlohmann::json used = nlohmann::json::object();
-  std::set<std::string> seen;
-  for (const CapacityRow& r : report.rows) {
-    if (!seen.insert(r.gpu).second) continue;
-    const PriceQuote* q = prices.QuoteFor(r.gpu, report.job.basis);
+  for (const std::string& gpu : GpuTypesOf(report)) {
+    const PriceQuote* q = prices.QuoteFor(gpu, report.job.basis);
     if (!q) continue;
-    used[r.gpu] = {{"usd_per_gpu_hour", *prices.UsdPerGpuHour(r.gpu, report.job.basis)},
-                   {"quoted_usd", q->usd},
-                   {"provider", q->provider},
-                   {"source", q->source},
-                   {"date", q->date}};
+    used[gpu] = {{"usd_per_gpu_hour", *prices.UsdPerGpuHour(gpu, report.job.basis)},
+                 {"quoted_usd", q->usd},
+                 {"provider", q->provider},
+                 {"source", q->source},
+                 {"date", q->date}};
   }
   return used;
 }
 
 }  // namespace
+
+std::vector<std::string> GpuTypesOf(const CapacityReport& report) {
+  std::vector<std::string> types;
+  for (const CapacityRow& r : report.rows)
+    if (std::find(types.begin(), types.end(), r.gpu) == types.end()) types.push_back(r.gpu);
+  return types;
+}
 
 std::string PlanSummary(const CapacityRow& r) {
   const TrainingConfig& c = r.plan.config;
@@ -141,14 +146,12 @@ std::string PriceBasisText(const CapacityReport& report, const PriceCatalog& pri
   if (report.job.basis == PriceBasis::kOwned)
     out += fmt::format("; purchase price over {:g} years at {:.0f}% utilization",
                        prices.lifetime_years, 100 * prices.utilization);
-  std::set<std::string> seen;
-  for (const CapacityRow& r : report.rows) {
-    if (!seen.insert(r.gpu).second) continue;
-    const PriceQuote* q = prices.QuoteFor(r.gpu, report.job.basis);
+  for (const std::string& gpu : GpuTypesOf(report)) {
+    const PriceQuote* q = prices.QuoteFor(gpu, report.job.basis);
     if (!q) continue;
-    out += fmt::format("\n  {:<10} ${:.2f}/GPU-h  {} ({}, {})", r.gpu,
-                       *prices.UsdPerGpuHour(r.gpu, report.job.basis), q->provider, q->source,
-                       q->date);
+    out +=
+        fmt::format("\n  {:<10} ${:.2f}/GPU-h  {} ({}, {})", gpu,
+                    *prices.UsdPerGpuHour(gpu, report.job.basis), q->provider, q->source, q->date);
   }
   return out;
 }

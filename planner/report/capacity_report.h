@@ -5,6 +5,7 @@
 #include "planner/report/layer.h"
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,8 @@ struct CapacitySubject {
 // "cheapest: 2x h100-80gb, 31 h, $236; fastest: 8x h200, 6.1 h, $342; fewest: 1x h200",
 // or why there is no answer.
 std::string CapacityHeadline(const CapacityReport& report);
+// The GPU types of a report's rows, each once, in the order of the rows.
+std::vector<std::string> GpuTypesOf(const CapacityReport& report);
 // A row's plan in a few words: "fsdp, mb 1 x 16, amp-bf16, ckpt 61/80".
 std::string PlanSummary(const CapacityRow& row);
 
