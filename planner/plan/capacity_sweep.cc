@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -41,45 +42,62 @@ CapacityRow RowOf(const CapacityGpu& gpu, int64_t count, const std::optional<Sea
   return row;
 }
 
-// The largest value from `good` (which fits) up to `cap` that fits, to within `unit`:
-// doubling until one does not, then halving the gap.
-int64_t LargestFitting(int64_t good, int64_t cap, int64_t unit,
-                       const std::function<bool(int64_t)>& fits) {
-  int64_t bad = cap + 1;
-  for (int64_t x = std::max(good * 2, unit); good < cap; x *= 2) {
-    const int64_t probe = std::min(x, cap);
-    if (!fits(probe)) {
-      bad = probe;
-      break;
+// A limit searched for: the largest value up to `cap` whose peak fits, to within `unit`.
+struct LimitSearch {
+  int64_t cap = 0, unit = 1;
+  int64_t usable = 0;
+  std::function<int64_t(int64_t)> peak_of;  // the peak at a value
+};
+
+// From `good` (which fits, at `good_peak`): `cap` if it fits; else the bracket [good, bad)
+// narrows until `bad` is the next multiple of `unit` above `good`. A peak grows about
+// linearly in the micro-batch and in the sequence length, so each probe goes where the
+// line through the bracket's ends meets the budget (a few probes, not a doubling and a
+// bisection); a side that moves twice running is halved next, so a curved peak (eager
+// attention's) converges as a bisection would.
+int64_t LargestFitting(int64_t good, int64_t good_peak, const LimitSearch& s) {
+  if (good >= s.cap) return good;
+  int64_t bad = s.cap, bad_peak = s.peak_of(s.cap);
+  if (bad_peak <= s.usable) return s.cap;
+  int same_side = 0;
+  bool last_fit = false;
+  while (bad - good > s.unit) {
+    const int64_t steps = (bad - good - 1) / s.unit;  // grid points strictly inside
+    int64_t k = steps / 2 + 1;
+    if (same_side < 2 && bad_peak > good_peak) {
+      const double at = static_cast<double>(s.usable - good_peak) /
+                        static_cast<double>(bad_peak - good_peak) *
+                        static_cast<double>(bad - good) / static_cast<double>(s.unit);
+      k = std::clamp<int64_t>(static_cast<int64_t>(at), 1, steps);
     }
-    good = probe;
-  }
-  while (bad - good > unit) {
-    const int64_t mid = good + std::max(unit, (bad - good) / 2 / unit * unit);
-    if (mid >= bad) break;
-    (fits(mid) ? good : bad) = mid;
+    const int64_t x = good + k * s.unit;
+    const int64_t peak = s.peak_of(x);
+    const bool fit = peak <= s.usable;
+    same_side = fit == last_fit ? same_side + 1 : 1;
+    last_fit = fit;
+    (fit ? good : bad) = x;
+    (fit ? good_peak : bad_peak) = peak;
   }
   return good;
 }
 
 // The fewest count's plan, with every block checkpointed, at another micro-batch or
-// sequence length: does it fit? (The graph is rebuilt: its shape can depend on both.)
+// sequence length: its peak against the budget. (The graph is rebuilt: its shape can
+// depend on both.)
 class LimitProbe {
  public:
   LimitProbe(const CapacityGpu& gpu, const Plan& plan) : gpu_(gpu), config_(plan.config) {
     config_.grad_accum_steps = 1;
     config_.checkpoint = CheckpointPolicy{.kind = CheckpointPolicy::Kind::kAll};
   }
-  bool Fits(int64_t micro_batch, int64_t seq_len) const {
+  int64_t PeakOf(int64_t micro_batch, int64_t seq_len) const {
     TrainingConfig c = config_;
     c.micro_batch = micro_batch;
     c.seq_len = seq_len;
     auto graph = BuildGraph(gpu_.request.model, GraphOptionsOf(c));
-    if (!graph) return false;
+    if (!graph) return std::numeric_limits<int64_t>::max();
     const std::vector<bool> all(graph->blocks().size(), true);
-    const StepPrediction p = PredictStep(*graph, c, all, gpu_.request.device);
-    return PeakAgainstBudget(p, gpu_.request.device) <=
-           UsableBytes(gpu_.request.device, gpu_.options.margin);
+    return PeakAgainstBudget(PredictStep(*graph, c, all, gpu_.request.device), gpu_.request.device);
   }
 
  private:
@@ -93,14 +111,18 @@ GpuLimits LimitsOf(const CapacityGpu& gpu, const CapacityRow& fewest) {
   const int64_t seq = gpu.request.config.seq_len;
   const int64_t max_positions =
       gpu.request.model.max_positions > 0 ? gpu.request.model.max_positions : limits::kMaxPositions;
+  const int64_t usable = UsableBytes(gpu.request.device, gpu.options.margin);
   // Every block checkpointed at micro-batch 1 holds no more than the plan that fit; this
   // only guards the searches below, which start from a length that fits.
-  if (!probe.Fits(1, seq)) return limits;
-  limits.longest_seq_len =
-      LargestFitting(seq, max_positions, kSeqLenUnit, [&](int64_t s) { return probe.Fits(1, s); });
+  const int64_t start_peak = probe.PeakOf(1, seq);
+  if (start_peak > usable) return limits;
+  limits.longest_seq_len = LargestFitting(
+      seq, start_peak,
+      {max_positions, kSeqLenUnit, usable, [&](int64_t s) { return probe.PeakOf(1, s); }});
   limits.seq_len_capped = limits.longest_seq_len == max_positions;
-  limits.largest_micro_batch =
-      LargestFitting(1, kLargestMicroBatchTried, 1, [&](int64_t m) { return probe.Fits(m, seq); });
+  limits.largest_micro_batch = LargestFitting(
+      1, start_peak,
+      {kLargestMicroBatchTried, 1, usable, [&](int64_t m) { return probe.PeakOf(m, seq); }});
   return limits;
 }
 

@@ -40,15 +40,28 @@ double LowerBound(const ModelState& m, Sharding sharding, int64_t n) {
   return 0;
 }
 
-SearchResult SolveAt(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
-                     SearchOptions options, const Parallelism& parallel) {
+// The request and search options of one count and scheme.
+std::pair<TrainingConfig, SearchOptions> At(const TrainingConfig& base, SearchOptions options,
+                                            const Parallelism& parallel) {
   TrainingConfig config = base;
   config.parallel = parallel;
   config.parallel.deepspeed = base.parallel.deepspeed;
   config.parallel.fsdp_wrap = base.parallel.fsdp_wrap;
   options.num_gpus = static_cast<int>(parallel.gpus);
   options.gpu_count.reset();
-  return SearchPlan(graph, config, device, options);
+  return {config, options};
+}
+
+SearchResult SolveAt(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                     const SearchOptions& options, const Parallelism& parallel) {
+  const auto [config, at] = At(base, options, parallel);
+  return SearchPlan(graph, config, device, at);
+}
+
+double SpeedBoundAt(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                    const SearchOptions& options, const Parallelism& parallel) {
+  const auto [config, at] = At(base, options, parallel);
+  return PlanSpeedBound(graph, config, device, at);
 }
 
 }  // namespace
@@ -91,10 +104,17 @@ struct CountSolver {
       parallel.offload = counts.offload;
       if (ValidateParallelism(parallel)) continue;  // --offload with a scheme that cannot
       if (nodes) parallel.nodes = *nodes;
-      SearchResult r = SolveAt(graph, base, device, options, parallel);
       // Ties in speed go to the scheme listed first.
       const size_t rank =
           std::find(counts.schemes.begin(), counts.schemes.end(), s) - counts.schemes.begin();
+      // A scheme that cannot beat the best plan found needs no solving: its plans are
+      // no faster than its bound.
+      if (best) {
+        const double bound = SpeedBoundAt(graph, base, device, options, parallel);
+        const double to_beat = best->time.tokens_per_second;
+        if (bound < to_beat || (bound == to_beat && rank > best_rank)) continue;
+      }
+      SearchResult r = SolveAt(graph, base, device, options, parallel);
       if (r.feasible &&
           (!best || r.time.tokens_per_second > best->time.tokens_per_second ||
            (r.time.tokens_per_second == best->time.tokens_per_second && rank < best_rank))) {
@@ -106,7 +126,7 @@ struct CountSolver {
         if (IsFullySharded(s)) break;
       }
     }
-    return best ? best : closest;
+    return best ? std::move(best) : std::move(closest);
   }
 
   static bool IsFullySharded(Sharding s) { return s == Sharding::kFsdp || s == Sharding::kZero3; }

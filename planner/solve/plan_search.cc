@@ -302,6 +302,25 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
   return candidates;
 }
 
+double PlanSpeedBound(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                      const SearchOptions& options) {
+  const int64_t per_gpu = PerGpuBatch(options, nullptr);
+  std::vector<int64_t> micro_batches = MicroBatchesToTry(options, per_gpu);
+  micro_batches.push_back(1);  // SmallestPlan's, when no candidate verifies
+  const std::vector<bool> none(graph.blocks().size(), false);
+  double bound = 0;
+  for (Precision precision : PrecisionsToTry(base, options)) {
+    TrainingConfig config = base;
+    config.precision = precision;
+    for (int64_t b : micro_batches) {
+      config.micro_batch = b;
+      config.grad_accum_steps = per_gpu / b;
+      bound = std::max(bound, StepTimeModel(graph, config, device).Estimate(none).tokens_per_second);
+    }
+  }
+  return bound;
+}
+
 SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
                         const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();

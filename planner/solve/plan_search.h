@@ -94,6 +94,12 @@ std::vector<PlanCandidate> RankCandidates(const OpGraph& graph, const TrainingCo
 SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
                         const SearchOptions& options);
 
+// No plan SearchPlan can return runs faster than this many tokens/s: the fastest
+// precision and micro-batch with nothing recomputed (recomputation only adds time, see
+// StepTimeModel::Estimate), found without simulating anything.
+double PlanSpeedBound(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
+                      const SearchOptions& options);
+
 // Precisions a device can run, fastest-first: bf16 regimes where supported, else fp16.
 std::vector<Precision> SupportedPrecisions(const DeviceSpec& device);
 
