@@ -14,6 +14,12 @@ the peak with `headroom plan --device cpu --stack pytorch --json`.
 --check-real first runs a small real GPT-2 step under PeakMeter (oneDNN pinned to
 AVX512_CORE, 1 thread) and the same step on fake tensors, and prints the difference.
 
+Each fake case runs in a child forked from one `--serve` process (fork_server.py) that
+has imported torch, transformers and torch._dynamo once (about 12 s a case otherwise, on
+2 cores): the child starts from the modules a fresh `--case` process has when its counter
+starts, plus modules checked to make no tensor (preload), so it counts the same bytes.
+`--case NAME` still runs one case in a fresh process.
+
 What fake tensors cannot see (and so what this reference does not check):
 * a kernel's own scratch inside one ATen op (oneDNN/MKL buffers, the fp32 accumulators
   of the CPU flash-attention backward, the fp32 buffer of an emulated bf16 matmul): the
@@ -27,6 +33,7 @@ What fake tensors cannot see (and so what this reference does not check):
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -46,6 +53,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
+import fork_server  # noqa: E402
 import hf_training_run  # noqa: E402
 from cases import write_config  # noqa: E402
 
@@ -111,17 +119,49 @@ class StorageCounter(TorchDispatchMode):
         self.peak_phase = self.phase
         self.peak_op = ""
 
+    # Per OpOverload, computed once (both are fixed properties of the overload): the name
+    # recorded as `op`, and whether the schema mutates an argument.
+    _op_info = {}
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        self.op = str(func.overloadpacket.__name__)
-        out = func(*args, **kwargs)
-        for t in tree_flatten(out)[0]:
-            self.track(t)
-        if func._schema.is_mutable:  # in place / out=: a resize shows on the argument
-            for t in tree_flatten((args, kwargs))[0]:
+        info = self._op_info.get(func)
+        if info is None:
+            info = self._op_info[func] = (str(func.overloadpacket.__name__),
+                                          func._schema.is_mutable)
+        self.op = info[0]
+        if kwargs:
+            out = func(*args, **kwargs)
+        else:
+            kwargs = {}
+            out = func(*args)
+        if isinstance(out, torch.Tensor):
+            self.track(out)
+        elif not isinstance(out, _NO_TENSOR):  # prim.device (most calls), .item(), ...
+            for t in _leaves(out):
+                self.track(t)
+        if info[1]:  # in place / out=: a resize shows on the argument
+            for t in (_leaves(args) if not kwargs else tree_flatten((args, kwargs))[0]):
                 if isinstance(t, torch.Tensor) and id(t.untyped_storage()) in self.live:
                     self.track(t)
         return out
+
+
+# What an op returns that holds no tensor (pytree leaves that are not tensors).
+_NO_TENSOR = (type(None), bool, int, float, complex, str, torch.device, torch.dtype,
+              torch.layout, torch.memory_format)
+
+
+def _leaves(tree):
+    """tree_flatten(tree)[0], in the same order, without pytree's walk for the shapes an
+    ATen op returns or takes almost always: one tensor, or a flat tuple / list."""
+    if isinstance(tree, torch.Tensor):
+        return (tree,)
+    if type(tree) is tuple or type(tree) is list:
+        for x in tree:
+            if not (x is None or isinstance(x, (torch.Tensor, int, float, bool))):
+                return tree_flatten(tree)[0]
+        return tree
+    return tree_flatten(tree)[0]
 
 
 class FakeMeter:
@@ -254,8 +294,8 @@ def payload_of(case, config_dir):
     return payload
 
 
-def run_one_case(case_name):
-    """Child process: one fake case (a fresh process so nothing carries over)."""
+def case_result(case_name):
+    """One fake case, in the process that measures it (fresh or forked)."""
     from fake_cpu_cases import CASES, REAL_CHECKS
     case = next(c for c in CASES + REAL_CHECKS if c.name == case_name)
     with tempfile.TemporaryDirectory() as tmp:
@@ -263,9 +303,97 @@ def run_one_case(case_name):
         torch.set_num_threads(1)
         start = time.time()
         meter = fake_run(payload_of(case, config_dir))
-        print(json.dumps({"measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
-                          "op": meter.peak_op, "live_before_bytes": meter.live_before_bytes,
-                          "seconds": time.time() - start}))
+        return {"measured_peak_bytes": meter.peak_bytes, "phase": meter.peak_phase,
+                "op": meter.peak_op, "live_before_bytes": meter.live_before_bytes,
+                "seconds": time.time() - start}
+
+
+def run_one_case(case_name):
+    """Child process: one fake case (a fresh process so nothing carries over)."""
+    print(json.dumps(case_result(case_name)))
+
+
+# What a fresh `--case` process has imported by the time the counter starts, besides this
+# file's own imports: FakeTensorMode.__init__ imports the first three (torch._dynamo is
+# most of the time), fake_tensor_artefacts_patched masking_utils, case_result the cases.
+IMPORTED_BEFORE_COUNTING = ("torch._dynamo.config", "torch._functorch.config",
+                            "torch.nested._internal.nested_tensor", "transformers.masking_utils",
+                            "fake_cpu_cases")
+# What a fresh process imports only under the counter (while hf_training_run.run builds
+# the model: modeling_utils pulls in accelerate, the quantizers, ...), that can be imported
+# before it without changing a count: preload() checks that importing them runs no ATen
+# op (no tensor made at import, which the counter would have counted). Not peft:
+# importing it makes two 0-dim tensors, counted in the LoRA cases (they import it
+# themselves).
+IMPORTED_WHILE_COUNTING = ("transformers.modeling_utils",
+                           "transformers.models.auto.modeling_auto",
+                           "transformers.models.llama.modeling_llama",
+                           "transformers.models.qwen2.modeling_qwen2",
+                           "transformers.models.gpt2.modeling_gpt2")
+
+
+class _AnyOp(TorchDispatchMode):
+    """Records every ATen op run while it is on (preload's check), and the calls of the
+    two functions that are no ATen op but counted (torch.get_rng_state here,
+    UntypedStorage.resize_ in fake_fsdp_step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+    def __enter__(self):
+        get_rng_state, resize_ = torch.get_rng_state, torch.UntypedStorage.resize_
+
+        def spied_get_rng_state(*args, **kwargs):
+            self.ops.append("torch.get_rng_state")
+            return get_rng_state(*args, **kwargs)
+
+        def spied_resize_(storage, size):
+            self.ops.append("UntypedStorage.resize_")
+            return resize_(storage, size)
+
+        self._restore = (get_rng_state, resize_)
+        torch.get_rng_state, torch.UntypedStorage.resize_ = spied_get_rng_state, spied_resize_
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.get_rng_state, torch.UntypedStorage.resize_ = self._restore
+        return super().__exit__(*exc)
+
+
+def preload(before=IMPORTED_BEFORE_COUNTING, while_counting=IMPORTED_WHILE_COUNTING):
+    """A case server's imports (fork_server.serve): what a fresh process has imported when
+    the counter starts, then the modules it would import under the counter that make no
+    tensor (checked: an op run while one loads is an error, the list must drop it)."""
+    for module in before:
+        importlib.import_module(module)
+    for module in while_counting:
+        if module in sys.modules:
+            continue
+        spy = _AnyOp()
+        with spy:
+            importlib.import_module(module)
+        if spy.ops:
+            raise RuntimeError(f"importing {module} runs ATen ops ({spy.ops[:5]}): a fresh "
+                               f"process would count what they make; do not preload it")
+
+
+def serve():
+    """Fake cases in children forked from this process (fork_server.py): torch,
+    transformers and torch._dynamo imported once, not once per case (about 12 s a case on
+    2 cores). Each payload is {"case": name}."""
+    preload()
+    fork_server.serve(lambda payload: case_result(payload["case"]), preload=())
+
+
+def case_server(env_extra=None):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
+               TOKENIZERS_PARALLELISM="false", **(env_extra or {}))
+    return fork_server.ForkServer([sys.executable, os.path.abspath(__file__), "--serve"], env)
 
 
 def child(args, env_extra=None):
@@ -277,8 +405,9 @@ def child(args, env_extra=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def check_real(only):
-    """Fake count against the real CPU meter on small GPT-2 runs."""
+def check_real(only, server):
+    """Fake count against the real CPU meter on small GPT-2 runs (the fake ones forked
+    from `server`, a case_server())."""
     from fake_cpu_cases import REAL_CHECKS
     print(f"{'fake vs real (PeakMeter, AVX512_CORE, 1 thread)':<48} {'fake':>14} {'real':>14}"
           f" {'fake-real':>10}")
@@ -289,7 +418,7 @@ def check_real(only):
             real = child([os.path.join(HERE, "hf_training_run.py"),
                           json.dumps(payload_of(case, config_dir))],
                          {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})
-            fake = child([os.path.abspath(__file__), "--case", case.name])
+            fake, _ = server.run({"case": case.name})
             diff = fake["measured_peak_bytes"] - real["measured_peak_bytes"]
             worst = max(worst, abs(diff))
             print(f"{case.name:<48} {fake['measured_peak_bytes']:>14,}"
@@ -309,13 +438,25 @@ def main():
     parser.add_argument("--real-bound-bytes", type=int, default=1024,
                         help="largest |fake - real| the check accepts (default 1024)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         run_one_case(args.case)
         return 0
+    if args.serve:
+        serve()
+        return 0
+    server = case_server()
+    try:
+        return run_cases(args, server)
+    finally:
+        server.close()
+
+
+def run_cases(args, server):
     real_failed = False
     if args.check_real or args.real_only:
-        worst = check_real(args.only)
+        worst = check_real(args.only, server)
         real_failed = worst > args.real_bound_bytes
         print(f"fake vs real: largest |difference| {worst:,} bytes"
               f"{'  OUT OF BOUND' if real_failed else ''}", flush=True)
@@ -332,7 +473,7 @@ def main():
         for i, case in enumerate(cases):
             config_dir, config_path = write_config(case, tmp, i)
             start = time.time()
-            measured = child([os.path.abspath(__file__), "--case", case.name])
+            measured, _ = server.run({"case": case.name})
             plan = predict(args.headroom, config_path, case.fake_plan_flags())
             predicted_bytes = plan["peak"]["allocated_bytes"]
             measured_bytes = measured["measured_peak_bytes"]

@@ -17,7 +17,9 @@ dim-0 chunk of every parameter, so the largest unpadded Adam states).
 --check-real first runs run_distributed_suite's small FSDP cases for real (N gloo
 processes, PeakMeter) and on fake tensors, and prints fake, real and predicted side by side.
 --live-at-peak reruns each case and lists the storages live at the peak (phase, op,
-dtype, shape), summed by origin.
+dtype, shape), summed by origin. Each case runs in a child forked from one `--serve`
+process that has imported torch, transformers and torch._dynamo once (see fake_cpu_step's
+preload: the child counts what a fresh `--case NAME` process counts).
 
 What the fake run represents, and what it adds to make the CPU prediction comparable:
 * FSDP2's own storages, all of them: the padded shards, the all-gather outputs (flat
@@ -57,6 +59,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 import fork_server  # noqa: E402
 from fake_cpu_cases import LLAMA_ALL, LLAMA_QKVO, FakeCase  # noqa: E402
 from cases import write_config  # noqa: E402
+import fake_cpu_step  # noqa: E402
 from fake_cpu_step import StorageCounter, FakeMeter, fake_tensor_artefacts_patched  # noqa: E402
 from run_distributed_suite import CASES as REAL_DISTRIBUTED_CASES  # noqa: E402
 from run_distributed_suite import DistributedCase  # noqa: E402
@@ -275,23 +278,54 @@ def payload_of(dc, config_dir):
                 lora_targets=list(dc.case.lora_targets), threads=1, device="cpu")
 
 
-def run_one_case(name, rank, snapshot_at):
-    """Child process: one fake case (a fresh process so nothing carries over)."""
+def case_result(name, rank, snapshot_at):
+    """One fake case, in the process that measures it (fresh or forked)."""
     dc = next(c for c in all_cases() if c.name == name)
     with tempfile.TemporaryDirectory() as tmp:
         config_dir, _ = write_config(dc.case, tmp, 0)
-        print(json.dumps(fake_fsdp_run(payload_of(dc, config_dir), rank, snapshot_at)))
+        return fake_fsdp_run(payload_of(dc, config_dir), rank, snapshot_at)
+
+
+def run_one_case(name, rank, snapshot_at):
+    """Child process: one fake case (a fresh process so nothing carries over)."""
+    print(json.dumps(case_result(name, rank, snapshot_at)))
+
+
+# What fake_fsdp_run imports before its counter starts, besides fake_cpu_step's list.
+IMPORTED_BEFORE_COUNTING = ("torch.distributed", "torch.distributed.device_mesh",
+                            "transformers", "torch.testing._internal.distributed.fake_pg",
+                            "distributed_run", "hf_training_run")
+# Imported under the counter by a fresh process (distributed_run.wrap), checked by
+# fake_cpu_step.preload to make no tensor.
+IMPORTED_WHILE_COUNTING = ("torch.distributed.fsdp",)
+
+
+def serve():
+    """Fake cases in children forked from this process (fork_server.py), torch,
+    transformers and torch._dynamo imported once. Payload: {"case", "rank", "snapshot_at"}."""
+    fake_cpu_step.preload(fake_cpu_step.IMPORTED_BEFORE_COUNTING + IMPORTED_BEFORE_COUNTING,
+                          fake_cpu_step.IMPORTED_WHILE_COUNTING + IMPORTED_WHILE_COUNTING)
+    fork_server.serve(lambda p: case_result(p["case"], p["rank"], p["snapshot_at"]),
+                      preload=())
+
+
+_servers = {}  # env -> the case server (fork_server.ForkServer) started with it
 
 
 def child(name, rank, env, snapshot_at=None):
-    import subprocess
-    cmd = [sys.executable, os.path.abspath(__file__), "--case", name, "--rank", str(rank)]
-    if snapshot_at is not None:
-        cmd += ["--snapshot-at", str(snapshot_at)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"{name}: failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """One case, forked from a case server (serve()) started on first use."""
+    key = json.dumps(env, sort_keys=True)
+    if key not in _servers:
+        _servers[key] = fork_server.ForkServer(
+            [sys.executable, os.path.abspath(__file__), "--serve"], env)
+    result, _ = _servers[key].run({"case": name, "rank": rank, "snapshot_at": snapshot_at})
+    return result
+
+
+def close_servers():
+    for server in _servers.values():
+        server.close()
+    _servers.clear()
 
 
 def print_live(result, limit=40):
@@ -345,9 +379,13 @@ def main():
                         help="rerun each case and list the storages live at its peak")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
     parser.add_argument("--snapshot-at", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         run_one_case(args.case, args.rank, args.snapshot_at)
+        return 0
+    if args.serve:
+        serve()
         return 0
     if not args.headroom:
         parser.error("HEADROOM is required")
@@ -397,4 +435,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    finally:
+        close_servers()
+    sys.exit(code)
