@@ -9,6 +9,7 @@
 #include "planner/plan/plan_advice.h"
 #include "planner/plan/plan_request.h"
 #include "planner/solve/plan_search.h"
+#include "planner/solve/simulation_memo.h"
 
 namespace headroom {
 namespace {
@@ -51,6 +52,33 @@ TEST(PlanSearch, MoreMemoryNeverGivesASlowerPlan) {
     EXPECT_GE(r.time.tokens_per_second, previous * (1 - 1e-9)) << mib;
     previous = r.time.tokens_per_second;
   }
+}
+
+// `headroom capacity` hands one device's simulations to the next through a memo: the
+// searches that share one must return exactly what searches alone return, at every
+// budget (the memo holds only what does not depend on the device's memory), and must
+// have reused something.
+TEST(PlanSearch, ASharedMemoChangesNoPlan) {
+  const OpGraph graph = *BuildGraph(*LoadCatalogModel("tiny-llama"), {});
+  TrainingConfig base;
+  base.seq_len = 256;
+  const auto memo = std::make_shared<SimulationMemo>();
+  int shared_hits = 0;
+  for (int64_t mib : {470, 500, 520, 560, 700, 2000}) {
+    const DeviceSpec gpu = CustomGpu(mib << 20);
+    const SearchResult alone = SearchPlan(graph, base, gpu, {.global_batch = 32});
+    const size_t before = memo->size();
+    const SearchResult shared =
+        SearchPlan(graph, base, gpu, {.global_batch = 32, .memo = memo});
+    shared_hits += memo->size() == before;
+    EXPECT_EQ(shared.feasible, alone.feasible) << mib;
+    EXPECT_EQ(shared.plan, alone.plan) << mib;
+    EXPECT_EQ(shared.prediction.device_peak_bytes, alone.prediction.device_peak_bytes) << mib;
+    EXPECT_EQ(shared.shortfall_bytes, alone.shortfall_bytes) << mib;
+    EXPECT_EQ(shared.corrections, alone.corrections) << mib;
+  }
+  EXPECT_GT(memo->size(), 0u);
+  EXPECT_GT(shared_hits, 0);  // a later budget found everything it asked for kept
 }
 
 // A budget a quarter of the way from the all-checkpointed peak to the no-checkpoint

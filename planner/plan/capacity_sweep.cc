@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "planner/core/limits.h"
+#include "planner/solve/simulation_memo.h"
 
 namespace headroom {
 namespace {
@@ -129,18 +130,16 @@ GpuLimits LimitsOf(const CapacityGpu& gpu, const CapacityRow& fewest) {
 struct TypeResult {
   std::vector<CapacityRow> rows;
   std::optional<GpuLimits> limits;
-  std::optional<Error> error;
 };
 
-TypeResult SweepType(const CapacityGpu& gpu, const CapacityJob& job, const PriceCatalog& prices) {
+TypeResult SweepType(const CapacityGpu& gpu, const OpGraph& graph,
+                     const std::shared_ptr<SimulationMemo>& memo, const CapacityJob& job,
+                     const PriceCatalog& prices) {
   TypeResult out;
-  auto graph = BuildGraph(gpu.request.model, GraphOptionsOf(gpu.request.config));
-  if (!graph) {
-    out.error = graph.error();
-    return out;
-  }
-  const GpuCountSweep sweep = SweepGpuCounts(*graph, gpu.request.config, gpu.request.device,
-                                             gpu.options, *gpu.options.gpu_count, true);
+  SearchOptions options = gpu.options;
+  options.memo = memo;
+  const GpuCountSweep sweep = SweepGpuCounts(graph, gpu.request.config, gpu.request.device,
+                                             options, *options.gpu_count, true);
   for (const auto& [count, result] : sweep.at)
     out.rows.push_back(RowOf(gpu, count, result, job, prices));
   if (sweep.fewest) {
@@ -168,18 +167,29 @@ void ForEachInParallel(size_t n, const std::function<void(size_t)>& work) {
 
 Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const CapacityJob& job,
                                      const PriceCatalog& prices, const CapacityProgress& progress) {
+  // One graph per distinct config, shared by the GPU types that ask for it, so that the
+  // memo can hand one type's simulations to the next.
+  std::vector<std::shared_ptr<const OpGraph>> graphs(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    for (size_t j = 0; j < i && !graphs[i]; ++j)
+      if (gpus[j].request.config == gpus[i].request.config) graphs[i] = graphs[j];
+    if (graphs[i]) continue;
+    auto graph = BuildGraph(gpus[i].request.model, GraphOptionsOf(gpus[i].request.config));
+    if (!graph) return graph.error();
+    graphs[i] = std::make_shared<const OpGraph>(std::move(*graph));
+  }
+  const auto memo = std::make_shared<SimulationMemo>();
   std::vector<TypeResult> results(gpus.size());
   std::mutex progress_mutex;
   size_t done = 0;
   ForEachInParallel(gpus.size(), [&](size_t i) {
-    results[i] = SweepType(gpus[i], job, prices);
+    results[i] = SweepType(gpus[i], *graphs[i], memo, job, prices);
     const std::lock_guard lock(progress_mutex);
     if (progress) progress(++done, gpus.size());
   });
   CapacityReport report;
   report.job = job;
   for (size_t i = 0; i < gpus.size(); ++i) {
-    if (results[i].error) return *results[i].error;
     for (CapacityRow& row : results[i].rows) report.rows.push_back(std::move(row));
     if (results[i].limits) report.limits.push_back(*results[i].limits);
     if (!prices.QuoteFor(gpus[i].request.device.name, job.basis))

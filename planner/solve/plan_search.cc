@@ -12,6 +12,7 @@
 #include "planner/simulate/step_size_bound.h"
 #include "planner/solve/chain_memory_model.h"
 #include "planner/solve/checkpoint_solver.h"
+#include "planner/solve/simulation_memo.h"
 
 namespace headroom {
 namespace {
@@ -27,19 +28,25 @@ int64_t SequencesPerStep(const TrainingConfig& c) {
 // profile at any micro-batch. The model counts live bytes only; what the caching
 // allocator holds beyond them is measured in step 3, on the plan the model picks.
 struct ChainTimeline {
-  Timeline timeline;  // at micro-batch 1
+  std::shared_ptr<const Timeline> timeline;  // at micro-batch 1
   int64_t granularity = 1;
   int64_t state_bytes = 0;
 };
 
-ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device) {
+ChainTimeline Profile(const SimulationTables& tables, const DeviceSpec& device,
+                      SimulationMemo* memo) {
   const OpGraph& graph = tables.graph();
   const std::vector<bool> none(graph.blocks().size(), false);
   const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
   ChainTimeline out;
   out.granularity = device.AllocationGranularity();
   out.state_bytes = tables.OptimizerStateBytes(out.granularity);
-  out.timeline = SimulateSteps(tables.WithBatch(1, 2), none, sim);
+  const SimulationTables at_one = tables.WithBatch(1, 2);
+  auto simulate = [&] { return SimulateSteps(at_one, none, sim); };
+  out.timeline =
+      memo ? memo->Profile(SimulationMemo::KeyOf(graph, at_one.config(), none, device, false),
+                           simulate)
+           : std::make_shared<const Timeline>(simulate());
   return out;
 }
 
@@ -69,22 +76,32 @@ CheckpointSolution Solve(const ChainMemoryModel& model, int64_t budget_units,
 // allocates the states, against the same budget as PeakAgainstBudget: about half of a
 // full prediction's work.
 int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& checkpointed,
-                      const DeviceSpec& device) {
-  const SimulationOptions sim{.steps = 1, .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
-  const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
-  const auto optimizer =
-      std::find_if(timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
-        return timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep;
-      });
-  const size_t end = static_cast<size_t>(optimizer - timeline.events.begin());
-  if (!device.is_cuda) {
-    LiveBytes live(timeline, 1);
-    ReplayInto(timeline.events, 0, end, live);
-    return live.live().peak;
-  }
-  CachingAllocatorModel allocator;
-  ReplayInto(timeline.events, 0, end, allocator);
-  return allocator.reserved().peak + device.context_bytes;
+                      const DeviceSpec& device, SimulationMemo* memo) {
+  auto simulate = [&]() -> int64_t {
+    const SimulationOptions sim{.steps = 1,
+                                .cublas_workspace_bytes = device.CublasWorkspaceBytes()};
+    const Timeline timeline = SimulateSteps(tables, checkpointed, sim);
+    const auto optimizer =
+        std::find_if(timeline.events.begin(), timeline.events.end(), [&](const MemoryEvent& e) {
+          return timeline.phases[e.phase].kind == Phase::Kind::kOptimizerStep;
+        });
+    const size_t end = static_cast<size_t>(optimizer - timeline.events.begin());
+    if (!device.is_cuda) {
+      LiveBytes live(timeline, 1);
+      ReplayInto(timeline.events, 0, end, live);
+      return live.live().peak;
+    }
+    // No capacity: the peak does not depend on the device's memory (SimulationMemo).
+    CachingAllocatorModel allocator;
+    ReplayInto(timeline.events, 0, end, allocator);
+    return allocator.reserved().peak;
+  };
+  const int64_t peak =
+      memo ? memo->FirstStepPeak(SimulationMemo::KeyOf(tables.graph(), tables.config(),
+                                                       checkpointed, device, true),
+                                 simulate)
+           : simulate();
+  return peak + device.ContextBytes();
 }
 
 }  // namespace
@@ -145,8 +162,8 @@ void AddCandidatesOfPrecision(const OpGraph& graph, TrainingConfig config, const
   const int64_t per_gpu = PerGpuBatch(options, nullptr);
   // One set of tables serves the profile and every micro-batch of this precision.
   const SimulationTables tables(graph, config);
-  const ChainTimeline profiles = Profile(tables, device);
-  const ChainProfiler profiler(graph, tables.states(), profiles.timeline, profiles.granularity,
+  const ChainTimeline profiles = Profile(tables, device, options.memo.get());
+  const ChainProfiler profiler(graph, tables.states(), *profiles.timeline, profiles.granularity,
                                profiles.state_bytes);
   std::vector<MicroBatchOption> micro_batch_options;
   std::vector<CheckpointSolution> solutions;
@@ -194,7 +211,7 @@ bool CalibrateOnFirstStep(PlanCandidate& c, const DeviceSpec& device, const Sear
   const int64_t states = tables.OptimizerStateBytes(device.AllocationGranularity());
   // The first step's peak, and its offset from the model's peak without the states.
   const auto measure = [&](const CheckpointSolution& plan) {
-    const int64_t first_step = FirstStepPeak(tables, plan.checkpointed, device);
+    const int64_t first_step = FirstStepPeak(tables, plan.checkpointed, device, options.memo.get());
     return std::pair(first_step, first_step - (plan.peak_units * c.model.unit_bytes - states));
   };
   const auto resolve = [&](int64_t offset) {

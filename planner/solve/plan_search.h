@@ -10,6 +10,7 @@
 #include "planner/solve/layer.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@
 #include "planner/solve/step_time_model.h"
 
 namespace headroom {
+
+class SimulationMemo;
 
 // Keeps this fraction of device memory free; covers CUDA context variation between
 // drivers and fragmentation over a long run that two replayed steps do not show.
@@ -58,6 +61,9 @@ struct SearchOptions {
   std::optional<int64_t> fixed_micro_batch;
   // When set, the number of ranks and the sharding are searched too.
   std::optional<GpuCountOptions> gpu_count;
+  // When set, simulations that do not depend on the device's memory are shared with the
+  // other searches given the same memo (`headroom capacity`'s GPU types).
+  std::shared_ptr<SimulationMemo> memo;
 };
 
 struct SearchResult {
