@@ -95,12 +95,12 @@ TEST(Cli, SimulateWritesCsvAndSvg) {
   EXPECT_EQ(std::string(head), "<svg");
 }
 
-struct BadInput {
+struct MistypedCall {
   const char* args;
   const char* message;  // expected in the one-line error
 };
 
-class CliBadInput : public testing::TestWithParam<BadInput> {};
+class CliBadInput : public testing::TestWithParam<MistypedCall> {};
 
 TEST_P(CliBadInput, OneLineErrorAndExitCode2) {
   const CommandResult r = RunCli(GetParam().args);
@@ -112,24 +112,24 @@ TEST_P(CliBadInput, OneLineErrorAndExitCode2) {
 INSTANTIATE_TEST_SUITE_P(
     All, CliBadInput,
     testing::Values(
-        BadInput{"plan --model llama-2-7 --gpu a100-80gb", "Did you mean: llama-2-7b"},
-        BadInput{"plan --model gpt2 --gpu a100-80", "Did you mean: a100-80gb"},
-        BadInput{"plan --model " HEADROOM_TEST_DATA_DIR "/malformed.yaml --device cpu",
+        MistypedCall{"plan --model llama-2-7 --gpu a100-80gb", "Did you mean: llama-2-7b"},
+        MistypedCall{"plan --model gpt2 --gpu a100-80", "Did you mean: a100-80gb"},
+        MistypedCall{"plan --model " HEADROOM_TEST_DATA_DIR "/malformed.yaml --device cpu",
                  "malformed YAML"},
-        BadInput{"plan --model gpt2 --device cpu --micro-batch 0",
+        MistypedCall{"plan --model gpt2 --device cpu --micro-batch 0",
                  "--micro-batch must be a positive integer"},
-        BadInput{"plan --model gpt2 --device cpu --seq-len -5",
+        MistypedCall{"plan --model gpt2 --device cpu --seq-len -5",
                  "--seq-len must be a positive integer"},
-        BadInput{"plan --model gpt2 --device cpu --seq-len 4096", "longer than gpt2 supports"},
-        BadInput{"plan --model llama-2-7b --gpu a100-80gb --lora-rank 8 --lora-targets q,w",
+        MistypedCall{"plan --model gpt2 --device cpu --seq-len 4096", "longer than gpt2 supports"},
+        MistypedCall{"plan --model llama-2-7b --gpu a100-80gb --lora-rank 8 --lora-targets q,w",
                  "LoRA target 'w' does not exist"},
-        BadInput{"plan --model llama-2-7b --gpu t4 --precision bf16", "t4 does not support bf16"},
-        BadInput{"plan --model gpt2 --gpu-mem 12parsecs", "unknown size unit"},
-        BadInput{"plan --model gpt2 --device cpu --checkpoint layers:40",
+        MistypedCall{"plan --model llama-2-7b --gpu t4 --precision bf16", "t4 does not support bf16"},
+        MistypedCall{"plan --model gpt2 --gpu-mem 12parsecs", "unknown size unit"},
+        MistypedCall{"plan --model gpt2 --device cpu --checkpoint layers:40",
                  "layer 40 does not exist"},
-        BadInput{"plan --model gpt2", "say which device"},
-        BadInput{"plan --gpu h100-80gb", "--model is required"}),
-    [](const testing::TestParamInfo<BadInput>& p) { return "case" + std::to_string(p.index); });
+        MistypedCall{"plan --model gpt2", "say which device"},
+        MistypedCall{"plan --gpu h100-80gb", "--model is required"}),
+    [](const testing::TestParamInfo<MistypedCall>& p) { return "case" + std::to_string(p.index); });
 
 }  // namespace
 }  // namespace headroom

@@ -21,12 +21,6 @@ constexpr int64_t kMiB = 1 << 20;
 constexpr int64_t kCublasWorkspaceHopper = 32 * kMiB;
 constexpr int64_t kCublasWorkspaceDefault = 4096 * 1024 * 2 + 16 * 1024 * 8;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 std::vector<DeviceSpec> GpuCatalog() {
@@ -64,7 +58,7 @@ std::vector<std::string> GpuNames() {
 }
 
 Result<DeviceSpec> FindGpu(std::string_view name) {
-  const std::string wanted = Lower(name);
+  const std::string wanted = AsciiLower(name);
   for (const DeviceSpec& d : GpuCatalog()) {
     if (d.name == wanted) return d;
   }

@@ -4,13 +4,14 @@
 #include <cctype>
 
 namespace headroom {
-namespace {
 
-std::string Lower(std::string_view s) {
+std::string AsciiLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
+
+namespace {
 
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -31,10 +32,10 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 std::vector<std::string> ClosestNames(std::string_view name,
                                       const std::vector<std::string>& candidates, size_t limit) {
-  const std::string needle = Lower(name);
+  const std::string needle = AsciiLower(name);
   std::vector<std::pair<size_t, std::string>> scored;
   for (const std::string& c : candidates) {
-    const std::string lc = Lower(c);
+    const std::string lc = AsciiLower(c);
     size_t d = EditDistance(needle, lc);
     if (!needle.empty() && lc.find(needle) != std::string::npos) d = std::min<size_t>(d, 1);
     if (d <= std::max<size_t>(2, needle.size() / 3)) scored.emplace_back(d, c);

@@ -59,6 +59,8 @@ void WriteTimelineCsv(const TimelineExportInputs& in, std::ostream& out) {
   }
 }
 
+namespace {
+
 // The SVG chart's geometry: samples, scale and the mapping from (event, GiB) to pixels.
 struct SvgChart {
   static constexpr double kGiB = 1024.0 * 1024 * 1024;
@@ -176,6 +178,8 @@ struct SvgChart {
     }
   }
 };
+
+}  // namespace
 
 void WriteTimelineSvg(const TimelineExportInputs& in, std::ostream& out) {
   const SvgChart chart(in);
