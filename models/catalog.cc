@@ -1,6 +1,5 @@
 #include "models/catalog.h"
 
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,11 +29,6 @@ std::string CatalogDescription(std::string_view name) {
 }
 
 std::optional<std::string> CatalogNameForHubId(std::string_view hub_id) {
-  const auto lower = [](std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
   for (const std::string& name : CatalogModelNames()) {
     const std::string first_line = CatalogDescription(name);
     if (!first_line.ends_with(')')) continue;
@@ -42,7 +36,7 @@ std::optional<std::string> CatalogNameForHubId(std::string_view hub_id) {
     if (open == std::string::npos) continue;
     const std::string_view source =
         std::string_view(first_line).substr(open + 1, first_line.size() - open - 2);
-    if (lower(source) == lower(hub_id)) return name;
+    if (AsciiLower(source) == AsciiLower(hub_id)) return name;
   }
   return std::nullopt;
 }

@@ -7,11 +7,11 @@
 
 namespace headroom {
 
-// Up to `limit` candidates within a small edit distance of `name` (case-insensitive),
-// closest first; also candidates that contain `name` as a substring.
 // `s` with ASCII letters lowered (names are matched case-insensitively).
 std::string AsciiLower(std::string_view s);
 
+// Up to `limit` candidates within a small edit distance of `name` (case-insensitive),
+// closest first; also candidates that contain `name` as a substring.
 std::vector<std::string> ClosestNames(std::string_view name,
                                       const std::vector<std::string>& candidates, size_t limit = 3);
 
