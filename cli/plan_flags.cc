@@ -77,6 +77,10 @@ void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
   AddEnumOption(cmd, "--cpu-bf16", f.cpu_bf16, kCpuBf16Names,
                 "With --device cpu, how its bf16 matmuls run: " + Choices(kCpuBf16Names) +
                     " (native = amx; default: this machine's CPU)");
+  cmd.add_option("--cpu-threads", f.cpu_threads,
+                 "With --device cpu, torch's intra-op threads (default: OMP_NUM_THREADS, else "
+                 "this machine's physical cores, as torch starts)")
+      ->check(CLI::PositiveNumber);
 }
 
 void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
@@ -344,8 +348,10 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.stack = f.stack.value_or(Stack::kPytorch);
   c.optimizer_impl = f.optimizer_impl;
   if (f.cpu_bf16 && r.device.is_cuda) return MakeError("--cpu-bf16 applies to --device cpu");
+  if (f.cpu_threads && r.device.is_cuda) return MakeError("--cpu-threads applies to --device cpu");
   c.kernels = {.cuda = r.device.is_cuda,
                .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16()),
+               .cpu_threads = f.cpu_threads.value_or(HostCpuThreads()),
                .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
   auto parallel = ToParallelism(f, c.stack);
   if (!parallel) return parallel.error();

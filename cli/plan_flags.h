@@ -39,6 +39,7 @@ struct PlanFlags {
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
   std::optional<DType> base_dtype;              // unset: the stack's recipe
   std::optional<CpuBf16> cpu_bf16;              // unset: this machine's CPU (--device cpu)
+  std::optional<int> cpu_threads;               // unset: this machine's (--device cpu)
   int64_t gpus = 1;
   bool gpus_auto = false;  // --gpus auto: the solver chooses the count and the sharding
   int64_t max_gpus = 1024;

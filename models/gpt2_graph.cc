@@ -23,6 +23,7 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
   x = layers.Dropout("transformer.drop", x, spec.hidden_dropout);
 
   TensorId mask = layers.CausalMaskIfEager(tok);
+  layers.SetConv1dLinears(true);  // GPT2Attention's and GPT2MLP's projections
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const std::string p = fmt::format("transformer.h.{}", i);
     g.BeginBlock(x);
@@ -52,6 +53,7 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
     if (attn_weights.valid()) layers.HeldUntilModuleReturns(attn_weights, x);
     g.EndBlock(x);
   }
+  layers.SetConv1dLinears(false);  // the LM head is an nn.Linear
   x = layers.LayerNorm("transformer.ln_f", x, h);
   // GPT2Model.forward's inputs_embeds and position_embeds live until it returns.
   layers.HeldUntilModuleReturns(tok, x);

@@ -58,7 +58,11 @@ TensorId LayerBuilder::Linear(const std::string& name, const std::string& role, 
     inputs.push_back(graph_.AddParameter(name + ".bias", {Dim::C(out)},
                                          {.trainable = mode == FineTuneMode::kFull}));
   const SymShape out_shape = per_sequence ? SymShape{Dim::B(), Dim::C(out)} : TokenShape(out);
-  TensorId y = Op(OpKind::kLinear, name, std::move(inputs), out_shape);
+  TensorId y = graph_.AddOp({.kind = OpKind::kLinear,
+                             .name = name,
+                             .inputs = std::move(inputs),
+                             .weight_in_out = conv1d_linears_},
+                            {{.name = name, .shape = out_shape}})[0];
   if (mode == FineTuneMode::kFull || !lora_roles_.count(role)) return y;
 
   // PEFT: result + lora_B(lora_A(dropout(x))) * (alpha / r).

@@ -73,6 +73,8 @@ class LayerBuilder {
   // when `in_block`; adapters added when `role` is a LoRA target.
   TensorId Linear(const std::string& name, const std::string& role, TensorId x, int64_t in,
                   int64_t out, bool bias, bool in_block = true, bool per_sequence = false);
+  // The linears added from here on are transformers' Conv1D (GPT-2): weight [in, out].
+  void SetConv1dLinears(bool conv1d) { conv1d_linears_ = conv1d; }
   // A linear whose weight already exists (tied LM head).
   TensorId LinearWithWeight(const std::string& name, TensorId x, TensorId weight,
                             SymShape out_shape);
@@ -157,6 +159,7 @@ class LayerBuilder {
   const ModelSpec& spec_;
   const GraphOptions& options_;
   std::set<std::string> lora_roles_;
+  bool conv1d_linears_ = false;
 };
 
 // What PEFT users usually target when they name nothing: q,v (qkv for GPT-2).

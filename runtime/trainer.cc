@@ -120,6 +120,7 @@ Trainer::Trainer(const ModelSpec& spec, const Plan& plan, const TrainOptions& op
   // The GPU's compute capability comes from the plan (the catalog entry it targets).
   s_->plan.config.kernels = {.cuda = options.device.is_cuda(),
                              .cpu_bf16 = HostCpuBf16(),
+                             .cpu_threads = at::get_num_threads(),
                              .compute_capability = config.kernels.compute_capability};
   s_->options = options;
   s_->meter = MakeMemoryMeter(options.device);

@@ -1,8 +1,12 @@
 #include "planner/core/training_stack.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace headroom {
 
@@ -40,6 +44,24 @@ CpuBf16 HostCpuBf16() {
     return CpuBf16::kAtenGemm;
   }
   return host;
+}
+
+int HostCpuThreads() {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr) {
+    const int n = std::atoi(omp);
+    if (n > 0) return n;
+  }
+  // Physical cores: distinct (physical id, core id) pairs.
+  std::set<std::pair<std::string, std::string>> cores;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, package;
+  auto value = [](const std::string& l) { return l.substr(l.find(':') + 1); };
+  while (std::getline(cpuinfo, line)) {
+    if (line.starts_with("physical id")) package = value(line);
+    if (line.starts_with("core id")) cores.insert({package, value(line)});
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace headroom

@@ -67,6 +67,8 @@ inline Result<CpuBf16> ParseCpuBf16(std::string_view name) {
 struct KernelTarget {
   bool cuda = true;
   CpuBf16 cpu_bf16 = CpuBf16::kAmx;  // CPU only
+  // CPU only: torch's intra-op threads; oneDNN books its scratchpad per thread.
+  int cpu_threads = 1;
   // CUDA only: the GPU's compute capability, which sets the attention kernels available
   // (flash needs sm80+). 0: not known, planned as a current data-centre GPU (sm80+).
   double compute_capability = 0;
@@ -76,5 +78,8 @@ struct KernelTarget {
 // This machine's CPU: amx_bf16, avx512_bf16 or avx512bw+vl+dq in /proc/cpuinfo, capped
 // by ONEDNN_MAX_CPU_ISA the way oneDNN caps its own dispatch (and ideep's bf16 check).
 CpuBf16 HostCpuBf16();
+// The intra-op threads torch starts with here: OMP_NUM_THREADS when set, else the
+// physical cores (c10's default intra-op pool size, from cpuinfo's core count).
+int HostCpuThreads();
 
 }  // namespace headroom

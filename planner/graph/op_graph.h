@@ -103,6 +103,9 @@ struct OpNode {
   bool inverse_permutation = false;
   bool upcast = false;  // kSoftmax: softmax(..., dtype=torch.float32)
   RopeParams rope;      // kRopeTables
+  // kLinear: the weight is stored [in, out] and multiplied as addmm(b, x, W) (GPT-2's
+  // transformers Conv1D), so its gradient is x^T @ dY, not (dY^T @ x)^T.
+  bool weight_in_out = false;
 };
 
 // A transformer block: the checkpointable segment [first_op, last_op] whose only

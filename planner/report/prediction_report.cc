@@ -105,7 +105,9 @@ std::string RequestLines(const ReportInputs& in) {
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
   if (c.fine_tune.mode != FineTuneMode::kFull)
     out += fmt::format(", frozen base stored as {}", DTypeName(FrozenWeightDType(c)));
-  if (!c.kernels.cuda) out += fmt::format(", CPU bf16 {}", CpuBf16Name(c.kernels.cpu_bf16));
+  if (!c.kernels.cuda)
+    out += fmt::format(", CPU bf16 {} on {} thread(s)", CpuBf16Name(c.kernels.cpu_bf16),
+                       c.kernels.cpu_threads);
   out += "\n";
   out += fmt::format("  parameters {} (trainable {})\n\n", WithThousands(p.params_total),
                      WithThousands(p.params_trainable));
@@ -246,7 +248,10 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
       {"stack", StackName(c.stack)},
       {"optimizer_impl", OptimizerImplName(EffectiveOptimizerImpl(c))},
   };
-  if (!c.kernels.cuda) j["config"]["cpu_bf16"] = CpuBf16Name(c.kernels.cpu_bf16);
+  if (!c.kernels.cuda) {
+    j["config"]["cpu_bf16"] = CpuBf16Name(c.kernels.cpu_bf16);
+    j["config"]["cpu_threads"] = c.kernels.cpu_threads;
+  }
   if (c.moe_routing) j["config"]["moe_routing"] = MoeRoutingName(*c.moe_routing);
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;

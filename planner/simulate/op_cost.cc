@@ -24,20 +24,38 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
   }
 }
 
+int64_t SizeOf(const Dim& d, const ShapeEnv& env) {
+  return d.kind == Dim::Kind::kSeq     ? env.seq_len
+         : d.kind == Dim::Kind::kBatch ? env.micro_batch
+                                       : d.value;
+}
+
+// The op's matrix product as oneDNN blocks it: [tokens, out] for a linear (the tokens
+// grow with the micro-batch), [b, heads, rows, out] for a batched product (the batch
+// grows); with `input_gradient`, the product dY @ W, whose output is input 0's shape.
+BrgemmProduct ProductOf(const OpView& v, bool input_gradient) {
+  const auto& out = v.graph.tensor(v.op.outputs[0]).shape.dims();
+  const int64_t out_width = SizeOf(out.back(), v.env);
+  const int64_t in_width = SizeOf(v.graph.tensor(v.in(0)).shape.dims().back(), v.env);
+  BrgemmProduct p{.inner = input_gradient ? out_width : in_width,
+                  .cols = input_gradient ? in_width : out_width,
+                  .threads = v.cpu_threads()};
+  if (v.op.kind == OpKind::kLinear) {
+    p.rows = v.out_numel() / out_width;
+  } else {
+    p.rows = SizeOf(out[out.size() - 2], v.env);
+    p.batch = v.out_numel() / (p.rows * out_width);
+    p.grows = BrgemmProduct::Grows::kBatch;
+  }
+  return p;
+}
+
 // The scratch of a bf16 matrix product on the CPU, by kernel (CostTarget::cpu_bf16_matmul).
 void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
   const OpNode& op = v.op;
   if (op.kind == OpKind::kGroupedMm) return;  // measured: no scratch
   if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
-    // oneDNN's AVX512-BF16 brgemm scratchpad, measured: an fp32 block of up to 256 rows
-    // x 64 columns (scaled with the micro-batch here) and a bf16 panel of 64 rows x up
-    // to 512 of the inner dimension, plus 1 KiB.
-    const int64_t rows = v.out_numel() / v.graph.tensor(op.outputs[0]).shape.dims().back().value;
-    cost.workspace_bytes += std::min<int64_t>(rows, 256) * 64 * 4;
-    cost.internals.push_back({.label = "oneDNN scratchpad",
-                              .bytes = 64 * std::min<int64_t>(v.last_dim(0), 512) * 2 + 1024,
-                              .lifetime = Lifetime::kTransient,
-                              .per_sample = false});
+    cost.brgemm = ProductOf(v, false);
   }
   if (v.cpu_bf16_matmul() == CpuBf16::kEmulated) {
     if (op.kind == OpKind::kLinear) {
@@ -56,13 +74,21 @@ void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
 void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
   const OpNode& op = v.op;
   if (op.kind == OpKind::kGroupedMm) return;
-  if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16 && cost.input_grads[0] == GradFlow::kNew) {
-    // The input gradient's product dY @ W has the forward's scratchpad shape with the
-    // output width as its inner dimension.
-    const int64_t out_width = v.graph.tensor(op.outputs[0]).shape.dims().back().value;
-    const int64_t rows = v.out_numel() / out_width;
-    cost.input_grad_scratch_bytes +=
-        std::min<int64_t>(rows, 256) * 64 * 4 + 64 * std::min<int64_t>(out_width, 512) * 2 + 1024;
+  if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
+    // The input gradient dY @ W: the forward's product with the output width inner.
+    if (cost.input_grads[0] == GradFlow::kNew) cost.input_grad_brgemm = ProductOf(v, true);
+    // A linear's weight gradient multiplies a transposed operand, the tokens inner: dY^T @ x
+    // (torch's mm_mat2_backward for F.linear's W.t()), or x^T @ dY for a Conv1D's W.
+    if (op.kind == OpKind::kLinear && cost.input_grads[1] == GradFlow::kNew) {
+      const BrgemmProduct forward = ProductOf(v, false);
+      const bool conv1d = op.weight_in_out && v.states.target().conv1d_weights;
+      cost.weight_grad_brgemm = {.rows = conv1d ? forward.inner : forward.cols,
+                                 .inner = forward.rows,
+                                 .cols = conv1d ? forward.cols : forward.inner,
+                                 .grows = BrgemmProduct::Grows::kInner,
+                                 .transposed_first = true,
+                                 .threads = v.cpu_threads()};
+    }
   }
   if (v.cpu_bf16_matmul() == CpuBf16::kEmulated && op.kind == OpKind::kLinear) {
     // Each gradient product has its fp32 scratch: the input's scales with the
@@ -167,8 +193,7 @@ struct CostRule<OpKind::kRmsNorm> : FlopsOfClass {
     const int64_t n = r.v.in_numel(0);
     const int64_t normalized = StorageBytes(r.v.states[r.v.in(0)].dtype, n);
     const int64_t out_grad = StorageBytes(r.v.states[r.v.op.outputs[0]].dtype, n);
-    r.cost.workspace_bytes =
-        r.v.grad(1) ? 5 * r.f32_in() - out_grad - normalized : 3 * r.f32_in();
+    r.cost.workspace_bytes = r.v.grad(1) ? 5 * r.f32_in() - out_grad - normalized : 3 * r.f32_in();
   }
 };
 
@@ -490,8 +515,8 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
     const bool padded = r.v.op.attention_kernel == AttentionKernel::kMemEfficient && a.s % 8 != 0;
     r.Internal("sdpa additive mask", where, r.SavedOr(!padded));
     if (padded)
-      r.Internal("sdpa additive mask padded to 8", StorageBytes(a.dtype, a.b * a.s * RoundUp(a.s, 8)),
-                 r.SavedOr(true));
+      r.Internal("sdpa additive mask padded to 8",
+                 StorageBytes(a.dtype, a.b * a.s * RoundUp(a.s, 8)), r.SavedOr(true));
   }
   static void Backward(BackwardRule& r) {
     const SdpaShape a = SdpaShape::Of(r.v);

@@ -117,7 +117,7 @@ void SimulationTables::Impl::TabulateOps() {
           {static_cast<int32_t>(internals.size()),
            static_cast<int32_t>(internals.size() + cost.internals.size()),
            static_cast<int32_t>(saves_input.size()), cost.output_aliases_input, cost.saved_outputs,
-           cost.workspace_bytes});
+           cost.workspace_bytes, cost.brgemm});
       internals.insert(internals.end(), cost.internals.begin(), cost.internals.end());
       saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
     }
@@ -128,7 +128,8 @@ void SimulationTables::Impl::TabulateOps() {
     }
     backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
                               cost.weight_grad_scratch_bytes, cost.input_grad_scratch_bytes,
-                              cost.workspace_per_sample});
+                              cost.workspace_per_sample, cost.input_grad_brgemm,
+                              cost.weight_grad_brgemm});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
   }
 }

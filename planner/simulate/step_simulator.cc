@@ -291,6 +291,8 @@ class StepSimulator {
     BindOutputs(op_id, op, cost, recompute_block);
     if (cost.workspace_bytes > 0)
       Release(Acquire(cost.workspace_bytes, Category::kTemporaries, true));
+    if (cost.brgemm.valid())
+      Release(Acquire(cost.brgemm.ScratchBytes(batch_scale_), Category::kTemporaries));
     for (int64_t b : transients_) Release(b);
     for (TensorId in : op.inputs) {
       if (IsParam(in)) continue;
@@ -449,9 +451,13 @@ class StepSimulator {
       }
       if (cost.input_grad_scratch_bytes > 0)
         Release(Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
+      if (const int64_t s = cost.input_grad_brgemm.ScratchBytes(batch_scale_); s > 0)
+        Release(Acquire(s, Category::kTemporaries));
+      const int64_t weight_scratch =
+          cost.weight_grad_scratch_bytes + cost.weight_grad_brgemm.ScratchBytes(batch_scale_);
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         if (input_grads[i] != GradFlow::kNone && IsParam(op.inputs[i]))
-          ParamGradient(op_id, op, i, i == 1 ? cost.weight_grad_scratch_bytes : 0);
+          ParamGradient(op_id, op, i, i == 1 ? weight_scratch : 0);
       }
       if (cost.workspace_bytes > 0) {
         Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));

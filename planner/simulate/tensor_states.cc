@@ -181,6 +181,8 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   const bool python = RunsPythonStack(config.stack);
   target.dropout_bool_mask = config.kernels.cuda || !python;
   if (!config.kernels.cuda) target.cpu_bf16_matmul = config.kernels.cpu_bf16;
+  target.cpu_threads = std::max(1, config.kernels.cpu_threads);
+  target.conv1d_weights = python;
   target.cuda_autocast = config.kernels.cuda;
   target.fp32_adapters = python;
   target.reentrant_checkpoint = !python;

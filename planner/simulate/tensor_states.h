@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "planner/core/dtype.h"
-#include "planner/graph/op_graph.h"
 #include "planner/core/training_config.h"
+#include "planner/graph/op_graph.h"
 
 namespace headroom {
 
@@ -26,6 +26,10 @@ struct CostTarget {
   bool dropout_bool_mask = true;
   // A bf16 matrix multiply on the CPU: the scratch of oneDNN's kernel (none on CUDA).
   std::optional<CpuBf16> cpu_bf16_matmul;
+  int cpu_threads = 1;  // the threads oneDNN books a scratchpad for
+  // transformers' GPT-2 Conv1D stores its weight [in, out]; headroom's runtime runs every
+  // linear as F.linear.
+  bool conv1d_weights = false;
   // CUDA's autocast runs layer_norm and softmax in fp32; the CPU's runs them in the
   // input's dtype (its fp32 list has the losses, not these).
   bool cuda_autocast = true;

@@ -47,6 +47,7 @@ struct OpView {
       return std::nullopt;
     return states.target().cpu_bf16_matmul;
   }
+  int cpu_threads() const { return states.target().cpu_threads; }
 };
 
 // What a forward rule reads (the op and its tensors' states) and writes (its cost).

@@ -76,6 +76,7 @@ struct SimulationTables::Impl {
     bool output_aliases_input;
     uint32_t saved_outputs;  // bit i: output i is saved for backward
     int64_t workspace_bytes;
+    BrgemmProduct brgemm;
   };
   struct OpBackward {
     int32_t grads_begin;  // into input_grads, one per op input
@@ -83,6 +84,7 @@ struct SimulationTables::Impl {
     int64_t weight_grad_scratch_bytes;
     int64_t input_grad_scratch_bytes;
     bool workspace_per_sample;
+    BrgemmProduct input_grad_brgemm, weight_grad_brgemm;
   };
   std::vector<OpForward> forward_costs[2];  // [grad_mode]
   std::vector<InternalBuffer> internals;
