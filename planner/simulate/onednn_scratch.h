@@ -1,8 +1,9 @@
 // The scratchpad oneDNN's AVX512-BF16 brgemm matmul books for one bf16 product on the
 // CPU, measured with torch.profiler around single mm, addmm, linear and bmm calls (torch
-// 2.15, an AVX512-BF16 AMD EPYC; exact at 1, 2 and 4 threads on the 40 shapes tried, not
-// at 3, where oneDNN chooses other blocks). The product is `batch` matrices of
-// [rows, inner] x [inner, cols], cut into blocks of up to 256 rows x 64 columns:
+// 2.15, an AVX512-BF16 AMD EPYC): exact at 1 and 2 threads on every shape tried within
+// the limits below, and at 4 on the linears tried; not at 3, where oneDNN chooses other
+// blocks. The product is `batch` matrices of [rows, inner] x [inner, cols], cut into
+// blocks of up to 256 rows x 64 columns:
 //  - each thread with work has an fp32 block (up to 256 x 64); the threads with work are
 //    the largest divisor of the number of blocks that is at most the thread count;
 //  - every thread books a bf16 panel of 64 x the inner dimension, clamped to [32, 512];
