@@ -12,11 +12,14 @@ cd "$dir"
 # run in ATen's own kernels (no AVX-512, so oneDNN is not called) GPT-2 trains at about 3
 # tokens/s (measured under ONEDNN_MAX_CPU_ISA=AVX2: 11 minutes a step), so there the same
 # 2 GiB trains 4 sequences of 64 tokens a step instead of 8 of 256.
-request=(--device cpu --model gpt2 --seq-len 256 --global-batch 8 --steps 2 --report run.json)
+seq_len=256 global_batch=8
 if "$headroom" plan --device cpu --model gpt2 --precision bf16 | grep -q "CPU bf16 aten"; then
   echo "this CPU's bf16 matmuls run in ATen's kernels: a shorter request (sequence 64, batch 4)"
-  request=(--device cpu --model gpt2 --seq-len 64 --global-batch 4 --steps 2 --report run.json)
+  seq_len=64 global_batch=4
 fi
+export global_batch
+request=(--device cpu --model gpt2 --seq-len "$seq_len" --global-batch "$global_batch" --steps 2
+         --report run.json)
 
 # 200 MiB: no plan fits; exit 2 with what would make it fit, and no step, report or plan.
 code=0
@@ -32,7 +35,7 @@ fi
 # its prediction and under the limit, which the allocator enforces.
 "$headroom" train --auto --memory-limit 2GiB "${request[@]}" | tee out.txt
 grep -q "^budget: 2.00 GiB (--memory-limit)" out.txt
-global_batch=$(sed -n 's/.*--global-batch \([0-9]*\).*/\1/p' <<< "${request[*]}") python3 - <<'PY'
+python3 - <<'PY'
 import json, os, re
 global_batch = int(os.environ["global_batch"])
 report = json.load(open("run.json"))

@@ -6,15 +6,11 @@
 
 namespace headroom {
 
-namespace {
-
 int64_t SizeIn(const Dim& d, const ShapeEnv& env) {
   return d.kind == Dim::Kind::kConst   ? d.value
          : d.kind == Dim::Kind::kBatch ? env.micro_batch
                                        : env.seq_len;
 }
-
-}  // namespace
 
 int64_t SymShape::Numel(const ShapeEnv& env) const {
   int64_t n = 1;

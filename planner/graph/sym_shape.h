@@ -27,6 +27,9 @@ struct ShapeEnv {
   int64_t seq_len = 1;
 };
 
+// The size of one dimension in `env`.
+int64_t SizeIn(const Dim& d, const ShapeEnv& env);
+
 class SymShape {
  public:
   SymShape() = default;

@@ -24,26 +24,20 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
   }
 }
 
-int64_t SizeOf(const Dim& d, const ShapeEnv& env) {
-  return d.kind == Dim::Kind::kSeq     ? env.seq_len
-         : d.kind == Dim::Kind::kBatch ? env.micro_batch
-                                       : d.value;
-}
-
 // The op's matrix product as oneDNN blocks it: [tokens, out] for a linear (the tokens
 // grow with the micro-batch), [b, heads, rows, out] for a batched product (the batch
 // grows); with `input_gradient`, the product dY @ W, whose output is input 0's shape.
 BrgemmProduct ProductOf(const OpView& v, bool input_gradient) {
   const auto& out = v.graph.tensor(v.op.outputs[0]).shape.dims();
-  const int64_t out_width = SizeOf(out.back(), v.env);
-  const int64_t in_width = SizeOf(v.graph.tensor(v.in(0)).shape.dims().back(), v.env);
+  const int64_t out_width = SizeIn(out.back(), v.env);
+  const int64_t in_width = SizeIn(v.graph.tensor(v.in(0)).shape.dims().back(), v.env);
   BrgemmProduct p{.inner = input_gradient ? out_width : in_width,
                   .cols = input_gradient ? in_width : out_width,
                   .threads = v.cpu_threads()};
   if (v.op.kind == OpKind::kLinear) {
     p.rows = v.out_numel() / out_width;
   } else {
-    p.rows = SizeOf(out[out.size() - 2], v.env);
+    p.rows = SizeIn(out[out.size() - 2], v.env);
     p.batch = v.out_numel() / (p.rows * out_width);
     p.grows = BrgemmProduct::Grows::kBatch;
   }
