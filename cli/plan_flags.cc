@@ -353,6 +353,15 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
                .cpu_bf16 = f.cpu_bf16.value_or(HostCpuBf16()),
                .cpu_threads = f.cpu_threads.value_or(HostCpuThreads()),
                .compute_capability = r.device.is_cuda ? r.device.compute_capability : 0};
+  if (!r.device.is_cuda && !f.cpu_bf16 && c.precision != Precision::kFp32) {
+    if (const auto kernel = UnmeasuredHostBf16Kernel()) {
+      return MakeError(fmt::format(
+          "this CPU runs 16-bit matmuls in {}, whose scratch no rule has measured: measure it "
+          "with `python3 tests/reference/onednn_scratch_probe.py`, or plan for a measured "
+          "kernel with --cpu-bf16 amx|avx512-bf16|emulated|aten",
+          *kernel));
+    }
+  }
   auto parallel = ToParallelism(f, c.stack);
   if (!parallel) return parallel.error();
   c.parallel = *parallel;

@@ -31,6 +31,7 @@ MODELS = {  # model -> (gpu, seq_len)
 PRECISIONS = ["fp32", "amp-bf16", "bf16", "mixed-bf16"]
 TUNES = {"full": [], "lora": ["--lora-rank", "8"], "qlora": ["--qlora"]}
 CHECKPOINTS = ["none", "all", "every:2"]
+CPU_BF16_KERNELS = os.environ.get("SWEEP_CPU_BF16", "avx512-bf16,emulated,aten").split(",")
 
 
 def cases():
@@ -48,6 +49,14 @@ def cases():
                 yield " ".join(auto), auto
     yield "cpu", ["--model", "tiny-gpt2", "--device", "cpu", "--seq-len", "64", "--micro-batch", "3",
                   "--precision", "bf16", "--cpu-bf16", "emulated", "--checkpoint", "layers:0"]
+    # The CPU's bf16 kernels, each with its own scratch rule, at the thread counts measured.
+    for model, kernel, threads, precision, (tune, tune_flags), checkpoint in itertools.product(
+            ["tiny-gpt2", "tiny-bert", "tiny-llama", "gpt2"], CPU_BF16_KERNELS, [1, 2, 4],
+            ["bf16", "amp-bf16"], list(TUNES.items())[:2], ["none", "all"]):
+        cpu = ["--model", model, "--device", "cpu", "--seq-len", "64", "--micro-batch", "2",
+               "--precision", precision, "--cpu-bf16", kernel, "--cpu-threads", str(threads),
+               "--checkpoint", checkpoint] + tune_flags
+        yield " ".join(cpu), cpu
     yield "optimizers", ["--model", "gpt2", "--gpu", "l4", "--optimizer", "adafactor", "--micro-batch", "1"]
     yield "adamw-8bit", ["--model", "gpt2", "--gpu", "l4", "--optimizer", "adamw-8bit", "--micro-batch", "1",
                          "--attention", "eager"]

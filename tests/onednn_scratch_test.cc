@@ -1,7 +1,13 @@
-// oneDNN's AVX512-BF16 scratchpad rule against sizes torch.profiler measured around single
-// bf16 products (torch 2.15 on an AVX512-BF16 AMD EPYC, 2026-12-03): the scratch
-// allocation each mm / linear / bmm made, besides its output.
+// oneDNN's scratchpad rules against sizes torch.profiler measured around single bf16
+// products (torch 2.15, 2026-12-03): the scratch allocation each mm / linear / bmm made,
+// besides its output. AVX512-BF16 on an AMD EPYC; AMX on an Intel Xeon, every row of
+// tests/data/onednn-amx-scratch.tsv (tests/reference/onednn_scratch_probe.py's table).
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "planner/simulate/onednn_scratch.h"
 
@@ -70,6 +76,85 @@ TEST(OnednnScratch, WeightGradientsCopyTheTransposedOperand) {
   // Past 256 tokens oneDNN blocks them in ways not modelled (410,752 B measured at 512):
   // nothing is counted, rather than a guess.
   EXPECT_EQ(grad(256, 512, 64, 1), 0);
+}
+
+struct MeasuredRow {
+  int threads = 0;
+  std::string op;
+  int64_t m = 0, k = 0, n = 0, output_bytes = 0, scratch_bytes = 0;
+  std::string Name() const {
+    return std::to_string(threads) + " thread(s) " + op + " m=" + std::to_string(m) +
+           " k=" + std::to_string(k) + " n=" + std::to_string(n);
+  }
+};
+
+std::vector<MeasuredRow> ReadTable(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<MeasuredRow> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.starts_with("threads")) continue;
+    std::istringstream fields(line);
+    MeasuredRow r;
+    fields >> r.threads >> r.op >> r.m >> r.k >> r.n >> r.output_bytes >> r.scratch_bytes;
+    if (fields) rows.push_back(r);
+  }
+  return rows;
+}
+
+// The probe's calls as oneDNN sees them: F.linear(a, w) and a @ w.t() multiply by the
+// transposed view of w [n, k]; g @ w is [m, n] x [n, k] with w plain; g.t() @ a is
+// [n, m] x [m, k], its first operand transposed; bmm4 multiplies contiguous matrices.
+ProductShape ShapeOf(const MeasuredRow& r) {
+  ProductShape p{.threads = r.threads};
+  if (r.op == "linear" || r.op == "mm") {
+    p.rows = r.m, p.inner = r.k, p.cols = r.n, p.transposed_second = true;
+  } else if (r.op == "grad_input") {
+    p.rows = r.m, p.inner = r.n, p.cols = r.k;
+  } else if (r.op == "grad_weight") {
+    p.rows = r.n, p.inner = r.m, p.cols = r.k, p.transposed_first = true;
+  } else if (r.op == "bmm4") {
+    p.batch = 4, p.rows = r.m, p.inner = r.k, p.cols = r.n;
+  }
+  return p;
+}
+
+TEST(OnednnScratch, AmxRuleMatchesEveryMeasuredRow) {
+  const auto rows = ReadTable(std::string(HEADROOM_TEST_DATA_DIR) + "/onednn-amx-scratch.tsv");
+  ASSERT_EQ(rows.size(), 120u);  // 2 thread counts x 5 ops x 12 shapes
+  int exact = 0;
+  for (const MeasuredRow& r : rows) {
+    ASSERT_GT(ShapeOf(r).rows, 0) << "unknown op in the table: " << r.op;
+    const int64_t rule = AmxScratchBytes(ShapeOf(r));
+    EXPECT_EQ(rule, r.scratch_bytes) << r.Name();
+    exact += rule == r.scratch_bytes;
+  }
+  EXPECT_EQ(exact, 120);  // the rule misses no row (docs/reference-suite.md)
+}
+
+TEST(OnednnScratch, AmxProductsGrowWithTheMicroBatchAsMeasured) {
+  // Tabulated at micro-batch 1 (64 tokens): F.linear [64, 64] x [64, 64]^T at micro-batch
+  // 2 is the measured 128 x 64 x 64 linear; its transposed-A weight gradient at 2 (the
+  // tokens inner) is the measured grad_weight over 128 tokens.
+  const BrgemmProduct linear{.kernel = CpuBf16::kAmx,
+                             .rows = 64,
+                             .inner = 64,
+                             .cols = 64,
+                             .transposed_second = true,
+                             .threads = 1};
+  EXPECT_EQ(linear.ScratchBytes(2), 13'312);
+  const BrgemmProduct weight_grad{.kernel = CpuBf16::kAmx,
+                                  .rows = 64,
+                                  .inner = 64,
+                                  .cols = 64,
+                                  .grows = Grows::kInner,
+                                  .transposed_first = true,
+                                  .threads = 2};
+  EXPECT_EQ(weight_grad.ScratchBytes(2), 59'136);
+  // The same product on the AVX512-BF16 kernel books its own, different scratchpad.
+  BrgemmProduct avx512 = linear;
+  avx512.kernel = CpuBf16::kAvx512Bf16;
+  EXPECT_NE(avx512.ScratchBytes(2), linear.ScratchBytes(2));
 }
 
 }  // namespace

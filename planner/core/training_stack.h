@@ -3,6 +3,8 @@
 // own runtime, and on CUDA or on a CPU with or without native bf16.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "planner/core/enum_table.h"
@@ -47,7 +49,7 @@ inline Result<OptimizerImpl> ParseOptimizerImpl(std::string_view name) {
 // BW/VL/DQ, i.e. oneDNN's avx512_core, or AVX-NE-CONVERT); otherwise its own cpublas gemm
 // (aten/src/ATen/native/CPUBlas.cpp, gemm_stub) runs, which allocates no tensor.
 enum class CpuBf16 {
-  kAmx,         // oneDNN on AMX tiles: modelled with no scratch (not measured: no AMX here)
+  kAmx,         // oneDNN's AMX brgemm: a scratchpad of B copies, tile and batch buffers
   kAvx512Bf16,  // oneDNN's AVX512-BF16 brgemm: a scratchpad of a row block and an input panel
   kEmulated,    // oneDNN on AVX-512 without bf16 instructions: the product computed into fp32
   kAtenGemm,    // no AVX-512: ATen's own gemm, no scratch (measured on an AVX2-only CPU)
@@ -75,9 +77,17 @@ struct KernelTarget {
   bool operator==(const KernelTarget&) const = default;
 };
 
-// This machine's CPU: amx_bf16, avx512_bf16 or avx512bw+vl+dq in /proc/cpuinfo, capped
-// by ONEDNN_MAX_CPU_ISA the way oneDNN caps its own dispatch (and ideep's bf16 check).
+// The bf16 kernel of a CPU with these /proc/cpuinfo flags: amx_bf16, avx512_bf16 or
+// avx512bw+vl+dq, capped by ONEDNN_MAX_CPU_ISA's value the way oneDNN caps its own
+// dispatch (and ideep's bf16 check). HostCpuBf16: this machine's.
+CpuBf16 CpuBf16Of(std::string_view cpu_flags, std::string_view isa_cap);
 CpuBf16 HostCpuBf16();
+// The oneDNN kernel such a CPU's bf16 products run in when no rule has measured its
+// scratch, else nullopt: a CPU with AMX-FP16 (Granite Rapids on), where oneDNN dispatches
+// avx512_core_amx_fp16 ("avx10_1_512_amx_fp16") unless ONEDNN_MAX_CPU_ISA caps it lower.
+std::optional<std::string> UnmeasuredBf16Kernel(std::string_view cpu_flags,
+                                                std::string_view isa_cap);
+std::optional<std::string> UnmeasuredHostBf16Kernel();
 // The intra-op threads torch starts with here: OMP_NUM_THREADS when set, else the
 // physical cores (c10's default intra-op pool size, from cpuinfo's core count).
 int HostCpuThreads();

@@ -24,18 +24,31 @@ void AddAutocastCasts(const OpView& v, ForwardCost& cost) {
   }
 }
 
+// oneDNN's brgemm matmul, the kernels whose scratchpad onednn_scratch.h models.
+bool IsBrgemm(CpuBf16 kernel) { return kernel == CpuBf16::kAvx512Bf16 || kernel == CpuBf16::kAmx; }
+
+// A linear whose weight is stored [in, out] (GPT-2's transformers Conv1D).
+bool IsConv1d(const OpView& v) { return v.op.weight_in_out && v.states.target().conv1d_weights; }
+
 // The op's matrix product as oneDNN blocks it: [tokens, out] for a linear (the tokens
 // grow with the micro-batch), [b, heads, rows, out] for a batched product (the batch
 // grows); with `input_gradient`, the product dY @ W, whose output is input 0's shape.
-BrgemmProduct ProductOf(const OpView& v, bool input_gradient) {
+// F.linear multiplies by the view W^T (a transposed B), addmm(b, x, W) for GPT-2's
+// Conv1D by W itself, and each input gradient by the other. Attention's products are
+// planned with a plain B: eager attention's k^T and v reach bmm through matmul's
+// reshape, a copy unless the head dimensions happen to merge, and a plain B is the
+// larger AMX copy.
+BrgemmProduct ProductOf(const OpView& v, bool input_gradient, CpuBf16 kernel) {
   const auto& out = v.graph.tensor(v.op.outputs[0]).shape.dims();
   const int64_t out_width = SizeIn(out.back(), v.env);
   const int64_t in_width = SizeIn(v.graph.tensor(v.in(0)).shape.dims().back(), v.env);
-  BrgemmProduct p{.inner = input_gradient ? out_width : in_width,
+  BrgemmProduct p{.kernel = kernel,
+                  .inner = input_gradient ? out_width : in_width,
                   .cols = input_gradient ? in_width : out_width,
                   .threads = v.cpu_threads()};
   if (v.op.kind == OpKind::kLinear) {
     p.rows = v.out_numel() / out_width;
+    p.transposed_second = input_gradient == IsConv1d(v);
   } else {
     p.rows = SizeIn(out[out.size() - 2], v.env);
     p.batch = v.out_numel() / (p.rows * out_width);
@@ -48,8 +61,8 @@ BrgemmProduct ProductOf(const OpView& v, bool input_gradient) {
 void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
   const OpNode& op = v.op;
   if (op.kind == OpKind::kGroupedMm) return;  // measured: no scratch
-  if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
-    cost.brgemm = ProductOf(v, false);
+  if (const auto kernel = v.cpu_bf16_matmul(); kernel && IsBrgemm(*kernel)) {
+    cost.brgemm = ProductOf(v, false, *kernel);
   }
   if (v.cpu_bf16_matmul() == CpuBf16::kEmulated) {
     if (op.kind == OpKind::kLinear) {
@@ -68,15 +81,17 @@ void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
 void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
   const OpNode& op = v.op;
   if (op.kind == OpKind::kGroupedMm) return;
-  if (v.cpu_bf16_matmul() == CpuBf16::kAvx512Bf16) {
+  if (const auto kernel = v.cpu_bf16_matmul(); kernel && IsBrgemm(*kernel)) {
     // The input gradient dY @ W: the forward's product with the output width inner.
-    if (cost.input_grads[0] == GradFlow::kNew) cost.input_grad_brgemm = ProductOf(v, true);
+    if (cost.input_grads[0] == GradFlow::kNew)
+      cost.input_grad_brgemm = ProductOf(v, true, *kernel);
     // A linear's weight gradient multiplies a transposed operand, the tokens inner: dY^T @ x
     // (torch's mm_mat2_backward for F.linear's W.t()), or x^T @ dY for a Conv1D's W.
     if (op.kind == OpKind::kLinear && cost.input_grads[1] == GradFlow::kNew) {
-      const BrgemmProduct forward = ProductOf(v, false);
-      const bool conv1d = op.weight_in_out && v.states.target().conv1d_weights;
-      cost.weight_grad_brgemm = {.rows = conv1d ? forward.inner : forward.cols,
+      const BrgemmProduct forward = ProductOf(v, false, *kernel);
+      const bool conv1d = IsConv1d(v);
+      cost.weight_grad_brgemm = {.kernel = *kernel,
+                                 .rows = conv1d ? forward.inner : forward.cols,
                                  .inner = forward.rows,
                                  .cols = conv1d ? forward.cols : forward.inner,
                                  .grows = BrgemmProduct::Grows::kInner,

@@ -41,7 +41,7 @@ struct ForwardCost {
   uint32_t saved_outputs = 0;         // bit i: output i is saved for backward
   bool saves_output() const { return saved_outputs != 0; }
   int64_t workspace_bytes = 0;  // transient, allocated alongside the outputs
-  BrgemmProduct brgemm;         // oneDNN's AVX512-BF16 product: its scratchpad beside them
+  BrgemmProduct brgemm;         // oneDNN's brgemm product: its scratchpad beside them
 };
 
 enum class GradFlow {
@@ -62,7 +62,7 @@ struct BackwardCost {
   // gradient before it is summed into .grad (the fp32 scratch of an emulated bf16
   // product). Does not scale with the micro-batch.
   int64_t weight_grad_scratch_bytes = 0;
-  // oneDNN's AVX512-BF16 products, whose scratchpads sit where the two above do.
+  // oneDNN's brgemm products (AVX512-BF16, AMX), whose scratchpads sit where the two above do.
   BrgemmProduct input_grad_brgemm, weight_grad_brgemm;
 };
 

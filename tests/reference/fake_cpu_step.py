@@ -23,7 +23,7 @@ starts, plus modules checked to make no tensor (preload), so it counts the same 
 What fake tensors cannot see (and so what this reference does not check):
 * a kernel's own scratch inside one ATen op (oneDNN/MKL buffers, the fp32 accumulators
   of the CPU flash-attention backward, the fp32 buffer of an emulated bf16 matmul): the
-  bf16 cases are planned with `--cpu-bf16 amx`, the kernel modelled with no matmul
+  bf16 cases are planned with `--cpu-bf16 aten`, the kernel that allocates no matmul
   scratch; the other rules of that kind are listed in fake_cpu_cases.KERNEL_SCRATCH.
 * nothing else: every storage an op returns is counted, including those made by the
   autograd engine, and the CPU generator states torch.utils.checkpoint stashes

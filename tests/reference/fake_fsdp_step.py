@@ -7,7 +7,7 @@ no data), the model built, wrapped (distributed_run.wrap: fully_shard per decode
 then the root) and trained (the loop of distributed_run.rank_main: K micro-batches, 2
 optimizer steps) inside FakeTensorMode on the CPU, every storage an ATen op makes counted
 by fake_cpu_step.StorageCounter. The build is not measured. The peak is compared with
-`headroom plan --device cpu --cpu-bf16 amx --gpus N --sharding fsdp|fsdp-no-reshard`
+`headroom plan --device cpu --cpu-bf16 aten --gpus N --sharding fsdp|fsdp-no-reshard`
 (peak.per_rank.allocated_bytes: the busiest rank, rank 0 under FSDP2: it owns a full
 dim-0 chunk of every parameter, so the largest unpadded Adam states).
 
@@ -35,7 +35,7 @@ What the fake run represents, and what it adds to make the CPU prediction compar
   bytes + that scratch, outside the counter: "fake" is the fake group's peak (a backend
   with no scratch), "fake+gloo" = max(fake, those) is the run on gloo, which is compared.
 * Not a kernel's own scratch inside one ATen op (see fake_cpu_step.py): bf16 is planned
-  with --cpu-bf16 amx, the kernel modelled with no matmul scratch.
+  with --cpu-bf16 aten, the kernel that allocates no matmul scratch.
 """
 
 import argparse
@@ -114,7 +114,7 @@ SMALL_CASES = [dc for dc in REAL_DISTRIBUTED_CASES if dc.sharding.startswith("fs
 def fake_flags(dc):
     """plan flags after case.plan_flags(--device cpu): the sharding, and bf16 matmuls as
     the kernel with no scratch (fake tensors see none)."""
-    return ["--cpu-bf16", "amx", *dc.plan_flags()]
+    return ["--cpu-bf16", "aten", *dc.plan_flags()]
 
 
 class _ShardCounter(StorageCounter):
@@ -343,7 +343,7 @@ def check_real(headroom, only, rank, env):
     server = fork_server.ForkServer(
         [sys.executable, os.path.join(HERE, "run_distributed_suite.py"), headroom, "--serve"], env)
     print(f"{'small FSDP case (rank ' + str(rank) + ')':<52} {'real gloo':>11} {'fake':>11}"
-          f" {'fake+gloo':>11} {'pred(suite)':>11} {'pred(amx)':>11}  fake+gloo-real")
+          f" {'fake+gloo':>11} {'pred(suite)':>11} {'pred(aten)':>11}  fake+gloo-real")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, dc in enumerate(c for c in SMALL_CASES if only in c.name):
@@ -352,10 +352,10 @@ def check_real(headroom, only, rank, env):
             real_bytes = real["ranks"][rank]["measured_peak_bytes"]
             fake = child(dc.name, rank, env)
             suite = predict(dc.case, headroom, config_path, dc.plan_flags(), None, env)
-            amx = predict(dc.case, headroom, config_path, fake_flags(dc), None, env)
+            no_scratch = predict(dc.case, headroom, config_path, fake_flags(dc), None, env)
             row = (dc.name, real_bytes, fake["fake_peak_bytes"], fake["gloo_peak_bytes"],
                    suite["peak"]["per_rank"]["allocated_bytes"],
-                   amx["peak"]["per_rank"]["allocated_bytes"])
+                   no_scratch["peak"]["per_rank"]["allocated_bytes"])
             rows.append(row)
             print(f"{row[0]:<52} {row[1]:>11,} {row[2]:>11,} {row[3]:>11,} {row[4]:>11,}"
                   f" {row[5]:>11,}  {row[3] - row[1]:>+8,}  {fake['phase']} ({fake['op']})",
