@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/simulate/onednn_amx_blocking.h"
+
 namespace headroom {
 namespace {
 
@@ -62,20 +64,31 @@ int64_t Avx512Bf16ScratchBytes(const ProductShape& p) {
   return (block * 4 + copy) * ThreadsWithWork(row_blocks, p.threads) + panels + fixed + 128;
 }
 
+// oneDNN's AMX brgemm, measured with torch.profiler around single linear, mm, input and
+// weight gradient and bmm calls (torch 2.15 with oneDNN v3.13.3, an Intel Xeon whose
+// kernel is brg_matmul:avx10_1_512_amx; tests/data/onednn-amx-scratch.tsv, 1 and 2
+// threads, 12 shapes): the bookings oneDNN's own blocking search makes, which
+// onednn_amx_blocking.h follows; exact on all 120 rows.
+//  - ATen keeps a product from oneDNN when m * k * n (times the batch) is at most 16^3 and
+//    runs its own gemm, which allocates nothing (measured: [16, 16] x [16, 16] books 0 B,
+//    [16, 16] x [16, 17] 6,208 B);
+//  - a vector operand (m or n of 1) takes oneDNN's GEMV path, in its AVX512-BF16 kernel:
+//    bounded by that kernel's rule (its GEMV path measured below it: [1, 64] x [64, 512]
+//    books 1,920 B at 1 thread, the rule 18,560 B);
+//  - what the port does not follow (no AMX blocking, tiles past the registers, a K tail's
+//    own workspace) is bounded the same way plus a copy of each operand, every tile and an
+//    fp32 C per thread, larger than anything oneDNN books for the product.
 int64_t AmxScratchBytes(const ProductShape& p) {
-  constexpr int64_t kPerThread = 640 + 4096;
-  constexpr int64_t kL2Threshold = 3 * (2 << 20) / 4;
-  const int64_t k32 = RoundUp(p.inner, 32);
-  if (p.transposed_first) {
-    const int64_t m_blk = p.rows / p.threads >= 64 ? 64 : 32;
-    const int64_t rows = m_blk * CeilDiv(CeilDiv(p.rows, m_blk), p.threads);
-    const bool big_pow2 = p.inner >= 512 && (p.inner & (p.inner - 1)) == 0;
-    const int64_t lda = big_pow2 ? p.inner + 32 : p.inner;
-    return 4 * 128 + p.threads * (kPerThread + 2 * k32 * RoundUp(p.cols, 64) + 2 * rows * lda);
-  }
-  int64_t n_blk = p.cols;
-  while (2 * k32 * n_blk > kL2Threshold && n_blk > 64) n_blk /= 2;
-  return 3 * 128 + p.threads * (kPerThread + 2 * k32 * n_blk);
+  constexpr int64_t kAtenGemmMaxVolume = 16 * 16 * 16;  // aten/src/ATen/native/mkldnn/Matmul.cpp
+  if (p.batch * p.rows * p.inner * p.cols <= kAtenGemmMaxVolume) return 0;
+  const AmxScratchpad s = AmxScratchpadOf(p.batch, p.rows, p.inner, p.cols, p.transposed_first,
+                                          p.transposed_second, p.threads);
+  if (s.modelled) return s.Bytes();
+  const int64_t avx512 = Avx512Bf16ScratchBytes(p);
+  if (p.rows == 1 || p.cols == 1) return avx512;
+  const int64_t m = RoundUp(p.rows, 64), k = RoundUp(p.inner, 32) + 32, n = RoundUp(p.cols, 64);
+  const int64_t per_thread = 2 * k * n + 2 * m * k + 4 * m * n + 8 * 1024 + 640 * CeilDiv(k, 32);
+  return avx512 + 5 * 128 + p.threads * per_thread;
 }
 
 }  // namespace headroom
