@@ -96,12 +96,22 @@ TEST(OnednnAmxBlocking, ShapesOutsideThePortAreFlaggedNotModelled) {
   // A vector operand goes to oneDNN's GEMV kernel, not this one.
   EXPECT_EQ(Linear(1, 64, 64, 1).not_modelled, AmxNotModelled::kGemv);
   EXPECT_EQ(ChooseAmxBlocking(1, 64, 64, 1, false, false, 1).not_modelled, AmxNotModelled::kGemv);
-  // K = 176 is extended past its end in one block: a workspace tile nothing measured.
-  EXPECT_EQ(Linear(64, 176, 64, 1).not_modelled, AmxNotModelled::kKTailWorkspace);
   EXPECT_EQ(Linear(0, 64, 64, 1).not_modelled, AmxNotModelled::kBadShape);
   const AmxScratchpad gemv = AmxScratchpadOf(1, 1, 64, 64, false, true, 1);
   EXPECT_FALSE(gemv.modelled);
   EXPECT_EQ(gemv.Bytes(), 0);
+}
+
+TEST(OnednnAmxBlocking, AnExtendedKTailReadsIntoATileMore) {
+  // K = 176 is one block of 176, extended past K (not a whole 32-row tile): the brgemm
+  // kernel's workspace has its 4 C tiles and one tile more (brgemm_types.hpp,
+  // get_wsp_buffer_size with amx_wary_k_tail). By hand, on one thread: a 640-byte batch
+  // list, B's block 192 x 64 bf16 (24,576) and 5 tiles (5,120), each booking + 128.
+  const AmxBlocking b = Linear(64, 176, 64, 1);
+  EXPECT_TRUE(b.modelled());
+  EXPECT_TRUE(b.extendable_k);
+  EXPECT_EQ(b.tile_workspace, 5 * 1024);
+  EXPECT_EQ(AmxBookingsOf(b).Bytes(), 640 + 24'576 + 5'120 + 3 * 128);
 }
 
 }  // namespace

@@ -96,10 +96,12 @@ void SetTailsAndLeadingDims(const amx::Conf& conf, const amx::Choice& c, AmxBloc
 }
 
 // brgemm_matmul.cpp, pd_t::init: one kernel per (M block or tail, N block or tail, K block
-// or tail); the tile workspace per thread is the largest kernel's.
+// or tail); the tile workspace per thread is the largest kernel's (get_wsp_buffer_size): its
+// C tiles, one tile more where an extended K tail reads past K (amx_wary_k_tail), and the
+// fused copy of A's block (get_fused_copy_a_wsp_buffer_size: max_bs x rows x K to 32).
 void SetTiles(const amx::Choice& c, AmxBlocking& b) {
   const int64_t ms[] = {b.m_blk, b.m_tail}, ns[] = {b.n_blk, b.n_tail}, ks[] = {b.k_blk, b.k_tail};
-  bool fits = true, wary_k_tail = false;
+  bool fits = true;
   for (const int64_t vm : ms) {
     for (const int64_t vn : ns) {
       for (const int64_t vk : ks) {
@@ -107,19 +109,20 @@ void SetTiles(const amx::Choice& c, AmxBlocking& b) {
         const amx::KernelTiles tiles = amx::TilesOf(vm, vn, vk);
         b.c_tiles = std::max(b.c_tiles, tiles.c_tiles);
         fits = fits && tiles.fits;
-        // brgemm_desc_t::amx_wary_k_tail: an extended K off the VNNI pairs or tile rows.
-        wary_k_tail = wary_k_tail ||
-                      (b.extendable_k &&
-                       (vk % amx::kVnni != 0 || (vk > amx::kWeiKBlk && vk % amx::kWeiKBlk != 0)));
+        const bool wary_k_tail =
+            b.extendable_k &&
+            (vk % amx::kVnni != 0 || (vk > amx::kWeiKBlk && vk % amx::kWeiKBlk != 0));
+        const int64_t fused_a =
+            c.fused_copy_a
+                ? b.batch_size * vm * amx::RoundUp(vk, amx::kWeiKBlk) * amx::kBf16Bytes
+                : 0;
+        b.tile_workspace = std::max(
+            b.tile_workspace, (tiles.c_tiles + (wary_k_tail ? 1 : 0)) * amx::kTileBytes + fused_a);
       }
     }
   }
-  if (b.not_modelled != AmxNotModelled::kNone) return;
-  if (!fits) {
+  if (b.not_modelled == AmxNotModelled::kNone && !fits)
     b.not_modelled = AmxNotModelled::kTileOverflow;
-  } else if (wary_k_tail || c.fused_copy_a) {
-    b.not_modelled = AmxNotModelled::kKTailWorkspace;
-  }
 }
 
 }  // namespace
@@ -174,7 +177,7 @@ AmxScratchpad AmxBookingsOf(const AmxBlocking& b) {
   s.buffer_a = b.nthr * a_per_thread;
   s.buffer_b = b.nthr * b_per_thread;
   s.buffer_c = b.nthr * c_per_thread;
-  s.tiles = b.nthr * b.c_tiles * amx::kTileBytes;
+  s.tiles = b.nthr * b.tile_workspace;
   return s;
 }
 

@@ -20,8 +20,6 @@ enum class AmxNotModelled {
   kGemv,           // M or N is 1: oneDNN's GEMV path runs instead (brg_matmul:avx512_core_bf16)
   kNoBlocking,     // no blocking scores above 0: oneDNN declines the kernel
   kTileOverflow,   // a kernel's tiles exceed the 8 AMX registers: oneDNN fails to build it
-  kKTailWorkspace  // a K tail read past K (amx_wary_k_tail) or a fused A copy, each with a
-                   // workspace of its own that nothing measured exercises
 };
 
 struct AmxBlocking {
@@ -40,7 +38,11 @@ struct AmxBlocking {
   bool buffer_c = false;  // fp32 partial sums per thread
   bool horizontal = false, extendable_k = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
-  int c_tiles = 0;  // C tiles of the kernel with the most: the tile workspace per thread
+  int c_tiles = 0;  // C tiles of the kernel with the most
+  // Bytes per thread of the largest kernel's workspace: its C tiles, a tile for an extended
+  // K tail, a fused copy of A (followed from the source; no measured row exercises the
+  // last two).
+  int64_t tile_workspace = 0;
 
   bool modelled() const { return not_modelled == AmxNotModelled::kNone; }
 };
