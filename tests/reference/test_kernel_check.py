@@ -44,6 +44,11 @@ def main():
         problem = kernel_problem(plan("amx"), ran("brg_matmul:avx10_1_512_amx", impl))
         expect(problem is not None and impl in problem and PROBE_COMMAND in problem
                and "\n" not in problem, f"{impl} is reported in one line with the probe")
+    # An AMX run's vector products take the AVX512-BF16 kernel's GEMV path, bounded by
+    # the AMX plan; without the AMX kernel beside it, the plan read the wrong CPU.
+    expect(kernel_problem(plan("amx"), ran("brg_matmul:avx10_1_512_amx",
+                                           "brg_matmul:avx512_core_bf16")) is None,
+           "AMX with its GEMV products in the AVX512-BF16 kernel passes")
     # A measured kernel, but not the one the plan modelled: another kernel's rule.
     problem = kernel_problem(plan("amx"), ran("brg_matmul:avx512_core_bf16"))
     expect(problem is not None and "avx512-bf16" in problem,
