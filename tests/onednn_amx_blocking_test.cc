@@ -1,6 +1,6 @@
 // The port of oneDNN v3.13's AMX bf16 matmul blocking on handpicked shapes, each checked
 // against the scratch torch.profiler measured on an AMX Xeon
-// (shared/facts/cpu-amx-onednn-scratch.md). Shapes as oneDNN sees them: M x K by K x N.
+// (tests/data/onednn-amx-scratch.tsv). Shapes as oneDNN sees them: M x K by K x N.
 #include <gtest/gtest.h>
 
 #include "planner/simulate/onednn_amx_blocking.h"

@@ -113,9 +113,8 @@ void SetTiles(const amx::Choice& c, AmxBlocking& b) {
             b.extendable_k &&
             (vk % amx::kVnni != 0 || (vk > amx::kWeiKBlk && vk % amx::kWeiKBlk != 0));
         const int64_t fused_a =
-            c.fused_copy_a
-                ? b.batch_size * vm * amx::RoundUp(vk, amx::kWeiKBlk) * amx::kBf16Bytes
-                : 0;
+            c.fused_copy_a ? b.batch_size * vm * amx::RoundUp(vk, amx::kWeiKBlk) * amx::kBf16Bytes
+                           : 0;
         b.tile_workspace = std::max(
             b.tile_workspace, (tiles.c_tiles + (wary_k_tail ? 1 : 0)) * amx::kTileBytes + fused_a);
       }

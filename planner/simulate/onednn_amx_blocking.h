@@ -3,7 +3,7 @@
 // and the scratchpad that blocking books: a port of its brgemm matmul configuration
 // (brgemm_matmul_utils.cpp, amx_blocking_heuristics.cpp, brgemm_utils.cpp). The caches are
 // those of Intel's AMX server CPUs (see internal/onednn_amx_conf.h).
-// Exact on every row of shared/facts/cpu-amx-onednn-scratch.md (1 and 2 threads).
+// Exact on every row of tests/data/onednn-amx-scratch.tsv (1 and 2 threads).
 #pragma once
 
 #include "planner/simulate/layer.h"
@@ -16,10 +16,10 @@ namespace headroom {
 // follow, and the caller must refuse or bound it.
 enum class AmxNotModelled {
   kNone,
-  kBadShape,       // a dimension or the thread count is not positive
-  kGemv,           // M or N is 1: oneDNN's GEMV path runs instead (brg_matmul:avx512_core_bf16)
-  kNoBlocking,     // no blocking scores above 0: oneDNN declines the kernel
-  kTileOverflow,   // a kernel's tiles exceed the 8 AMX registers: oneDNN fails to build it
+  kBadShape,      // a dimension or the thread count is not positive
+  kGemv,          // M or N is 1: oneDNN's GEMV path runs instead (brg_matmul:avx512_core_bf16)
+  kNoBlocking,    // no blocking scores above 0: oneDNN declines the kernel
+  kTileOverflow,  // a kernel's tiles exceed the 8 AMX registers: oneDNN fails to build it
 };
 
 struct AmxBlocking {

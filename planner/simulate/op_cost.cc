@@ -36,8 +36,8 @@ bool IsConv1d(const OpView& v) { return v.op.weight_in_out && v.states.target().
 // F.linear multiplies by the view W^T (a transposed B), addmm(b, x, W) for GPT-2's
 // Conv1D by W itself, and each input gradient by the other. Attention's products are
 // planned with a plain B: eager attention's k^T and v reach bmm through matmul's
-// reshape, a copy unless the head dimensions happen to merge, and a plain B is the
-// larger AMX copy.
+// reshape, a copy unless the head dimensions happen to merge, and on the measured
+// shapes a plain B never books less on AMX than a transposed one.
 BrgemmProduct ProductOf(const OpView& v, bool input_gradient, CpuBf16 kernel) {
   const auto& out = v.graph.tensor(v.op.outputs[0]).shape.dims();
   const int64_t out_width = SizeIn(out.back(), v.env);
@@ -83,8 +83,7 @@ void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
   if (op.kind == OpKind::kGroupedMm) return;
   if (const auto kernel = v.cpu_bf16_matmul(); kernel && IsBrgemm(*kernel)) {
     // The input gradient dY @ W: the forward's product with the output width inner.
-    if (cost.input_grads[0] == GradFlow::kNew)
-      cost.input_grad_brgemm = ProductOf(v, true, *kernel);
+    if (cost.input_grads[0] == GradFlow::kNew) cost.input_grad_brgemm = ProductOf(v, true, *kernel);
     // A linear's weight gradient multiplies a transposed operand, the tokens inner: dY^T @ x
     // (torch's mm_mat2_backward for F.linear's W.t()), or x^T @ dY for a Conv1D's W.
     if (op.kind == OpKind::kLinear && cost.input_grads[1] == GradFlow::kNew) {
