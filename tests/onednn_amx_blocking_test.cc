@@ -11,7 +11,7 @@ namespace {
 using Heuristic = AmxBlocking::Heuristic;
 
 // F.linear: x [m, k] @ W^T, W stored [n, k] (B transposed).
-AmxBlocking Linear(int64_t m, int64_t k, int64_t n, int threads) {
+AmxBlocking LinearBlocking(int64_t m, int64_t k, int64_t n, int threads) {
   return ChooseAmxBlocking(1, m, k, n, false, true, threads);
 }
 
@@ -21,7 +21,7 @@ TEST(OnednnAmxBlocking, LinearWithFewRowsWalksCVertically) {
   // 128 rows fit one vertical strip: the whole M in one block, B in one 32-wide block at a
   // time (8 of them per chunk), K whole. Per thread: batch list 640, B copy 32 x 64 bf16,
   // 4 C tiles (2x2).
-  const AmxBlocking b = Linear(128, 64, 256, 1);
+  const AmxBlocking b = LinearBlocking(128, 64, 256, 1);
   EXPECT_EQ(b.heuristic, Heuristic::kMacroGrid);
   EXPECT_FALSE(b.horizontal);
   EXPECT_EQ(b.m_blk, 128);
@@ -48,7 +48,7 @@ TEST(OnednnAmxBlocking, SmallInputGradientLeavesTheSecondThreadIdle) {
 TEST(OnednnAmxBlocking, TwoThreadsSplitTheRowsOfABigLinear) {
   // Each thread walks its 1024 rows horizontally over all 768 columns; no K blocking, so
   // no fp32 C buffer, and each thread copies all of B (768 x 768 bf16).
-  const AmxBlocking b = Linear(2048, 768, 768, 2);
+  const AmxBlocking b = LinearBlocking(2048, 768, 768, 2);
   EXPECT_EQ(b.nthr, 2);
   EXPECT_EQ(b.nthr_m, 2);
   EXPECT_TRUE(b.horizontal);
@@ -94,9 +94,9 @@ TEST(OnednnAmxBlocking, ScratchpadOfIsTheMemoizedBookings) {
 
 TEST(OnednnAmxBlocking, ShapesOutsideThePortAreFlaggedNotModelled) {
   // A vector operand goes to oneDNN's GEMV kernel, not this one.
-  EXPECT_EQ(Linear(1, 64, 64, 1).not_modelled, AmxNotModelled::kGemv);
+  EXPECT_EQ(LinearBlocking(1, 64, 64, 1).not_modelled, AmxNotModelled::kGemv);
   EXPECT_EQ(ChooseAmxBlocking(1, 64, 64, 1, false, false, 1).not_modelled, AmxNotModelled::kGemv);
-  EXPECT_EQ(Linear(0, 64, 64, 1).not_modelled, AmxNotModelled::kBadShape);
+  EXPECT_EQ(LinearBlocking(0, 64, 64, 1).not_modelled, AmxNotModelled::kBadShape);
   const AmxScratchpad gemv = AmxScratchpadOf(1, 1, 64, 64, false, true, 1);
   EXPECT_FALSE(gemv.modelled);
   EXPECT_EQ(gemv.Bytes(), 0);
@@ -107,7 +107,7 @@ TEST(OnednnAmxBlocking, AnExtendedKTailReadsIntoATileMore) {
   // kernel's workspace has its 4 C tiles and one tile more (brgemm_types.hpp,
   // get_wsp_buffer_size with amx_wary_k_tail). By hand, on one thread: a 640-byte batch
   // list, B's block 192 x 64 bf16 (24,576) and 5 tiles (5,120), each booking + 128.
-  const AmxBlocking b = Linear(64, 176, 64, 1);
+  const AmxBlocking b = LinearBlocking(64, 176, 64, 1);
   EXPECT_TRUE(b.modelled());
   EXPECT_TRUE(b.extendable_k);
   EXPECT_EQ(b.tile_workspace, 5 * 1024);
