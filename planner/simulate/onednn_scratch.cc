@@ -2,13 +2,14 @@
 
 #include <algorithm>
 
+#include "planner/simulate/internal/onednn_amx_conf.h"
 #include "planner/simulate/onednn_amx_blocking.h"
 
 namespace headroom {
 namespace {
 
-constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+using amx::CeilDiv;
+using amx::RoundUp;
 
 // The largest divisor of `blocks` that is at most `threads`: the threads given work.
 int64_t ThreadsWithWork(int64_t blocks, int threads) {
@@ -74,10 +75,10 @@ int64_t Avx512Bf16ScratchBytes(const ProductShape& p) {
 //    [16, 16] x [16, 17] 6,208 B);
 //  - a vector operand (m or n of 1) takes oneDNN's GEMV path, in its AVX512-BF16 kernel:
 //    bounded by that kernel's rule (its GEMV path measured below it: [1, 64] x [64, 512]
-//    books 1,920 B at 1 thread, the rule 18,560 B);
-//  - what the port does not follow (no AMX blocking, tiles past the registers, a K tail's
-//    own workspace) is bounded the same way plus a copy of each operand, every tile and an
-//    fp32 C per thread, larger than anything oneDNN books for the product.
+//    books 1,920 B at 1 thread and 3,584 B at 2, the rule 9,472 and 18,560 B);
+//  - what the port does not follow (no AMX blocking found, tiles past the registers) is
+//    bounded the same way plus a copy of each operand, every tile and an fp32 C per
+//    thread, larger than anything oneDNN books for the product.
 int64_t AmxScratchBytes(const ProductShape& p) {
   constexpr int64_t kAtenGemmMaxVolume = 16 * 16 * 16;  // aten/src/ATen/native/mkldnn/Matmul.cpp
   if (p.batch * p.rows * p.inner * p.cols <= kAtenGemmMaxVolume) return 0;

@@ -36,8 +36,8 @@ bool IsConv1d(const OpView& v) { return v.op.weight_in_out && v.states.target().
 // F.linear multiplies by the view W^T (a transposed B), addmm(b, x, W) for GPT-2's
 // Conv1D by W itself, and each input gradient by the other. Attention's products are
 // planned with a plain B: eager attention's k^T and v reach bmm through matmul's
-// reshape, a copy unless the head dimensions happen to merge, and on the measured
-// shapes a plain B never books less on AMX than a transposed one.
+// reshape, a copy unless the head dimensions happen to merge, and on the table's shapes
+// the AMX rule never books less for a plain B than for a transposed one.
 BrgemmProduct ProductOf(const OpView& v, bool input_gradient, CpuBf16 kernel) {
   const auto& out = v.graph.tensor(v.op.outputs[0]).shape.dims();
   const int64_t out_width = SizeIn(out.back(), v.env);

@@ -21,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_reference_suite import bf16_kernels, onednn_kernels  # noqa: E402
+
 SHAPES = [(64, 32, 32), (64, 32, 128), (128, 64, 64), (128, 64, 256), (256, 64, 192),
           (512, 64, 64), (64, 128, 512), (1024, 256, 256), (2048, 768, 768),
           (256, 768, 3072), (4096, 1024, 1024), (128, 2048, 2048)]
@@ -37,13 +40,8 @@ def kernel_name():
     brg_matmul:avx10_1_512_amx; None when ATen runs its own gemm."""
     out = subprocess.run([sys.executable, "-c", KERNEL_PROBE], capture_output=True, text=True,
                          env=dict(os.environ, ONEDNN_VERBOSE="1"))
-    for line in out.stdout.splitlines():
-        fields = line.split(",")
-        if "exec" in fields:
-            i = fields.index("exec")
-            if len(fields) > i + 3 and fields[i + 2] == "matmul":
-                return fields[i + 3]
-    return None
+    kernels = bf16_kernels({"onednn_kernels": onednn_kernels(out.stdout)})
+    return next(iter(sorted(kernels, key=str)))
 
 
 def allocations(fn):

@@ -116,10 +116,15 @@ MODELLED_KERNELS = {
 PROBE_COMMAND = "python3 tests/reference/onednn_scratch_probe.py --out FILE"
 
 
+def matmul_kernels(measured):
+    """{"matmul brg_matmul:... src:bf16": count} for the matrix products the reference ran."""
+    return {k: n for k, n in (measured.get("onednn_kernels") or {}).items()
+            if k.split()[0] in ("matmul", "inner_product")}
+
+
 def bf16_kernels(measured):
     """The implementations of the bf16 matmuls the reference ran ({None}: none in oneDNN)."""
-    names = {k.split()[1] for k in measured.get("onednn_kernels") or {}
-             if k.split()[0] in ("matmul", "inner_product") and k.endswith("src:bf16")}
+    names = {k.split()[1] for k in matmul_kernels(measured) if k.endswith("src:bf16")}
     return names or {None}
 
 
@@ -207,8 +212,7 @@ def predict(case, headroom, config_path, extra_flags, gpu, env):
 
 
 def kernel_line(host, plan, measured):
-    kernels = measured.get("onednn_kernels") or {}
-    matmuls = {k: n for k, n in kernels.items() if k.split()[0] in ("matmul", "inner_product")}
+    matmuls = matmul_kernels(measured)
     if matmuls:
         ran = "; ".join(f"{k} x{n}" for k, n in sorted(matmuls.items()))
     elif host.get("mkldnn_bf16"):
