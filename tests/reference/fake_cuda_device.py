@@ -1,0 +1,140 @@
+"""One CUDA device for fake tensors on a machine with no GPU and no driver, so that the
+autograd engine runs backward, and optimizers step, on fake CUDA tensors with CUDA's
+semantics (shared/facts/fake-cuda-whole-step.md).
+
+Without it the engine stops twice (torch 2.15, torch/csrc/autograd/engine.cpp):
+* it asks c10's CUDA device guard how many devices there are (0 without a driver) to
+  start its device threads;
+* GraphTask::stash_current_streams asks the CUDA hooks hasPrimaryContext(0), which throws
+  "hasPrimaryContext expects a valid device index" when the count is 0.
+
+install() builds a small C++ extension once (torch.utils.cpp_extension.load_inline, about
+20 s on 2 cores; cached in HEADROOM_EXTENSIONS_DIR, which ctest sets under the build
+directory) and:
+* stores a do-nothing DeviceGuardImplInterface for DeviceType::CUDA in c10's
+  device_guard_impl_registry: one device, default streams, events that are always ready;
+* points the hasPrimaryContext slot of the CUDA hooks' vtable at a function returning true
+  (the slot index from the pointer-to-member: under the Itanium C++ ABI a virtual one
+  holds 1 + its byte offset in the vtable).
+
+It also answers, in Python, what torch.cuda would ask the driver for on the paths a
+training step takes: the CUDA generator's state (torch.utils.checkpoint stashes it; a host
+tensor on a GPU too, so no device memory), and the device count.
+
+For reference processes only: nothing here can touch real memory, and it must never run
+next to real CUDA work. Use it under FakeTensorMode, in a process of its own.
+"""
+import os
+
+import torch
+
+_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/Context.h>
+#include <ATen/detail/AcceleratorHooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+
+namespace {
+
+c10::Device TheDevice() { return c10::Device(c10::DeviceType::CUDA, 0); }
+
+// Everything a guard is asked during a step on fake tensors, answered for one device
+// that never runs anything: streams are the default stream, events are always ready.
+struct NoDriverCudaGuard final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::CUDA; }
+  c10::Device exchangeDevice(c10::Device) const override { return TheDevice(); }
+  c10::Device getDevice() const override { return TheDevice(); }
+  void setDevice(c10::Device) const override {}
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override { return s; }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  void record(void**, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+};
+
+bool AlwaysHasPrimaryContext(const void*, c10::DeviceIndex) { return true; }
+
+// The vtable slot of AcceleratorHooksInterface::hasPrimaryContext in the CUDA hooks.
+void PatchHasPrimaryContext() {
+  const at::AcceleratorHooksInterface& hooks =
+      at::globalContext().getAcceleratorHooksInterface(c10::kCUDA);
+  void** vtable = *reinterpret_cast<void** const*>(&hooks);
+  auto member = &at::AcceleratorHooksInterface::hasPrimaryContext;
+  static_assert(sizeof(member) >= sizeof(uintptr_t));
+  uintptr_t word = 0;
+  std::memcpy(&word, &member, sizeof(word));
+  if ((word & 1) == 0) throw std::runtime_error("hasPrimaryContext is not a virtual member");
+  void** slot = &vtable[(word - 1) / sizeof(void*)];
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(slot) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(slot + 1);
+  if (mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_READ | PROT_WRITE) != 0)
+    throw std::runtime_error("mprotect of the CUDA hooks' vtable failed");
+  *slot = reinterpret_cast<void*>(&AlwaysHasPrimaryContext);
+}
+
+}  // namespace
+
+void install() {
+  static NoDriverCudaGuard guard;
+  c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::DeviceType::CUDA)].store(
+      &guard);
+  PatchHasPrimaryContext();
+}
+"""
+
+_installed = False
+
+
+def extensions_dir():
+    """Where the extension is built and cached: HEADROOM_EXTENSIONS_DIR (ctest: under the
+    build directory), else torch's own default."""
+    path = os.environ.get("HEADROOM_EXTENSIONS_DIR")
+    if path:
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
+def install():
+    """Installs the device (once per process). Raises if a real CUDA device is present:
+    patched hooks next to a real driver would corrupt real work."""
+    global _installed
+    if _installed:
+        return
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) != "" and torch.cuda.is_available():
+        raise RuntimeError("fake_cuda_device: a real CUDA device is visible; run the fake-CUDA "
+                           "reference with CUDA_VISIBLE_DEVICES=\"\"")
+    from torch.utils.cpp_extension import load_inline
+
+    kwargs = {"build_directory": extensions_dir()} if extensions_dir() else {}
+    module = load_inline("headroom_fake_cuda_device", cpp_sources=_SOURCE, functions=["install"],
+                         verbose=False, **kwargs)
+    module.install()
+    _answer_torch_cuda()
+    _installed = True
+
+
+def _answer_torch_cuda():
+    """torch.cuda's Python functions that a step calls and that would ask the driver."""
+    def get_rng_state(device="cuda"):
+        # CUDAGeneratorImpl::get_state: seed and Philox offset, 16 bytes on the host.
+        return torch.zeros(16, dtype=torch.uint8, device="cpu")
+
+    torch.cuda.get_rng_state = get_rng_state
+    torch.cuda.set_rng_state = lambda new_state, device="cuda": None
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.current_device = lambda: 0
