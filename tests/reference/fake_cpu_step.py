@@ -63,6 +63,9 @@ class StorageCounter(TorchDispatchMode):
     counted once while its storage lives (a weakref on the storage: PyTorch keeps one
     Python object per storage, so the callback runs when the storage itself dies)."""
 
+    device_type = "cpu"  # storages on other devices are not counted
+    round_to = 1         # each storage's bytes rounded up to this (the CUDA allocator's 512)
+
     def __init__(self):
         super().__init__()
         self.live = {}            # id(storage object) -> (weakref, nbytes)
@@ -77,14 +80,14 @@ class StorageCounter(TorchDispatchMode):
         self.origin = {}          # id(storage) -> (phase, op) that made it, when snapshotting
 
     def track(self, t):
-        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+        if not isinstance(t, torch.Tensor) or t.device.type != self.device_type:
             return
         try:
             st = t.untyped_storage()
         except Exception:  # noqa: BLE001 - sparse, nested: none in these models
             return
         key = id(st)
-        nbytes = st.nbytes()
+        nbytes = -(-st.nbytes() // self.round_to) * self.round_to
         entry = self.live.get(key)
         if entry is not None and entry[0]() is st:
             if entry[1] != nbytes:  # resized in place (out= ops, resize_)

@@ -1,0 +1,113 @@
+"""The cases of fake_cuda_step.py: whole training steps (forward, backward, optimizer; K
+micro-batches, 2 optimizer steps) of real transformers + PEFT models on fake CUDA tensors,
+against `headroom plan --gpu h100-80gb --stack pytorch`. Fields as in
+fake_cuda_cases.FakeCase, plus the optimizer and accumulation."""
+
+import dataclasses
+
+import fake_cuda_cases as fwd
+from cases import BERT_QV, GPT2_QKV, LLAMA_QKVO, TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GPT2
+from cases import TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3
+
+
+@dataclasses.dataclass
+class StepCase(fwd.FakeCase):
+    optimizer: str = "adamw"        # adamw | sgd
+    optimizer_impl: str = "foreach"  # foreach (CUDA's default) | fused | for-loop
+    grad_accum: int = 1
+    steps: int = 2
+
+    def plan_flags(self):
+        flags = self.simulate_flags()
+        flags[flags.index("--grad-accum") + 1] = str(self.grad_accum)
+        flags[flags.index("--optimizer") + 1] = self.optimizer
+        if self.optimizer == "adamw":
+            flags += ["--optimizer-impl", self.optimizer_impl]
+        return flags
+
+    def payload(self, config_dir):
+        return {"config_dir": config_dir, "task": self.task, "precision": self.precision,
+                "mode": self.mode, "lora_rank": self.lora_rank,
+                "lora_targets": list(self.lora_targets), "checkpoint": self.checkpoint,
+                "attention": self.attention, "micro_batch": self.micro_batch,
+                "seq_len": self.seq_len, "base_dtype": self.effective_base_dtype(),
+                "optimizer": self.optimizer, "optimizer_impl": self.optimizer_impl,
+                "grad_accum": self.grad_accum, "steps": self.steps}
+
+
+def real(name, config, **fields):
+    return StepCase(name, config, slow=True, **fields)
+
+
+LLAMA_ALL = fwd.LLAMA_ALL
+
+CASES = [
+    # Tiny models of each family (a few seconds each).
+    StepCase("tiny-gpt2 fp32 eager mb2", "gpt2.json", TINY_GPT2, attention="eager",
+             micro_batch=2),
+    StepCase("tiny-gpt2 amp-fp16 sdpa mb2 k2", "gpt2.json", TINY_GPT2, precision="amp-fp16",
+             micro_batch=2, grad_accum=2),
+    StepCase("tiny-llama fp32 sdpa mb2 fused", fwd.L1B, TINY_LLAMA, micro_batch=2,
+             optimizer_impl="fused"),
+    StepCase("tiny-llama bf16 lora ckpt-all sdpa mb2", fwd.L1B, TINY_LLAMA, precision="bf16",
+             mode="lora", checkpoint="all", micro_batch=2),
+    StepCase("tiny-qwen2 amp-bf16 eager mb2 k2", fwd.QWEN, TINY_QWEN2, precision="amp-bf16",
+             attention="eager", micro_batch=2, grad_accum=2),
+    StepCase("tiny-qwen3 bf16 sdpa mb2", "qwen3-0.6b.json", TINY_QWEN3, precision="bf16",
+             micro_batch=2),
+    StepCase("tiny-phi3 amp-bf16 lora sdpa mb2", "phi-3-mini.json", TINY_PHI3,
+             precision="amp-bf16", mode="lora", lora_targets=("qkv_proj", "o_proj"),
+             micro_batch=2),
+    StepCase("tiny-gemma2 bf16 eager mb2", "gemma-2-2b.json", TINY_GEMMA2, precision="bf16",
+             attention="eager", micro_batch=2),
+    StepCase("tiny-gemma3 amp-bf16 sdpa mb2", "gemma-3-1b.json", TINY_GEMMA3,
+             precision="amp-bf16", micro_batch=2),
+    StepCase("tiny-bert seq-cls fp32 sdpa mb2", "bert-base-uncased.json", TINY_BERT,
+             task="seq-cls", micro_batch=2),
+
+    # Real sizes: GPT-2 to Llama-3-70B.
+    real("gpt2 fp32 eager mb2 s512", "gpt2.json", attention="eager", micro_batch=2,
+         seq_len=512),
+    real("gpt2 amp-fp16 sdpa mb4 s1024 k2", "gpt2.json", precision="amp-fp16", micro_batch=4,
+         seq_len=1024, grad_accum=2),
+    real("gpt2 fp32 lora qkv ckpt-all eager mb4 s1024", "gpt2.json", mode="lora",
+         lora_targets=GPT2_QKV, checkpoint="all", attention="eager", micro_batch=4,
+         seq_len=1024),
+    real("bert-base seq-cls amp-bf16 sdpa mb8 s512 fused", "bert-base-uncased.json",
+         task="seq-cls", precision="amp-bf16", micro_batch=8, seq_len=512,
+         optimizer_impl="fused"),
+    real("bert-base seq-cls fp32 lora qv sdpa mb8 s512", "bert-base-uncased.json",
+         task="seq-cls", mode="lora", lora_targets=BERT_QV, micro_batch=8, seq_len=512),
+    real("qwen2.5-0.5b amp-bf16 sdpa mb2 s2048", fwd.QWEN, precision="amp-bf16",
+         micro_batch=2, seq_len=2048),
+    real("qwen2.5-0.5b amp-fp16 eager s1024 k2", fwd.QWEN, precision="amp-fp16",
+         attention="eager", seq_len=1024, grad_accum=2),
+    real("llama-3.2-1b fp32 sdpa s1024", fwd.L1B, seq_len=1024),
+    real("llama-3.2-1b bf16 ckpt-all sdpa mb2 s2048 fused", fwd.L1B, precision="bf16",
+         checkpoint="all", micro_batch=2, seq_len=2048, optimizer_impl="fused"),
+    real("qwen3-1.7b amp-bf16 lora qkvo ckpt-all s4096 k2", "qwen3-1.7b.json",
+         precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+         seq_len=4096, grad_accum=2),
+    real("qwen3-8b bf16 lora all-linear sdpa s4096", fwd.Q3_8B, precision="bf16", mode="lora",
+         lora_targets=LLAMA_ALL, seq_len=4096),
+    real("phi-3-mini bf16 lora ckpt-all sdpa s2048", fwd.PHI3_MINI, precision="bf16",
+         mode="lora", lora_targets=("qkv_proj", "o_proj"), checkpoint="all", seq_len=2048),
+    real("phi-3-mini amp-bf16 full sdpa s2048 fused", fwd.PHI3_MINI, precision="amp-bf16",
+         seq_len=2048, optimizer_impl="fused"),
+    real("gemma-2-2b amp-bf16 lora eager s2048", "gemma-2-2b.json", precision="amp-bf16",
+         mode="lora", attention="eager", seq_len=2048),
+    real("gemma-3-1b bf16 full sdpa s2048", fwd.G3_1B, precision="bf16", seq_len=2048),
+    real("gemma-3-4b amp-bf16 lora sdpa s4096", "gemma-3-4b.json", precision="amp-bf16",
+         mode="lora", seq_len=4096),
+    real("llama-3-8b full amp-bf16 sdpa s2048", fwd.L8B, precision="amp-bf16", seq_len=2048),
+    real("llama-3-8b bf16 lora ckpt-all s4096", fwd.L8B, precision="bf16", mode="lora",
+         checkpoint="all", seq_len=4096),
+    real("llama-3-8b amp-fp16 lora qkvo s2048 k2", fwd.L8B, precision="amp-fp16", mode="lora",
+         lora_targets=LLAMA_QKVO, seq_len=2048, grad_accum=2),
+    real("qwen3-30b-a3b bf16 lora s2048", fwd.Q3_30B_A3B, precision="bf16", mode="lora",
+         seq_len=2048),
+    real("llama-3-70b amp-bf16 lora ckpt-all s4096", fwd.L70B, precision="amp-bf16",
+         mode="lora", checkpoint="all", seq_len=4096),
+    real("llama-3-70b bf16 full ckpt-all s2048 sgd", fwd.L70B, precision="bf16",
+         checkpoint="all", seq_len=2048, optimizer="sgd"),
+]
