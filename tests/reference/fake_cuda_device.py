@@ -18,8 +18,12 @@ directory) and:
   holds 1 + its byte offset in the vtable).
 
 It also answers, in Python, what torch.cuda would ask the driver for on the paths a
-training step takes: the CUDA generator's state (torch.utils.checkpoint stashes it; a host
-tensor on a GPU too, so no device memory), and the device count.
+training step takes, as an H100 answers:
+* that CUDA autocast is available and bf16 supported (torch.amp.autocast and GradScaler
+  turn themselves off otherwise, and torch.utils.checkpoint recomputes under
+  torch.autocast("cuda") with the forward's autocast state);
+* the CUDA generator's state (torch.utils.checkpoint stashes it; a host tensor on a GPU
+  too, so no device memory), and the device count.
 
 For reference processes only: nothing here can touch real memory, and it must never run
 next to real CUDA work. Use it under FakeTensorMode, in a process of its own.
@@ -134,6 +138,8 @@ def _answer_torch_cuda():
         # CUDAGeneratorImpl::get_state: seed and Philox offset, 16 bytes on the host.
         return torch.zeros(16, dtype=torch.uint8, device="cpu")
 
+    torch.cuda.amp.common.amp_definitely_not_available = lambda: False
+    torch.cuda.is_bf16_supported = lambda including_emulation=True: True  # sm90
     torch.cuda.get_rng_state = get_rng_state
     torch.cuda.set_rng_state = lambda new_state, device="cuda": None
     torch.cuda.device_count = lambda: 1

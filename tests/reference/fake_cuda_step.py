@@ -13,7 +13,8 @@ case is outside the bound.
 CUDA's semantics, as on an H100 with this wheel:
 * the SDPA kernel the CUDA dispatcher picks (fake_cuda_semantics.install_sdpa), whose
   backward runs as its own ATen op;
-* autocast's CUDA lists and cast cache (amp-bf16, amp-fp16), native_dropout's bool mask;
+* torch.autocast("cuda"): its CUDA lists and cast cache (amp-bf16, amp-fp16), also in
+  checkpointing's recomputation; native_dropout's bool mask;
 * torch.optim's foreach and fused AdamW on CUDA. A fake parameter's type is FakeTensor, so
   `_default_to_fused_or_foreach` would pick the for-loop: each case names its
   implementation, as a real CUDA run's default is foreach;
@@ -194,17 +195,11 @@ def build_optimizer(case, params):
 
 
 def grad_scaler():
-    """torch.amp.GradScaler("cuda") on the fake device: it turns itself off when
-    torch.cuda.is_available() is False (amp_definitely_not_available), and its step reads
-    found_inf with .item(): the step is taken, as when no gradient overflowed."""
+    """torch.amp.GradScaler("cuda") on the fake device (fake_cuda_device answers that CUDA
+    AMP is available). Its step reads found_inf with .item(), which a fake tensor cannot
+    answer: the step is taken, as when no gradient overflowed."""
     import torch
-    common = torch.cuda.amp.common
-    real = common.amp_definitely_not_available
-    common.amp_definitely_not_available = lambda: False
-    try:
-        scaler = torch.amp.GradScaler("cuda")
-    finally:
-        common.amp_definitely_not_available = real
+    scaler = torch.amp.GradScaler("cuda")
     scaler._maybe_opt_step = (lambda optimizer, optimizer_state, *args, **kwargs:
                               optimizer.step(*args, **kwargs))
     return scaler
@@ -234,8 +229,6 @@ def train(case, model, hf_config, meter, measuring):
     meter.phase names each part."""
     import torch
 
-    import fake_cuda_semantics
-
     amp = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(case["precision"])
     optimizer = build_optimizer(case, [p for p in model.parameters() if p.requires_grad])
     scaler = grad_scaler() if case["precision"] == "amp-fp16" else None
@@ -252,10 +245,8 @@ def train(case, model, hf_config, meter, measuring):
                 ids = torch.randint(0, hf_config.vocab_size, (b, s))
                 labels = (torch.randint(0, hf_config.num_labels, (b,))
                           if case["task"] == "seq-cls" else ids)
-                previous = fake_cuda_semantics.autocast_enter(amp) if amp else None
-                loss = model(input_ids=ids, labels=labels).loss / accum
-                if amp:
-                    fake_cuda_semantics.autocast_exit(previous)
+                with torch.autocast("cuda", dtype=amp or torch.float16, enabled=bool(amp)):
+                    loss = model(input_ids=ids, labels=labels).loss / accum
                 meter.phase = "backward"
                 (scaler.scale(loss) if scaler else loss).backward()
                 del loss, ids, labels
