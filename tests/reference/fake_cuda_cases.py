@@ -121,6 +121,14 @@ CASES = [
              precision="amp-bf16", mode="lora", lora_rank=64, lora_targets=LLAMA_ALL,
              seq_len=1024, slow=True),
     FakeCase("llama-3.2-1b fp32 sdpa s1024", L1B, seq_len=1024, slow=True),
+    # The forwards of three fake-CPU step cases (fake_cpu_cases.py), which the fake-CUDA
+    # step also runs: docs/cuda-semantics.md sets the three references side by side.
+    FakeCase("llama-3.2-1b fp32 sdpa s512", L1B, seq_len=512, slow=True),
+    FakeCase("llama-3-8b bf16 ckpt-all s1024", L8B, precision="bf16", checkpoint="all",
+             seq_len=1024, slow=True),
+    FakeCase("qwen2.5-7b bf16 lora r16 all-linear ckpt-all s2048", "qwen2.5-7b.json",
+             precision="bf16", mode="lora", lora_rank=16, lora_targets=LLAMA_ALL,
+             checkpoint="all", seq_len=2048, slow=True),
     FakeCase("llama-3.2-1b bf16 eager s1024", L1B, precision="bf16", attention="eager",
              seq_len=1024, slow=True),
     FakeCase("llama-3.2-1b amp-bf16 lora ckpt-all sdpa s2048", L1B, precision="amp-bf16",

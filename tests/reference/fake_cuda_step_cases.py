@@ -91,6 +91,15 @@ CASES = [
     real("qwen2.5-0.5b amp-fp16 eager s1024 k2", fwd.QWEN, precision="amp-fp16",
          attention="eager", seq_len=1024, grad_accum=2),
     real("llama-3.2-1b fp32 sdpa s1024", fwd.L1B, seq_len=1024),
+    # Three fake-CPU step cases (fake_cpu_cases.py, the same names and the for-loop AdamW
+    # they run), whose forwards fake_cuda_cases.py also runs: docs/cuda-semantics.md sets
+    # the three references side by side.
+    real("llama-3.2-1b fp32 adamw sdpa s512", fwd.L1B, seq_len=512, optimizer_impl="for-loop"),
+    real("llama-3-8b bf16 adamw ckpt-all s1024", fwd.L8B, precision="bf16", checkpoint="all",
+         seq_len=1024, optimizer_impl="for-loop"),
+    real("qwen2.5-7b bf16 lora r16 all-linear ckpt-all s2048", "qwen2.5-7b.json",
+         precision="bf16", mode="lora", lora_rank=16, lora_targets=LLAMA_ALL, checkpoint="all",
+         seq_len=2048, optimizer_impl="for-loop"),
     real("llama-3.2-1b bf16 ckpt-all sdpa mb2 s2048 fused", fwd.L1B, precision="bf16",
          checkpoint="all", micro_batch=2, seq_len=2048, optimizer_impl="fused"),
     real("qwen3-1.7b amp-bf16 lora qkvo ckpt-all s4096 k2", "qwen3-1.7b.json",
