@@ -37,7 +37,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -303,20 +302,9 @@ def serve():
 # The driver.
 # ---------------------------------------------------------------------------------------
 
-def predict(headroom, config_path, flags):
-    cmd = [headroom, "plan", "--model", config_path, *flags, "--json"]
-    for _ in range(6):  # the binary is rebuilt now and then
-        if os.path.exists(headroom):
-            break
-        time.sleep(30)
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(cmd)}\n{out.stderr.strip()}")
-    return json.loads(out.stdout)
-
-
 def run_case(case, headroom, server, tmp, i, trace=False, meter="counter"):
     from cases import write_config
+    from fake_cpu_step import predict  # `plan ... --json`, waiting out a rebuild
     config_dir, config_path = write_config(case, tmp, i)
     start = time.time()
     try:
