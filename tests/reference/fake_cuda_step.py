@@ -1,14 +1,15 @@
 """The whole training step on fake CUDA tensors, with CUDA's semantics and no GPU: real
 transformers + PEFT models run forward, backward and the optimizer, K micro-batches and 2
 optimizer steps (the lazy optimizer states and the steady step both count), inside
-FakeTensorMode on a fake CUDA device (fake_cuda_device.py), measured by PyTorch's
-MemTracker (torch/distributed/_tools/mem_tracker.py: every storage an op returns, rounded
-to 512 B as the caching allocator rounds it). The peak is compared with
+FakeTensorMode on a fake CUDA device (fake_cuda_device.py), every storage an op returns
+counted while it lives, rounded to 512 B as the caching allocator rounds it (the fake-CPU
+step's StorageCounter; --meter memtracker uses PyTorch's MemTracker instead, which keeps
+some tensors alive through its hooks: docs/cuda-semantics.md). The peak is compared with
 `headroom plan --gpu h100-80gb --stack pytorch --json`. Prints a table; exits 1 when a
 case is outside the bound.
 
     python3 fake_cuda_step.py HEADROOM [--fast | --only-slow] [--only SUBSTR]
-                              [--bound-pct 0.5] [--trace-top N]
+                              [--bound-pct 0.5] [--meter counter|memtracker] [--trace]
 
 CUDA's semantics, as on an H100 with this wheel:
 * the SDPA kernel the CUDA dispatcher picks (fake_cuda_semantics.install_sdpa), whose
@@ -30,7 +31,8 @@ ops (kernel_scratch below). cuDNN's backward workspace is sized by cuDNN at run 
 planner does not model it (op_cost.cc), so neither does this column.
 
 Each case runs in a child forked from one `--serve` process (fork_server.py) that has
-imported torch and transformers and installed the fake device once.
+imported torch and transformers and installed the fake device once. --trace lists the
+storages live at the measured peak, by where they were made.
 """
 
 import argparse
@@ -84,12 +86,20 @@ def kernel_scratch(name, args):
 # The measuring child process.
 # ---------------------------------------------------------------------------------------
 
+def note_position_ids(made_by, func, name, out):
+    """Records the int64 tensors arange and add make: transformers' position ids, which
+    fake_cuda_semantics.patch_find_packed_sequence_indices checks (through op_of)."""
+    import torch
+    if name in ("arange", "add") and isinstance(out, torch.Tensor) and out.dtype == torch.int64:
+        made_by[id(out.untyped_storage())] = str(func)
+
+
 def counter_class():
     """The storage counter of the fake-CPU step (fake_cpu_step.StorageCounter: every
     storage an op returns, while its storage lives) on the cuda device, each storage
     rounded to 512 B, plus the kernel scratch of each attention backward op while it runs,
-    whether a matmul ran (the cuBLAS workspace), and the op that made each int64 tensor
-    (the position-ids check of fake_cuda_semantics)."""
+    whether a matmul ran (the cuBLAS workspace), and the int64 tensors made by arange or
+    add (the position-ids check of fake_cuda_semantics)."""
     import torch
     from fake_cpu_step import StorageCounter
 
@@ -115,8 +125,7 @@ def counter_class():
                 out = super().__torch_dispatch__(func, types, args, kwargs)
             finally:
                 self.scratch = 0
-            if name in ("arange", "add") and isinstance(out, torch.Tensor):
-                self.made_by[id(out.untyped_storage())] = str(func)
+            note_position_ids(self.made_by, func, name, out)
             return out
 
         def _update_peak(self):
@@ -169,8 +178,7 @@ def memtracker_class():
             out = super().__torch_dispatch__(func, types, args, kwargs)
             name = func.overloadpacket.__name__
             self.matmul_ran |= name in MATMULS
-            if name in ("arange", "add") and isinstance(out, torch.Tensor):
-                self.made_by[id(out.untyped_storage())] = str(func)
+            note_position_ids(self.made_by, func, name, out)
             scratch = kernel_scratch(name, args)
             snap = self._curr_mem_snap.get(cuda)
             total = (snap[_TOTAL_KEY] if snap else 0) + scratch
