@@ -164,26 +164,43 @@ TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
 
 // torch.optim (a plain PyTorch loop) creates every parameter's states and its 4-byte
 // step tensor (_init_group) before it updates any parameter. Its foreach
-// implementation then takes sqrt(exp_avg_sq) of both parameters at once.
+// implementation then takes sqrt(exp_avg_sq) of both parameters at once. The step tensor
+// is on the parameter's device only for fused AdamW (torch/optim/adam.py _init_group:
+// `torch.tensor(0.0, ..., device="cpu")` otherwise): in GPU memory for fused alone, in
+// the CPU's for every implementation.
+int64_t PeakOfStep(const OpGraph& g, const TrainingConfig& config, int step,
+                   int64_t* live_after = nullptr) {
+  const Timeline t = SimulateSteps(g, config, {});
+  LiveBytes live(t);
+  Replay(t, live);
+  if (live_after) *live_after = live.live().current;
+  return live.peak_by_step().at(step);
+}
+
 TEST(StepSimulator, TorchOptimCreatesAllStatesBeforeTheUpdates) {
   const OpGraph g = TinyClassifierGraph();
   TrainingConfig config = TinyConfig(OptimizerKind::kAdamW);
   config.stack = Stack::kPytorch;
   config.optimizer_impl = OptimizerImpl::kForLoop;
-  const Timeline t = SimulateSteps(g, config, {});
-  LiveBytes live(t);
-  Replay(t, live);
-  // Step 1: weights 56 + grads 56 + states 112 + step tensors 8 = 232, then E's
-  // temporary 64 -> 296 (W's 48 after it is freed).
-  EXPECT_EQ(live.peak_by_step().at(1), 296);
-  EXPECT_EQ(live.peak_by_step().at(2), 296);
-  EXPECT_EQ(live.live().current, 56 + 112 + 8);
+  ASSERT_TRUE(config.kernels.cuda);
+  int64_t live_after = 0;
+  // Step 1: weights 56 + grads 56 + states 112 = 224, then E's temporary 64 -> 288 (W's
+  // 48 after it is freed). The step tensors are host tensors.
+  EXPECT_EQ(PeakOfStep(g, config, 1, &live_after), 288);
+  EXPECT_EQ(PeakOfStep(g, config, 2), 288);
+  EXPECT_EQ(live_after, 56 + 112);
 
-  config.optimizer_impl = OptimizerImpl::kForeach;  // 232 + sqrt of both: 32 + 24
-  const Timeline foreach_timeline = SimulateSteps(g, config, {});
-  LiveBytes foreach (foreach_timeline);
-  Replay(foreach_timeline, foreach);
-  EXPECT_EQ(foreach.peak_by_step().at(1), 232 + 56);
+  config.optimizer_impl = OptimizerImpl::kForeach;  // 224 + sqrt of both: 32 + 24
+  EXPECT_EQ(PeakOfStep(g, config, 1), 224 + 56);
+
+  config.optimizer_impl = OptimizerImpl::kFused;  // no temporaries; steps on the device
+  EXPECT_EQ(PeakOfStep(g, config, 1, &live_after), 224 + 8);
+  EXPECT_EQ(live_after, 56 + 112 + 8);
+
+  config.kernels.cuda = false;  // on the CPU the host is the device
+  config.optimizer_impl = OptimizerImpl::kForLoop;
+  EXPECT_EQ(PeakOfStep(g, config, 1, &live_after), 296);
+  EXPECT_EQ(live_after, 56 + 112 + 8);
 }
 
 TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
@@ -252,9 +269,9 @@ TEST(StepSimulator, LoraUnderAmpStoresFrozenWeightsIn16Bit) {
   EXPECT_EQ(adapters, 2 * ((4 * 64 + 64 * 4) + (4 * 64 + 32 * 4)));
   EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kWeights)],
             2 * frozen + 4 * adapters);
-  // Two fp32 moments per adapter value, and torch.optim's 4-byte step tensor for each of
-  // the 8 adapter matrices.
-  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)], 8 * adapters + 8 * 4);
+  // Two fp32 moments per adapter value; torch.optim's step tensors are host tensors on a
+  // GPU (foreach AdamW, the default).
+  EXPECT_EQ(live.current_breakdown()[static_cast<int>(Category::kOptimizer)], 8 * adapters);
 }
 
 }  // namespace

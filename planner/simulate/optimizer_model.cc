@@ -10,14 +10,14 @@ constexpr int64_t kQuantBlock = 256;
 }  // namespace
 
 OptimizerParamCost CostOptimizer(OptimizerKind kind, OptimizerImpl impl, const SymShape& shape,
-                                 DType state_dtype, bool master_weights, bool python_step_tensor) {
+                                 DType state_dtype, bool master_weights, bool step_tensor_on_device) {
   const int64_t n = shape.Numel({});
   OptimizerParamCost cost;
   const int64_t state = StorageBytes(state_dtype, n);
   switch (kind) {
     case OptimizerKind::kAdamW:
       cost.state_bytes = {state, state};  // exp_avg, exp_avg_sq
-      if (python_step_tensor) cost.step_tensor_bytes = StorageBytes(DType::kF32, 1);
+      if (step_tensor_on_device) cost.step_tensor_bytes = StorageBytes(DType::kF32, 1);
       switch (impl) {
         case OptimizerImpl::kForLoop:
           // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): the sqrt

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "planner/core/dtype.h"
-#include "planner/graph/sym_shape.h"
 #include "planner/core/training_config.h"
+#include "planner/graph/sym_shape.h"
 
 namespace headroom {
 
@@ -25,8 +25,10 @@ struct OptimizerParamCost {
 
 // `shape` is the parameter's (static) shape; `state_dtype` comes from the precision
 // regime; `master_weights` adds the fp32 copy of a 16-bit gradient during the update;
-// `python_step_tensor`: torch.optim's per-parameter step tensor (not LibTorch's).
+// `step_tensor_on_device`: torch.optim's per-parameter 0-d step tensor is in this device's
+// memory (CostTarget::StepTensorOnDevice; LibTorch's optimizers keep none).
 OptimizerParamCost CostOptimizer(OptimizerKind kind, OptimizerImpl impl, const SymShape& shape,
-                                 DType state_dtype, bool master_weights, bool python_step_tensor);
+                                 DType state_dtype, bool master_weights,
+                                 bool step_tensor_on_device);
 
 }  // namespace headroom

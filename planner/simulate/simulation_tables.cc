@@ -15,13 +15,14 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
   param_index.assign(g.num_tensors(), -1);
   for (size_t i = 0; i < parameters.size(); ++i)
     param_index[parameters[i].value] = static_cast<int32_t>(i);
+  const OptimizerImpl impl = EffectiveOptimizerImpl(c);
+  const bool step_on_device = states.target().StepTensorOnDevice(impl);
   if (c.parallel.sharding == Sharding::kZero2) {
     // DeepSpeed hands the optimizer its fp32 partition as the only parameter; the flat
     // master replaces the per-parameter ones.
     std::fill(master_bytes.begin(), master_bytes.end(), 0);
-    zero_flat_cost = CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c),
-                                   SymShape{Dim::C(shards.zero.partition_numel)}, DType::kF32,
-                                   /*master_weights=*/false, states.target().torch_optim);
+    zero_flat_cost = CostOptimizer(c.optimizer, impl, SymShape{Dim::C(shards.zero.partition_numel)},
+                                   DType::kF32, /*master_weights=*/false, step_on_device);
     return;
   }
   if (c.parallel.sharding == Sharding::kZero3) {
@@ -29,9 +30,9 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
     // _create_fp32_partitions).
     std::fill(master_bytes.begin(), master_bytes.end(), 0);
     for (int64_t numel : shards.zero3.sub_group_numel)
-      zero3_sub_group_costs.push_back(CostOptimizer(
-          c.optimizer, EffectiveOptimizerImpl(c), SymShape{Dim::C(numel)}, DType::kF32,
-          /*master_weights=*/false, states.target().torch_optim));
+      zero3_sub_group_costs.push_back(CostOptimizer(c.optimizer, impl, SymShape{Dim::C(numel)},
+                                                    DType::kF32, /*master_weights=*/false,
+                                                    step_on_device));
     return;
   }
   if (!c.parallel.fsdp()) return;
@@ -44,9 +45,9 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
     const SymShape shard = info.shape.dims().size() <= 1
                                ? SymShape{Dim::C(shards.local_rows[i])}
                                : SymShape{Dim::C(shards.local_rows[i]), Dim::C(numel / rows)};
-    optimizer_costs[i] = CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), shard,
-                                       states.OptimizerStateDType(parameters[i]),
-                                       states.regime().master_weights, states.target().torch_optim);
+    optimizer_costs[i] =
+        CostOptimizer(c.optimizer, impl, shard, states.OptimizerStateDType(parameters[i]),
+                      states.regime().master_weights, step_on_device);
     if (master_bytes[i] > 0) master_bytes[i] = StorageBytes(DType::kF32, shard.Numel({}));
   }
 }
@@ -55,6 +56,7 @@ SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
 void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
   const OpGraph& g = graph;
   const PrecisionRegime& regime = states.regime();
+  const OptimizerImpl impl = EffectiveOptimizerImpl(c);
   for (int o = 0; o < g.num_ops(); ++o) block_of_op.push_back(g.op(OpId{o}).block);
   for (int t = 0; t < g.num_tensors(); ++t) {
     const TensorId id{t};
@@ -74,10 +76,10 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
     master_bytes.push_back(
         regime.master_weights && info.param.trainable ? StorageBytes(DType::kF32, numel) : 0);
     optimizer_costs.push_back(
-        info.param.trainable ? CostOptimizer(c.optimizer, EffectiveOptimizerImpl(c), info.shape,
-                                             states.OptimizerStateDType(id), regime.master_weights,
-                                             /*python_step_tensor=*/states.target().torch_optim)
-                             : OptimizerParamCost{});
+        info.param.trainable
+            ? CostOptimizer(c.optimizer, impl, info.shape, states.OptimizerStateDType(id),
+                            regime.master_weights, states.target().StepTensorOnDevice(impl))
+            : OptimizerParamCost{});
   }
   for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
   released_after_op.assign(g.num_ops(), {});

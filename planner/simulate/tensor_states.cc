@@ -187,6 +187,7 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   target.fp32_adapters = python;
   target.reentrant_checkpoint = !python;
   target.torch_optim = python;
+  target.cuda_device = config.kernels.cuda;
   // From the policy, like the KV cache: when the solver chooses the checkpoint set, its
   // candidates share one set of tables without this (two b x s x h tensors).
   target.input_embeddings_require_grad =

@@ -43,6 +43,14 @@ struct CostTarget {
   // torch.optim creates every parameter's states (and a 0-d step tensor each) before
   // updating any; LibTorch's optimizers create each parameter's just before updating it.
   bool torch_optim = false;
+  // Where torch.optim's step tensors live: on the parameter's device for the fused (or
+  // capturable) Adam/AdamW, on the host otherwise (torch/optim/adam.py _init_group:
+  // `torch.tensor(0.0, dtype=_get_scalar_dtype(), device="cpu")`), which is device memory
+  // only when the device is the CPU.
+  bool cuda_device = false;
+  bool StepTensorOnDevice(OptimizerImpl impl) const {
+    return torch_optim && (!cuda_device || impl == OptimizerImpl::kFused);
+  }
   // transformers' gradient_checkpointing_enable() calls enable_input_require_grads(): a
   // forward hook makes the input embedding's output require grad. With a frozen
   // embedding (LoRA) that output is a leaf, which autograd holds, with its .grad, until
