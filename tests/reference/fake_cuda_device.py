@@ -144,3 +144,23 @@ def _answer_torch_cuda():
     torch.cuda.set_rng_state = lambda new_state, device="cuda": None
     torch.cuda.device_count = lambda: 1
     torch.cuda.current_device = lambda: 0
+
+
+def answer_streams():
+    """What FSDP2 asks torch.cuda for (fully_shard: current_device, its copy-in and
+    reduce-scatter streams and their events), answered by the guard's one default stream:
+    generic torch.Stream / torch.Event objects, whose methods go through the device guard
+    above. Call after importing transformers: its annotations read torch.cuda.Stream."""
+    import contextlib
+
+    def stream(*args, **kwargs):
+        return torch.Stream(stream_id=0, device_index=0, device_type=1)
+
+    default = stream()
+    torch.cuda.Stream = stream
+    torch.cuda.Event = lambda *args, **kwargs: torch.Event(device="cuda")
+    torch.cuda.current_stream = lambda *args, **kwargs: default
+    torch.cuda.default_stream = lambda *args, **kwargs: default
+    torch.cuda.stream = lambda s: contextlib.nullcontext()
+    torch.cuda.set_device = lambda *args: None
+    torch.cuda.synchronize = lambda *args: None
