@@ -126,23 +126,26 @@ TEST(StepSimulator, TinyClassifierTimelineByHand) {
       32,  56,                       // setup: E, W
       72,  88,  104, 128, 152, 128,  // ids, labels, e, y, lp, free y
       132, 136,                      // nll: total_weight, loss
-      140, 136,                      // grad(loss), loss freed
-      160, 156, 140, 136,            // nll: grad(lp), total_weight, labels, grad(loss) freed
-      160, 136, 112,                 // log_softmax: grad(y32), lp freed, grad(lp) freed
-      128, 152, 136, 112,            // fc: grad(e), W.grad, e freed, grad(y) freed
-      144, 128, 112,                 // embedding: E.grad, ids freed, grad(e) freed
+      140,                           // grad(loss): the seed (loss and seed held to the end)
+      164, 160, 144,                 // nll: grad(lp), total_weight, labels freed
+      168, 144, 120,                 // log_softmax: grad(y32), lp freed, grad(lp) freed
+      136, 160, 144, 120,            // fc: grad(e), W.grad, e freed, grad(y) freed
+      152, 136, 120,                 // embedding: E.grad, ids freed, grad(e) freed
+      116, 112,                      // backward returns: the seed, then the loss freed
       80,  56};                      // zero_grad: E.grad, then W.grad
   EXPECT_EQ(LiveAfterEachEvent(t), expected);
 
   LiveBytes live(t);
   Replay(t, live);
-  EXPECT_EQ(live.live().peak, 160);
+  EXPECT_EQ(live.live().peak, 168);
   EXPECT_EQ(t.phases[live.peak_phase()].kind, Phase::Kind::kBackward);
-  EXPECT_EQ(g.op(t.phases[live.peak_phase()].op).name, "nll");  // the first to reach it
+  EXPECT_EQ(g.op(t.phases[live.peak_phase()].op).name, "log_softmax");
+  // Weights 56; activations: ids 16, e 16, lp 24 and the loss 4 = 60; temporaries: the
+  // seed 4, grad(lp) 24, grad(y32) 24 = 52.
   const CategoryBytes& at_peak = live.breakdown_at_peak();
   EXPECT_EQ(at_peak[static_cast<int>(Category::kWeights)], 56);
-  EXPECT_EQ(at_peak[static_cast<int>(Category::kActivations)], 76);
-  EXPECT_EQ(at_peak[static_cast<int>(Category::kTemporaries)], 28);
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kActivations)], 60);
+  EXPECT_EQ(at_peak[static_cast<int>(Category::kTemporaries)], 52);
 }
 
 // With AdamW the first step allocates both moments (2 x 56 B) lazily, with a 2 x numel
@@ -153,10 +156,10 @@ TEST(StepSimulator, OptimizerStatesAppearAtTheFirstStep) {
   const Timeline t = SimulateSteps(g, config, {});
   LiveBytes live(t);
   Replay(t, live);
-  // Step 1 peak: the backward peak (160). Optimizer step of step 1: weights 56 + grads
+  // Step 1 peak: the backward peak (168). Optimizer step of step 1: weights 56 + grads
   // 56 + E states 64 + temp 64 = 240, then W states 48 + temp 48 -> 56+56+64+48+48 = 272.
   EXPECT_EQ(live.peak_by_step().at(1), 272);
-  // Step 2: states (112) live throughout: backward peak 160 + 112 = 272; optimizer
+  // Step 2: states (112) live throughout: backward peak 168 + 112 = 280; optimizer
   // step 56 + 56 + 112 + 64 (E's temp) = 288.
   EXPECT_EQ(live.peak_by_step().at(2), 288);
   EXPECT_EQ(live.live().current, 56 + 112);  // weights and states remain
@@ -211,8 +214,8 @@ TEST(StepSimulator, GradientAccumulationKeepsGradsAcrossMicroBatches) {
   LiveBytes live(t);
   Replay(t, live);
   // Micro-batch 2 runs with the 56 B of .grad from micro-batch 1 live: the backward
-  // peak of micro-batch 1 is 160; in micro-batch 2 at the same point 160 + 56 = 216.
-  EXPECT_EQ(live.live().peak, 216);
+  // peak of micro-batch 1 is 168; in micro-batch 2 at the same point 168 + 56 = 224.
+  EXPECT_EQ(live.live().peak, 224);
   EXPECT_EQ(t.phases[live.peak_phase()].micro_batch, 2);
 }
 

@@ -380,8 +380,12 @@ class StepSimulator {
     SetPhase(Phase::Kind::kBackward, step, mb, graph_.tensor(graph_.loss()).producer);
     const TensorId loss = graph_.loss();
     engines_->StartBackward();
-    grad_of_[loss.value] = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
-    UseDone(loss);
+    // loss.backward() (torch/autograd/__init__.py backward): _make_grads' ones_like seed
+    // stays in grad_tensors_ until the engine returns, and the caller holds the loss
+    // itself (`loss.backward()`, then `del loss`): both live through the whole backward.
+    const int64_t seed = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
+    grad_of_[loss.value] = seed;
+    Retain(seed);
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
@@ -407,6 +411,8 @@ class StepSimulator {
     engines_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
+    Release(seed);
+    UseDone(loss);
     if (tables_.grad_leaf.valid()) {
       // The graph is freed: the hooked embedding output and its .grad go with it.
       if (leaf_grad_ != kNoBuffer) Release(leaf_grad_);
