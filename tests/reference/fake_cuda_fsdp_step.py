@@ -174,9 +174,7 @@ def main():
     cases = [c for c in CASES if args.only in c.name]
     print(f"{'configuration (rank 0)':<60} {'predicted':>16} {'fake':>16} {'+attn':>9}"
           f" {'+cuBLAS':>10} {'error':>8}", flush=True)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
-               TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="")
-    server = fork_server.ForkServer([sys.executable, os.path.abspath(__file__), "--serve"], env)
+    server = fake_cuda_step.case_server(__file__)
     failures, worst, begin = 0, 0.0, time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for i, fc in enumerate(cases):

@@ -334,6 +334,14 @@ def print_live(live):
         print(f"{'':<6}{total:>16,} {count:>5}x  {' '.join(key)}")
 
 
+def case_server(script):
+    """The fork server of a fake-CUDA harness (`script --serve`), with no real CUDA device
+    visible (fake_cuda_device refuses to patch next to one)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
+               TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="")
+    return fork_server.ForkServer([sys.executable, os.path.abspath(script), "--serve"], env)
+
+
 def compare(measured, plan):
     """The fake peak plus the kernel scratch it cannot see, against the plan's allocated
     peak. The error leaves out the cuBLAS workspace on both sides: a constant 32 MiB that
@@ -366,9 +374,7 @@ def main():
              and not (args.only_slow and not c.slow)]
     print(f"{'configuration':<56} {'kernel':<10} {'predicted':>16} {'fake':>16}"
           f" {'+attn':>11} {'+cuBLAS':>10} {'measured':>16} {'error':>8}", flush=True)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
-               TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="")
-    server = fork_server.ForkServer([sys.executable, os.path.abspath(__file__), "--serve"], env)
+    server = case_server(__file__)
     failures, worst, begin = 0, 0.0, time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for i, case in enumerate(cases):
