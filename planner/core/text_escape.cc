@@ -78,9 +78,9 @@ std::string MarkupEscaped(std::string_view text) {
 }
 
 std::string CsvField(std::string_view text) {
-  std::string field(text);
-  if (!field.empty() && std::string_view("=+-@\t\r").find(field.front()) != std::string_view::npos)
-    field.insert(0, "'");
+  const bool formula =
+      !text.empty() && std::string_view("=+-@\t\r").find(text.front()) != std::string_view::npos;
+  const std::string field = (formula ? "'" : "") + std::string(text);
   if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
   std::string out = "\"";
   for (const char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
