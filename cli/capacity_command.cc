@@ -113,7 +113,7 @@ int WriteOutputs(const CapacityFlags& f, const CapacitySubject& subject,
   if (f.request.json) {
     std::cout << CapacityJson(subject, report, prices).dump(2) << "\n";
   } else {
-    std::cout << FormatCapacityText(subject, report, prices);
+    PrintReport(FormatCapacityText(subject, report, prices));
   }
   if (f.csv_path)
     if (auto error = WriteFileAtomically(*f.csv_path, CapacityCsv(report)))
@@ -159,8 +159,7 @@ void AddCapacityFlags(CLI::App& cmd, CapacityFlags& f) {
 
 int RunCapacityCommand(CapacityFlags f) {
   if (auto error = CheckSweptFlags(f)) return ReportUsageError(error->message);
-  if (auto error = CheckOutputFlags(
-          {{"--csv", f.csv_path.value_or("")}, {"--html", f.html_path.value_or("")}}))
+  if (auto error = CheckOutputFlags({{"--csv", f.csv_path}, {"--html", f.html_path}}))
     return ReportUsageError(error->message);
   auto prices = LoadPrices(f);
   if (!prices) return ReportUsageError(prices.error().message);

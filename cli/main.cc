@@ -1,6 +1,7 @@
 // headroom: predict and plan the memory of LLM fine-tuning. This file only parses the
 // command line and prints; the work lives in headroom::planner and headroom::models.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <new>
 #include <optional>
@@ -132,6 +133,9 @@ int Main(int argc, char** argv) {
 // escapes.
 int main(int argc, char** argv) {
   using namespace headroom;
+  // Past a file-size limit (RLIMIT_FSIZE) a write then fails with EFBIG and the
+  // temporary is removed, where SIGXFSZ's default would kill the process and leave it.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return Main(argc, argv);
   } catch (const SizeOverflow& e) {

@@ -6,6 +6,7 @@
 
 #include "models/build_graph.h"
 #include "planner/core/file_io.h"
+#include "planner/core/text_escape.h"
 #include "planner/plan/plan_outcome.h"
 #include "planner/report/plan_report.h"
 #include "planner/report/timeline_export.h"
@@ -18,12 +19,12 @@ int Fail(const std::string& message) { return ReportUsageError(message); }
 void PrintOutcome(const PlanFlags& flags, const PlanRequest& request, const PlanOutcome& outcome) {
   if (flags.emit) {
     const StackExport out = ExportPlan(*flags.emit, outcome);
-    std::cout << out.text;
+    PrintReport(out.text);
     for (const std::string& note : out.notes) fmt::print(stderr, "headroom: note: {}\n", note);
   } else if (flags.json) {
     std::cout << PlanJson(request, outcome).dump(2) << "\n";
   } else {
-    std::cout << FormatPlanText(request, outcome);
+    PrintReport(FormatPlanText(request, outcome));
   }
 }
 
@@ -44,8 +45,8 @@ int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, cons
   if (auto error = WriteFileAtomically(paths.svg_path, svg))
     return ReportRunFailure(error->message);
   if (!quiet) {
-    fmt::print("\ntimeline: {} ({} events), chart: {}\n", paths.csv_path, p.timeline.events.size(),
-               paths.svg_path);
+    fmt::print("\ntimeline: {} ({} events), chart: {}\n", TerminalEscaped(paths.csv_path),
+               p.timeline.events.size(), TerminalEscaped(paths.svg_path));
   }
   return 0;
 }
@@ -53,9 +54,12 @@ int WriteTimeline(const TimelineOutputs& paths, const PlanRequest& request, cons
 }  // namespace
 
 int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
-  if (auto error = CheckOutputFlags({{"-o", flags.output_plan.value_or("")},
-                                     {"--csv", timeline ? timeline->csv_path : ""},
-                                     {"--svg", timeline ? timeline->svg_path : ""}}))
+  const auto timeline_path = [&](const std::string TimelineOutputs::*path) {
+    return timeline ? std::optional(timeline->*path) : std::nullopt;
+  };
+  if (auto error = CheckOutputFlags({{"-o", flags.output_plan},
+                                     {"--csv", timeline_path(&TimelineOutputs::csv_path)},
+                                     {"--svg", timeline_path(&TimelineOutputs::svg_path)}}))
     return Fail(error->message);
   auto request = ToPlanRequest(flags);
   if (!request) return Fail(request.error().message);
@@ -68,7 +72,7 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   if (!outcome) return Fail(outcome.error().message);
   if (flags.emit && !outcome->fits()) {
     // Nothing to hand an engine: the report says what would fit.
-    std::cout << FormatPlanText(*request, *outcome);
+    PrintReport(FormatPlanText(*request, *outcome));
     return Fail(fmt::format("no plan fits, so there is nothing to export to {}",
                             NameIn(kExportTargetTitles, *flags.emit)));
   }
@@ -78,7 +82,8 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
     if (auto error =
             WriteFileAtomically(*flags.output_plan, WritePlanYaml(ToPlanFile(*request, *outcome))))
       return ReportRunFailure(error->message);
-    if (!flags.json && !flags.emit) fmt::print("\nplan written to {}\n", *flags.output_plan);
+    if (!flags.json && !flags.emit && *flags.output_plan != "-")
+      fmt::print("\nplan written to {}\n", TerminalEscaped(*flags.output_plan));
   }
   if (timeline) return WriteTimeline(*timeline, *request, *graph, *outcome, flags.json);
   return 0;

@@ -1,6 +1,7 @@
 #include "cli/plan_flags.h"
 
 #include <charconv>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include "planner/core/file_io.h"
 #include "planner/core/gpu_catalog.h"
 #include "planner/core/limits.h"
+#include "planner/core/text_escape.h"
 #include "planner/report/plan_report.h"
 
 namespace headroom {
@@ -229,24 +231,38 @@ void AddSolverChoiceFlags(CLI::App& cmd, PlanFlags& f, const std::string& auto_h
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+namespace {
+
+// One line on stderr whatever the message holds: a newline or an escape sequence in a
+// name is printed escaped, so the reason after it is not lost or overwritten.
+void PrintError(std::string message) {
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  fmt::print(stderr, "headroom: error: {}\n", TerminalEscaped(message));
+}
+
+}  // namespace
+
 int ReportUsageError(const std::string& message) {
-  fmt::print(stderr, "headroom: error: {}\n", FirstLine(message));
+  PrintError(message);
   return kUsageError;
 }
 
 std::optional<Error> CheckOutputFlags(
-    const std::vector<std::pair<std::string, std::string>>& outputs) {
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs) {
   for (const auto& [flag, path] : outputs) {
-    if (path.empty()) continue;
-    if (auto error = CheckWritableTarget(path)) return MakeError(flag + ": " + error->message);
+    if (!path) continue;
+    if (path->empty()) return MakeError(flag + ": the path is empty; name a file, or - for stdout");
+    if (auto error = CheckWritableTarget(*path)) return MakeError(flag + ": " + error->message);
   }
   return std::nullopt;
 }
 
 int ReportRunFailure(const std::string& message) {
-  fmt::print(stderr, "headroom: error: {}\n", FirstLine(message));
+  PrintError(message);
   return kRunFailure;
 }
+
+void PrintReport(const std::string& text) { std::cout << TerminalEscaped(text, true); }
 
 void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   AddRequestFlags(cmd, f);

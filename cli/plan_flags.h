@@ -67,11 +67,15 @@ inline constexpr int kRunFailure = 1;
 int ReportRunFailure(const std::string& message);
 // The first line of an exception's message (LibTorch appends a backtrace).
 std::string FirstLine(const std::string& text);
-// Files a command will write, as (flag, path); an empty path is a flag not given. The
-// error names the flag of the first that cannot be written; checked before the work, so
-// a bad path costs no solver or training time.
+// Files a command will write, as (flag, path); no path is a flag not given, and an empty
+// one is an error. The error names the flag of the first that cannot be written; checked
+// before the work, so a bad path costs no solver or training time.
 std::optional<Error> CheckOutputFlags(
-    const std::vector<std::pair<std::string, std::string>>& outputs);
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& outputs);
+
+// A report on stdout, its control bytes escaped (planner/core/text_escape.h): a name in it cannot
+// move the cursor or rewrite a line.
+void PrintReport(const std::string& text);
 
 // The flags that state a request (model, device, training config): plan, simulate, train.
 void AddRequestFlags(CLI::App& command, PlanFlags& flags);

@@ -11,6 +11,7 @@
 #include "planner/core/byte_units.h"
 #include "planner/core/file_io.h"
 #include "planner/core/limits.h"
+#include "planner/core/text_escape.h"
 #include "planner/plan/plan_file.h"
 #include "planner/plan/plan_outcome.h"
 #include "planner/report/plan_report.h"
@@ -89,9 +90,9 @@ std::optional<Error> LoadStartingPoint(const TrainFlags& flags, Trainer& trainer
 void PrintHeader(const PlanRequest& request, const Trainer& trainer, const TokenSource* data) {
   const TrainingConfig& config = trainer.config();
   std::printf("headroom train: %s on %s, micro-batch %ld x %ld, sequence %ld, %s, data: %s\n",
-              request.model.name.c_str(), std::string(request.device.TypeName()).c_str(),
-              static_cast<long>(config.micro_batch), static_cast<long>(config.grad_accum_steps),
-              static_cast<long>(config.seq_len),
+              TerminalEscaped(request.model.name).c_str(),
+              std::string(request.device.TypeName()).c_str(), static_cast<long>(config.micro_batch),
+              static_cast<long>(config.grad_accum_steps), static_cast<long>(config.seq_len),
               std::string(PrecisionName(config.precision)).c_str(),
               data ? data->description().c_str() : "synthetic");
   std::printf(
@@ -343,10 +344,11 @@ int RunTrainCommand(const TrainFlags& flags) {
   if (!graph) return ReportUsageError(graph.error().message);
   Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
   if (!plan) return ReportUsageError(plan.error().message);
-  if (auto error =
-          CheckOutputFlags({{"--report", flags.report},
-                            {"--state", flags.save_every > 0 ? flags.state_path() : ""},
-                            {"--plan-out", flags.plan.auto_plan ? flags.plan_out_path() : ""}}))
+  if (auto error = CheckOutputFlags(
+          {{"--report", flags.report.empty() ? std::nullopt : std::optional(flags.report)},
+           {"--state", flags.save_every > 0 ? std::optional(flags.state_path()) : std::nullopt},
+           {"--plan-out",
+            flags.plan.auto_plan ? std::optional(flags.plan_out_path()) : std::nullopt}}))
     return ReportUsageError(error->message);
   if (!flags.plan.auto_plan) {
     if (auto error = CheckStepSize(*graph, {request->config.micro_batch, request->config.seq_len}))

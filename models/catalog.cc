@@ -55,7 +55,12 @@ namespace {
 
 Result<ModelSpec> ResolveHubModel(std::string_view hub_id) {
   if (std::optional<std::string> name = CatalogNameForHubId(hub_id)) return LoadCatalogModel(*name);
-  Result<HubConfig> config = FetchHubConfig(hub_id, HubSettingsFromEnvironment());
+  const auto is_model = [](const HubConfig& c) -> std::optional<Error> {
+    Result<ModelSpec> parsed = ParseHfConfigJson(c.text, c.origin);
+    if (!parsed) return parsed.error();
+    return std::nullopt;
+  };
+  Result<HubConfig> config = FetchHubConfig(hub_id, HubSettingsFromEnvironment(), is_model);
   if (!config) return config.error();
   Result<ModelSpec> spec = ParseHfConfigJson(config->text, config->origin);
   if (spec) spec->name = std::string(hub_id);

@@ -53,6 +53,13 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
 
 HttpFailure KindOf(CURLcode code, bool too_large) {
   if (too_large || code == CURLE_FILESIZE_EXCEEDED) return HttpFailure::kTooLarge;
+  // libcurl before 8.6 reports a header line past CURL_MAX_HTTP_HEADER as out of memory
+  // (its header buffer is a dynbuf capped at that size, http.c); with the body capped at
+  // a few MiB, a real allocation failure is not what happened.
+  if (code == CURLE_OUT_OF_MEMORY) return HttpFailure::kHeaderTooLarge;
+#if LIBCURL_VERSION_NUM >= 0x080600
+  if (code == CURLE_TOO_LARGE) return HttpFailure::kHeaderTooLarge;
+#endif
   switch (code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -115,6 +122,8 @@ std::variant<HttpResponse, HttpError> HttpGet(const std::string& url,
     std::string detail = error_text[0] != '\0' ? error_text : curl_easy_strerror(code);
     if (kind == HttpFailure::kTooLarge)
       detail = fmt::format("the body is over {} bytes", options.max_body_bytes);
+    if (kind == HttpFailure::kHeaderTooLarge)
+      detail = fmt::format("a header line is over {} bytes", CURL_MAX_HTTP_HEADER);
     return HttpError{kind, Trim(detail)};
   }
   long status = 0;

@@ -34,10 +34,11 @@ struct HttpResponse {
 
 // Why no response came.
 enum class HttpFailure {
-  kUnreachable,  // the name did not resolve, or nothing accepted the connection
-  kTimedOut,     // connect_timeout_s or total_timeout_s passed
-  kTooLarge,     // the body passed max_body_bytes; the transfer was stopped there
-  kOther,        // TLS, too many redirects, a broken connection, ...
+  kUnreachable,     // the name did not resolve, or nothing accepted the connection
+  kTimedOut,        // connect_timeout_s or total_timeout_s passed
+  kTooLarge,        // the body passed max_body_bytes; the transfer was stopped there
+  kHeaderTooLarge,  // a header line past libcurl's limit (CURL_MAX_HTTP_HEADER, 100 KiB)
+  kOther,           // TLS, too many redirects, a broken connection, ...
 };
 struct HttpError {
   HttpFailure kind;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include <unistd.h>
@@ -48,18 +50,24 @@ std::optional<std::string> ResolveMain(const fs::path& repo) {
   return commit;
 }
 
-// `link` -> `target`, replacing whatever `link` was, by renaming a new link over it.
+// `link` -> `target`, replacing whatever `link` was, by renaming a new link over it. The
+// new link is made under an unpredictable name; symlink(2) never follows or replaces
+// what is already at a name.
 std::optional<Error> ReplaceWithSymlink(const fs::path& target, const fs::path& link) {
-  fs::path tmp = link;
-  tmp += ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove(tmp, ec);
-  fs::create_symlink(target, tmp, ec);
-  if (!ec) fs::rename(tmp, link, ec);
-  if (!ec) return std::nullopt;
-  std::error_code ignored;
-  fs::remove(tmp, ignored);
-  return MakeError(fmt::format("cannot link {}: {}", link.string(), ec.message()));
+  const std::string prefix = "." + link.filename().string() + ".tmp-";
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const fs::path tmp = UnpredictableName(link.parent_path(), prefix);
+    if (::symlink(target.c_str(), tmp.c_str()) != 0) {
+      if (errno == EEXIST) continue;
+      break;
+    }
+    if (::rename(tmp.c_str(), link.c_str()) == 0) return std::nullopt;
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+    break;
+  }
+  return MakeError(fmt::format("cannot link {}: {}", link.string(), std::strerror(errno)));
 }
 
 }  // namespace
@@ -105,13 +113,11 @@ std::optional<Error> StoreInHubCache(const fs::path& cache, std::string_view rep
   if (IsSafeComponent(version.etag)) {
     fs::create_directories(repo / "blobs", ec);
     const fs::path blob = repo / "blobs" / version.etag;
-    linked = !ec && !WriteFileAtomically(blob, text) &&
+    linked = !ec && !WriteFileAtomically(blob, text, AtSymlink::kReplace) &&
              !ReplaceWithSymlink(fs::path("../../blobs") / version.etag, pointer);
   }
   if (!linked) {
-    std::error_code ignored;
-    if (fs::is_symlink(pointer, ignored)) fs::remove(pointer, ignored);
-    if (auto error = WriteFileAtomically(pointer, text)) return error;
+    if (auto error = WriteFileAtomically(pointer, text, AtSymlink::kReplace)) return error;
   }
   // Step 2. The ref, last: it names the snapshot only once the snapshot is complete. A
   // snapshot named `main` is found only with no ref naming another.
@@ -122,7 +128,7 @@ std::optional<Error> StoreInHubCache(const fs::path& cache, std::string_view rep
   fs::create_directories(repo / "refs", ec);
   if (ec)
     return MakeError(fmt::format("cannot create {}: {}", (repo / "refs").string(), ec.message()));
-  return WriteFileAtomically(repo / "refs" / kRevision, version.commit);
+  return WriteFileAtomically(repo / "refs" / kRevision, version.commit, AtSymlink::kReplace);
 }
 
 }  // namespace headroom

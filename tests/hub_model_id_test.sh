@@ -7,6 +7,8 @@
 #   hub_model_id_test.sh HEADROOM catalog  a catalog entry's source id: no network, no cache
 #   hub_model_id_test.sh HEADROOM interop  huggingface_hub's cache, both ways (exit 77,
 #                                          skipped, without the huggingface_hub package)
+#   hub_model_id_test.sh HEADROOM not_a_model|header_too_large|timed_out|endpoint_password|
+#                        token_file_too_large|planted_cache_links   hostile answers and settings
 set -euo pipefail
 headroom=$(realpath "$1")
 mode=$2
@@ -123,6 +125,57 @@ fetch() {
   printf %s "$commit" >"$hand/refs/main"
   plan_ok by-hand test-org/by-hand
   expect by-hand test-org/by-hand
+}
+
+# Answers no Hub gives, and a cache and settings set against headroom (issue 38): one
+# mode each.
+not_a_model() {
+  # Valid JSON that is not a model: refused, not cached, asked for again next time.
+  start_server
+  local rc=0
+  "$headroom" plan --model test-org/not-a-model "${flags[@]}" >/dev/null 2>"$work/err" || rc=$?
+  [ "$rc" = 2 ] && grep -q "^headroom: error: .*model_type" "$work/err" ||
+    fail "JSON that is not a model: exit $rc: $(cat "$work/err")"
+  [ ! -e "$HF_HUB_CACHE/models--test-org--not-a-model/snapshots" ] || fail "a non-model was cached"
+  "$headroom" plan --model test-org/not-a-model "${flags[@]}" >/dev/null 2>&1 || true
+  [ "$(gets test-org/not-a-model)" = 2 ] || fail "a non-model was served from the cache"
+}
+header_too_large() {
+  start_server
+  plan_fails test-org/big-header "the answer from $HF_ENDPOINT is not a Hub's \(a header line is over 102400 bytes\)"
+}
+timed_out() {
+  start_server
+  HF_HUB_DOWNLOAD_TIMEOUT=1 plan_fails test-org/slow "$HF_ENDPOINT did not answer in time \(.*; the limits are 10 s to connect and 1 s in all"
+}
+endpoint_password() {
+  # A user and password in HF_ENDPOINT are never printed.
+  start_server
+  local endpoint=$HF_ENDPOINT
+  HF_ENDPOINT="http://someone:s3cret@${endpoint#http://}" plan_fails test-org/no-such-model \
+    "no model 'test-org/no-such-model' on http://\*\*\*@127.0.0.1"
+  ! grep -q s3cret "$work/err" || fail "the password in HF_ENDPOINT was printed"
+}
+token_file_too_large() {
+  # A token file too large to be a token is an error, not an anonymous request.
+  start_server
+  head -c 5000 /dev/zero | tr '\0' t >"$work/big-token"
+  HF_TOKEN_PATH="$work/big-token" plan_fails test-org/gated-llama "token file: cannot read $work/big-token: it is 5000 bytes, more than the 4096 allowed"
+}
+planted_cache_links() {
+  # Links planted where the cache writes its temporaries (the names headroom used to use:
+  # TARGET.tmp.<pid>; exec keeps the pid) must not redirect a write.
+  start_server
+  local planted="$HF_HUB_CACHE/models--test-org--planted"
+  mkdir -p "$planted/blobs" "$planted/refs"
+  echo victim >"$work/victim"
+  bash -c 'ln -s "$1" "$2/blobs/$3.tmp.$$"; ln -s "$1" "$2/refs/main.tmp.$$"
+    exec "$4" plan --model test-org/planted "${@:5}"' _ "$work/victim" "$planted" "$etag" \
+    "$headroom" "${flags[@]}" >/dev/null || fail "plan --model test-org/planted failed"
+  [ "$(cat "$work/victim")" = victim ] || fail "a link planted in the cache was written through"
+  cmp "$planted/blobs/$etag" "$config" || fail "the planted repository's blob is not the file"
+  [ "$(cat "$planted/refs/main")" = "$commit" ] || fail "the planted repository's ref is wrong"
+  [ -z "$(find "$planted" -name '.*.tmp-*')" ] || fail "a temporary was left in the cache"
 }
 
 catalog() {

@@ -5,7 +5,9 @@ Serves GET and HEAD /ORG/NAME/resolve/main/config.json the way huggingface.co do
 200 with X-Repo-Commit and ETag (and X-Linked-Etag, as huggingface_hub reads it), 401
 (X-Error-Code: GatedRepo) for a gated repository asked without a token and 403 with the
 wrong one, 404 (X-Error-Code: RepoNotFound) for an unknown id, a relative 307 for a
-renamed repository, and a body past any config's size for `test-org/huge`. Binds a free
+renamed repository, and a body past any config's size for `test-org/huge`; and answers
+no Hub gives: JSON that is not a model (`test-org/not-a-model`), a header line past
+libcurl's 100 KiB (`test-org/big-header`), and an answer after 5 s (`test-org/slow`). Binds a free
 port and writes it to --port-file; logs one line per request to --log (the path and
 whether an Authorization header came).
 
@@ -16,6 +18,7 @@ import hashlib
 import http.server
 import os
 import sys
+import time
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -66,7 +69,14 @@ def main():
                 return self.error(404, "EntryNotFound", "Entry not found")
             repo = f"{parts[1]}/{parts[2]}"
             auth = self.headers.get("Authorization")
-            if repo == "test-org/llama-like-8b":
+            if repo in ("test-org/llama-like-8b", "test-org/planted"):
+                return self.ok(config)
+            if repo == "test-org/not-a-model":
+                return self.ok(b'{"hello": "world"}')
+            if repo == "test-org/big-header":
+                return self.reply(200, config, [("X-Padding", "x" * (200 << 10))])
+            if repo == "test-org/slow":
+                time.sleep(5)
                 return self.ok(config)
             if repo == "test-org/unversioned":  # no commit, no ETag: a plain file server
                 return self.ok(config, versioned=False)

@@ -1,9 +1,15 @@
 // Reading and writing the files users name. Reads take regular files only, up to a size
 // limit, so a FIFO, device or directory is a clear error instead of a hang or an
-// unbounded read. Writes are atomic and checked: the bytes go to a temporary file next
-// to the target, which is renamed over it only once every write, the flush and the
-// close succeeded; on any failure the temporary is removed and the previous file is
-// left intact.
+// unbounded read. Writes go where the path leads and nowhere else:
+//   - a regular file (or none yet) is replaced atomically: the bytes go to a temporary
+//     created exclusively, under an unpredictable name, next to the file, which is
+//     renamed over it only once every write, the flush and the close succeeded; on any
+//     failure the temporary is removed and the previous file is left intact;
+//   - a symlink is written through to its target (the link stays a link);
+//   - anything else that takes writes (a character device, a FIFO, a descriptor named
+//     /proc/self/fd/N or /dev/stdout, and "-" for stdout) is written directly, appended
+//     to, with no temporary and no rename: renaming over it would replace a device or a
+//     link the system needs.
 #pragma once
 
 #include <cstdint>
@@ -27,17 +33,29 @@ Result<std::string> ReadRegularFile(const std::filesystem::path& path,
 // Error unless `path` is a regular file (for readers that stream large binary files).
 std::optional<Error> CheckRegularFile(const std::filesystem::path& path);
 
-// Error unless `path` is absent or a regular file (so a write never replaces a device)
-// in a directory that exists.
+// Error unless a write to `path` can go ahead: a regular file or none in a directory that
+// exists, or something else that takes writes (see above); never a directory.
 std::optional<Error> CheckWritableTarget(const std::filesystem::path& path);
+
+// How a write treats a symlink at the path: user outputs are written through it; the
+// files a program keeps for itself (a cache) are replaced whatever sits at their name,
+// so a link planted there cannot redirect the write.
+enum class AtSymlink { kWriteThrough, kReplace };
 
 // Creates the directories above `path` (for outputs that are a directory of files).
 std::optional<Error> CreateParentDirectories(const std::filesystem::path& path);
 
 // `write` fills the stream; an exception from it removes the temporary and propagates.
 std::optional<Error> WriteFileAtomically(const std::filesystem::path& path,
-                                         const std::function<void(std::ostream&)>& write);
+                                         const std::function<void(std::ostream&)>& write,
+                                         AtSymlink at_symlink = AtSymlink::kWriteThrough);
 std::optional<Error> WriteFileAtomically(const std::filesystem::path& path,
-                                         const std::string& text);
+                                         const std::string& text,
+                                         AtSymlink at_symlink = AtSymlink::kWriteThrough);
+
+// A name for a new file in `dir`, starting with `prefix`, that nobody can guess: 64 bits
+// from the system's random source. Create it exclusively (O_EXCL) all the same.
+std::filesystem::path UnpredictableName(const std::filesystem::path& dir,
+                                        const std::string& prefix);
 
 }  // namespace headroom

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "planner/core/byte_units.h"
+#include "planner/core/text_escape.h"
 
 namespace headroom {
 namespace {
@@ -67,8 +68,8 @@ std::string RequestLines(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
   const TrainingConfig& c = in.config;
   std::string out;
-  out += fmt::format("headroom plan: {} on {} ({})\n", in.model_name, in.device.name,
-                     FormatBytes(p.budget_bytes));
+  out += fmt::format("headroom plan: {} on {} ({})\n", TerminalEscaped(in.model_name),
+                     in.device.name, FormatBytes(p.budget_bytes));
   out += fmt::format("  micro-batch {} x {} accumulation steps, sequence {}, {}, {}, {}\n",
                      c.micro_batch, c.grad_accum_steps, c.seq_len, PrecisionName(c.precision),
                      OptimizerName(c.optimizer), DescribeFineTune(c.fine_tune));

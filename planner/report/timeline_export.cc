@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "planner/core/text_escape.h"
 #include "planner/simulate/live_bytes.h"
 
 namespace headroom {
@@ -27,13 +28,6 @@ std::vector<Sample> RunningTotals(const Timeline& timeline, int64_t granularity)
     samples.push_back({i, live.current_breakdown(), live.live().current});
   }
   return samples;
-}
-
-std::string CsvField(std::string s) {
-  if (s.find_first_of(",\"") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 constexpr std::array<const char*, kNumCategories> kColors = {"#4e79a7", "#a0cbe8", "#f28e2b",
@@ -161,7 +155,7 @@ struct SvgChart {
     fmt::print(out,
                R"(<text x="{}" y="{}" fill="#555">peak at: {}</text>)"
                "\n",
-               left, height - 32, DescribePhase(phase, in.graph, in.micro_batches));
+               left, height - 32, MarkupEscaped(DescribePhase(phase, in.graph, in.micro_batches)));
   }
 
   void DrawLegend(std::ostream& out) const {
@@ -193,7 +187,7 @@ void WriteTimelineSvg(const TimelineExportInputs& in, std::ostream& out) {
   fmt::print(out,
              R"(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)"
              "\n",
-             SvgChart::left, in.title);
+             SvgChart::left, MarkupEscaped(in.title));
   chart.DrawAreas(out);
   chart.DrawAxes(out);
   chart.DrawBudget(out);
