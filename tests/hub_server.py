@@ -7,7 +7,7 @@ Serves GET and HEAD /ORG/NAME/resolve/main/config.json the way huggingface.co do
 wrong one, 404 (X-Error-Code: RepoNotFound) for an unknown id, a relative 307 for a
 renamed repository, and a body past any config's size for `test-org/huge`; and answers
 no Hub gives: JSON that is not a model (`test-org/not-a-model`), a header line past
-libcurl's 100 KiB (`test-org/big-header`), and an answer after 5 s (`test-org/slow`). Binds a free
+libcurl's 100 KiB (`test-org/big-header`), and an answer after 40 s (`test-org/slow`). Binds a free
 port and writes it to --port-file; logs one line per request to --log (the path and
 whether an Authorization header came).
 
@@ -76,7 +76,7 @@ def main():
             if repo == "test-org/big-header":
                 return self.reply(200, config, [("X-Padding", "x" * (200 << 10))])
             if repo == "test-org/slow":
-                time.sleep(5)
+                time.sleep(40)  # past the 30 s default, so no setting hides it
                 return self.ok(config)
             if repo == "test-org/unversioned":  # no commit, no ETag: a plain file server
                 return self.ok(config, versioned=False)

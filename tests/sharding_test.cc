@@ -260,6 +260,14 @@ TEST(CommTime, RingVolumesAndOverlap) {
 
 TEST(GpuCount, LadderIsPowersOfTwoThenWholeNodes) {
   EXPECT_EQ(GpuCountLadder(40), (std::vector<int64_t>{1, 2, 4, 8, 16, 24, 32, 40}));
+  // Past 1024 GPUs by 8 nodes, past 8192 by 64: the 65536 bound is ~350 counts, not 8192.
+  const std::vector<int64_t> big = GpuCountLadder(65536);
+  EXPECT_EQ(big.size(), 4u + 127u + 112u + 112u);
+  EXPECT_EQ(big[130], 1024);
+  EXPECT_EQ(big[131], 1088);
+  EXPECT_EQ(big.back(), 65536);
+  EXPECT_EQ(big[242], 8192);
+  EXPECT_EQ(big[243], 8704);
   EXPECT_EQ(ParallelismFor(24, Sharding::kFsdp).nodes, 3);
   EXPECT_EQ(ParallelismFor(1, Sharding::kFsdp).sharding, Sharding::kNone);
 }

@@ -43,7 +43,9 @@ TEST(CsvField, AFormulaIsDefused) {
 TEST(TerminalEscaped, ControlBytesPrintAsText) {
   EXPECT_EQ(TerminalEscaped("x\x1b[2K\rFITS"), "x\\x1b[2K\\x0dFITS");
   EXPECT_EQ(TerminalEscaped("a\nb\tc\x7f"), "a\\x0ab\\x09c\\x7f");
-  EXPECT_EQ(TerminalEscaped("\xC2\x9B" "31m"), "\\u009b31m");  // C1 CSI in UTF-8
+  EXPECT_EQ(TerminalEscaped("\xC2\x9B"
+                            "31m"),
+            "\\u009b31m");  // C1 CSI in UTF-8
 }
 
 TEST(TerminalEscaped, AWholeReportKeepsItsLines) {

@@ -69,7 +69,10 @@ double SpeedBoundAt(const OpGraph& graph, const TrainingConfig& base, const Devi
 std::vector<int64_t> GpuCountLadder(int64_t max_gpus) {
   std::vector<int64_t> out;
   for (int64_t n = 1; n <= std::min(max_gpus, kGpusPerNode); n *= 2) out.push_back(n);
-  for (int64_t n = 2 * kGpusPerNode; n <= max_gpus; n += kGpusPerNode) out.push_back(n);
+  for (int64_t n = 2 * kGpusPerNode; n <= max_gpus;) {
+    out.push_back(n);
+    n += n < 1024 ? kGpusPerNode : n < 8192 ? 8 * kGpusPerNode : 64 * kGpusPerNode;
+  }
   return out;
 }
 
