@@ -54,9 +54,8 @@ std::optional<std::string> ResolveMain(const fs::path& repo) {
 // new link is made under an unpredictable name; symlink(2) never follows or replaces
 // what is already at a name.
 std::optional<Error> ReplaceWithSymlink(const fs::path& target, const fs::path& link) {
-  const std::string prefix = "." + link.filename().string() + ".tmp-";
   for (int attempt = 0; attempt < 16; ++attempt) {
-    const fs::path tmp = UnpredictableName(link.parent_path(), prefix);
+    const fs::path tmp = TemporaryNameBeside(link);
     if (::symlink(target.c_str(), tmp.c_str()) != 0) {
       if (errno == EEXIST) continue;
       break;

@@ -31,14 +31,26 @@ class FileIo : public testing::Test {
   fs::path dir_;
 };
 
-TEST_F(FileIo, UnpredictableNamesDifferAndCarryNoPid) {
+TEST_F(FileIo, TemporaryNamesDifferAndCarryNoPid) {
   std::set<std::string> names;
-  for (int i = 0; i < 1000; ++i) names.insert(UnpredictableName(dir_, ".x.tmp-").filename());
+  for (int i = 0; i < 1000; ++i) {
+    const fs::path name = TemporaryNameBeside(dir_ / "x");
+    EXPECT_EQ(name.parent_path(), dir_);
+    names.insert(name.filename());
+  }
   EXPECT_EQ(names.size(), 1000u);
   for (const std::string& n : names) {
+    EXPECT_EQ(n.rfind(".x.tmp-", 0), 0u) << n;
     EXPECT_EQ(n.size(), std::string(".x.tmp-").size() + 16) << n;
     EXPECT_EQ(n.find(std::to_string(::getpid())), std::string::npos) << n;
   }
+}
+
+TEST_F(FileIo, ALongNameStillWrites) {
+  const std::string name(250, 'n');  // within NAME_MAX; its temporary must be too
+  ASSERT_FALSE(WriteFileAtomically(dir_ / name, std::string("x")));
+  EXPECT_EQ(Read(dir_ / name), "x");
+  EXPECT_LE(TemporaryNameBeside(dir_ / name).filename().string().size(), 255u);
 }
 
 TEST_F(FileIo, ASymlinkIsWrittenThroughToItsTarget) {

@@ -172,10 +172,9 @@ std::optional<Error> ReplaceAtomically(const std::string& name, const std::files
   const auto failed = [&](int err) {
     return MakeError(fmt::format("cannot write {}: {}", name, std::strerror(err)));
   };
-  const std::string prefix = "." + target.filename().string() + ".tmp-";
   TempFile tmp;
   for (int attempt = 0; attempt < 16 && tmp.fd < 0; ++attempt) {
-    const std::filesystem::path candidate = UnpredictableName(DirectoryOf(target), prefix);
+    const std::filesystem::path candidate = TemporaryNameBeside(target);
     tmp.fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (tmp.fd >= 0) tmp.path = candidate;
     if (tmp.fd < 0 && errno != EEXIST) break;
@@ -262,8 +261,7 @@ std::optional<Error> CreateParentDirectories(const std::filesystem::path& path) 
   return std::nullopt;
 }
 
-std::filesystem::path UnpredictableName(const std::filesystem::path& dir,
-                                        const std::string& prefix) {
+std::filesystem::path TemporaryNameBeside(const std::filesystem::path& target) {
   uint64_t bits = 0;
   size_t got = 0;
   while (got < sizeof(bits)) {
@@ -272,7 +270,9 @@ std::filesystem::path UnpredictableName(const std::filesystem::path& dir,
     if (n < 0) throw std::system_error(errno, std::generic_category(), "getrandom");
     got += static_cast<size_t>(n);
   }
-  return dir / fmt::format("{}{:016x}", prefix, bits);
+  constexpr size_t kMaxKept = 200;  // of NAME_MAX's 255, leaving room for the rest
+  const std::string name = target.filename().string().substr(0, kMaxKept);
+  return DirectoryOf(target) / fmt::format(".{}.tmp-{:016x}", name, bits);
 }
 
 std::optional<Error> WriteFileAtomically(const std::filesystem::path& path,

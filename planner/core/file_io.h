@@ -49,13 +49,12 @@ std::optional<Error> CreateParentDirectories(const std::filesystem::path& path);
 std::optional<Error> WriteFileAtomically(const std::filesystem::path& path,
                                          const std::function<void(std::ostream&)>& write,
                                          AtSymlink at_symlink = AtSymlink::kWriteThrough);
-std::optional<Error> WriteFileAtomically(const std::filesystem::path& path,
-                                         const std::string& text,
+std::optional<Error> WriteFileAtomically(const std::filesystem::path& path, const std::string& text,
                                          AtSymlink at_symlink = AtSymlink::kWriteThrough);
 
-// A name for a new file in `dir`, starting with `prefix`, that nobody can guess: 64 bits
-// from the system's random source. Create it exclusively (O_EXCL) all the same.
-std::filesystem::path UnpredictableName(const std::filesystem::path& dir,
-                                        const std::string& prefix);
+// A name for a temporary beside `target` that nobody can guess: `.NAME.tmp-` and 64 bits
+// from the system's random source, NAME cut so the whole stays within NAME_MAX. Create
+// it exclusively (O_EXCL, or symlink(2)) all the same.
+std::filesystem::path TemporaryNameBeside(const std::filesystem::path& target);
 
 }  // namespace headroom
