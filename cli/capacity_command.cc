@@ -10,6 +10,7 @@
 #include "cli/numeric_option.h"
 #include "planner/core/file_io.h"
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/text_escape.h"
 #include "planner/report/capacity_html.h"
 #include "planner/report/capacity_report.h"
 
@@ -111,7 +112,7 @@ CapacityProgress ProgressBar() {
 int WriteOutputs(const CapacityFlags& f, const CapacitySubject& subject,
                  const CapacityReport& report, const PriceCatalog& prices) {
   if (f.request.json) {
-    std::cout << CapacityJson(subject, report, prices).dump(2) << "\n";
+    std::cout << JsonText(CapacityJson(subject, report, prices)) << "\n";
   } else {
     PrintReport(FormatCapacityText(subject, report, prices));
   }

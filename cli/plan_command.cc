@@ -22,7 +22,7 @@ void PrintOutcome(const PlanFlags& flags, const PlanRequest& request, const Plan
     PrintReport(out.text);
     for (const std::string& note : out.notes) fmt::print(stderr, "headroom: note: {}\n", note);
   } else if (flags.json) {
-    std::cout << PlanJson(request, outcome).dump(2) << "\n";
+    std::cout << JsonText(PlanJson(request, outcome)) << "\n";
   } else {
     PrintReport(FormatPlanText(request, outcome));
   }

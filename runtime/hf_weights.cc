@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/core/file_io.h"
+#include "planner/core/text_escape.h"
 #include "runtime/errors.h"
 
 namespace headroom {
@@ -133,7 +134,7 @@ void SavePeftAdapter(const std::filesystem::path& dir, const ModelSpec& spec,
   if (!modules_to_save.empty())
     config["modules_to_save"] =
         std::vector<std::string>(modules_to_save.begin(), modules_to_save.end());
-  const std::string text = config.dump(2) + "\n";
+  const std::string text = JsonText(config) + "\n";
   ThrowIfError(WriteFileAtomically(dir / "adapter_config.json", text));
 }
 

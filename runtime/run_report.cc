@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/core/file_io.h"
+#include "planner/core/text_escape.h"
 #include "runtime/errors.h"
 
 namespace headroom {
@@ -76,7 +77,7 @@ void WriteRunReport(const std::filesystem::path& path, const std::string& model,
         {"mean_max_load_over_balanced", r.routing_seen.mean_over_balanced},
         {"worst_case_load_over_balanced", r.routing_seen.worst_case_ratio}};
   }
-  ThrowIfError(WriteFileAtomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; }));
+  ThrowIfError(WriteFileAtomically(path, [&](std::ostream& out) { out << JsonText(j) << "\n"; }));
 }
 
 }  // namespace headroom

@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [MINUTES] [HARNESS...]      default: 10 minutes, every harness
 #   FUZZ_SECONDS=30 scripts/fuzz.sh             a quick look
 # Harnesses: model_spec_yaml hf_config plan_file cli_parsers safetensors_header
-# training_state (fuzz/*_fuzzer.cc). Each starts from its seed corpus in fuzz/corpus/
+# training_state price_file (fuzz/*_fuzzer.cc). Each starts from its seed corpus in fuzz/corpus/
 # and keeps what it finds in build-asan/fuzz-work/NAME/; a crash, escaped exception,
 # timeout, leak or sanitizer report leaves its input there and fails the script.
 set -euo pipefail
@@ -15,7 +15,7 @@ shift || true
 seconds=${FUZZ_SECONDS:-$((minutes * 60))}
 harnesses=("$@")
 [ ${#harnesses[@]} -eq 0 ] && harnesses=(model_spec_yaml hf_config plan_file cli_parsers
-                                         safetensors_header training_state)
+                                         safetensors_header training_state price_file)
 
 bash scripts/setup.sh --torch >/dev/null
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DHEADROOM_SANITIZE=ON -DHEADROOM_FUZZ=ON \

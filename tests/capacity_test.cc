@@ -1,66 +1,21 @@
-// The pieces of `headroom capacity` that need no sweep: the price file's rules and the
-// answers drawn from a table of configurations.
+// The pieces of `headroom capacity` that need no sweep: the answers drawn from a table of
+// configurations, a row's hours and cost, and the outputs of any report, whatever its
+// numbers (the price file's rules are price_catalog_test.cc).
 #include <gtest/gtest.h>
 
-#include "planner/core/gpu_catalog.h"
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+
 #include "planner/core/price_catalog.h"
 #include "planner/plan/capacity_sweep.h"
+#include "planner/report/capacity_html.h"
 #include "planner/report/capacity_report.h"
 
 namespace headroom {
 namespace {
-
-constexpr const char* kPrices = R"(
-as_of: 2026-11-30
-owned: {lifetime_years: 5, utilization: 0.5}
-gpus:
-  h100-80gb:
-    cloud: {usd_per_gpu_hour: 4.0, provider: X, source: "https://x", date: 2026-11-01}
-    purchase: {usd: 21900, provider: Y, source: "https://y", date: 2026-10-01}
-)";
-
-TEST(PriceCatalog, CloudIsPerHourAndOwnedIsAmortized) {
-  auto prices = ParsePriceCatalog(kPrices, "test");
-  ASSERT_TRUE(prices) << prices.error().message;
-  EXPECT_EQ(prices->as_of, "2026-11-30");
-  EXPECT_DOUBLE_EQ(*prices->UsdPerGpuHour("h100-80gb", PriceBasis::kCloud), 4.0);
-  // 21900 / (5 years x 8760 h x 0.5) = 1.0 per hour.
-  EXPECT_DOUBLE_EQ(*prices->UsdPerGpuHour("h100-80gb", PriceBasis::kOwned), 1.0);
-  EXPECT_FALSE(prices->UsdPerGpuHour("a100-80gb", PriceBasis::kCloud));
-}
-
-TEST(PriceCatalog, EveryPriceNeedsASourceAndADate) {
-  auto no_source = ParsePriceCatalog(R"(
-as_of: 2026-11-30
-gpus:
-  l4: {cloud: {usd_per_gpu_hour: 1, date: 2026-01-01}}
-)",
-                                     "f.yaml");
-  ASSERT_FALSE(no_source);
-  EXPECT_NE(no_source.error().message.find("l4.cloud"), std::string::npos);
-  EXPECT_NE(no_source.error().message.find("source"), std::string::npos);
-  auto bad_date = ParsePriceCatalog(R"(
-as_of: 2026-11-30
-gpus:
-  l4: {cloud: {usd_per_gpu_hour: 1, source: s, date: last week}}
-)",
-                                    "f.yaml");
-  ASSERT_FALSE(bad_date);
-  EXPECT_NE(bad_date.error().message.find("YYYY-MM-DD"), std::string::npos);
-  EXPECT_FALSE(ParsePriceCatalog("gpus: {}", "f.yaml"));  // no as_of
-}
-
-// The shipped file: a price for every catalog GPU a buyer can rent or buy, each quote
-// parsed with its source and date (the parser refuses any without).
-TEST(PriceCatalog, BuiltInPricesMostOfTheCatalog) {
-  const PriceCatalog& prices = BuiltInPrices();
-  int priced = 0;
-  for (const std::string& gpu : GpuNames())
-    priced += prices.QuoteFor(gpu, PriceBasis::kCloud) != nullptr;
-  EXPECT_GE(priced, static_cast<int>(GpuNames().size()) - 2);
-  EXPECT_TRUE(prices.QuoteFor("b200", PriceBasis::kCloud));
-  EXPECT_TRUE(prices.QuoteFor("h100-pcie", PriceBasis::kCloud));
-}
 
 CapacityRow Row(const char* gpu, int64_t n, double hours, std::optional<double> cost) {
   CapacityRow r;
@@ -98,6 +53,162 @@ TEST(CapacityAnswers, LimitsLeaveConfigurationsOut) {
   EXPECT_EQ(*report.cheapest, 1u);
   EXPECT_EQ(report.pareto, (std::vector<size_t>{1}));
   EXPECT_EQ(report.min_gpus.at("a"), 1);  // it fits, whatever the limits
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+TEST(CapacityCost, HoursAndCostArePositiveAndFiniteOrNone) {
+  EXPECT_DOUBLE_EQ(*JobHours(3.6e6, 1000), 1.0);  // 3.6e6 tokens at 1000/s: one hour
+  EXPECT_FALSE(JobHours(1e9, 0));                 // no speed: 1e9 / 0 is infinite
+  EXPECT_FALSE(JobHours(1e9, kInf));              // 0 hours
+  EXPECT_FALSE(JobHours(1e9, kNaN));
+  EXPECT_FALSE(JobHours(1e9, -5));
+  EXPECT_FALSE(JobHours(1e308, 1e-10));  // overflows
+  EXPECT_DOUBLE_EQ(*JobCost(2, 4, 2.5), 20.0);
+  EXPECT_FALSE(JobCost(2, 4, std::nullopt));  // no price
+  EXPECT_FALSE(JobCost(1e300, 8, 1e10));      // $inf
+  EXPECT_FALSE(JobCost(5e-324, 1, 0.001));    // $0
+  EXPECT_FALSE(JobCost(1, 1, kNaN));
+}
+
+TEST(CapacityAnswers, InfiniteOrZeroHoursAndCostsAreNotAnswersOrPrices) {
+  CapacityReport report;
+  report.rows = {Row("a", 1, 40, 100),  Row("a", 2, 0, 50),  // no time: not an answer
+                 Row("b", 1, 30, kInf),                      // an answer, but unpriced
+                 Row("b", 2, kInf, 10), Row("c", 1, kNaN, 10),
+                 Row("c", 2, 20, 0),    Row("c", 4, 10, kNaN)};
+  FindAnswers(report);
+  EXPECT_EQ(*report.cheapest, 0u);
+  EXPECT_EQ(*report.fastest, 6u);  // 10 h; its cost is unknown
+  EXPECT_EQ(report.pareto, (std::vector<size_t>{0}));
+  EXPECT_FALSE(report.rows[1].answer());
+  EXPECT_FALSE(report.rows[3].answer());
+  EXPECT_FALSE(report.rows[4].answer());
+  EXPECT_TRUE(report.rows[2].answer());
+  EXPECT_FALSE(report.rows[2].known_cost());
+  EXPECT_FALSE(report.rows[5].known_cost());
+  EXPECT_EQ(CapacityHeadline(report),
+            "cheapest: 1x a, 40 h, $100; fastest: 4x c, 10 h, no price; fewest: 1x b");
+}
+
+// Prices and names a report's assumptions print: a hostile origin and provider.
+PriceCatalog HostilePrices() {
+  PriceCatalog prices;
+  prices.as_of = "2026-11-30";
+  prices.origin = "<script>alert(1)</script>.yaml";
+  prices.gpus["h100-80gb"].cloud =
+      PriceQuote{.usd = 4, .provider = "R&D <b>", .source = "javascript:alert(1)", .date = "x"};
+  return prices;
+}
+
+// Every number the chart or the table could be handed: none may hang it, grow it without
+// bound or put a NaN or an infinity in a coordinate.
+CapacityReport ExtremeReport() {
+  CapacityReport report;
+  const double kTiny = std::numeric_limits<double>::denorm_min();
+  const double kHuge = std::numeric_limits<double>::max();
+  report.rows = {Row("h100-80gb", 1, 40, 100),    Row("h100-80gb", 2, 20, 0),
+                 Row("h100-80gb", 4, 10, kInf),   Row("h100-80gb", 8, 5, kNaN),
+                 Row("h100-80gb", 16, 1, kHuge),  Row("h100-80gb", 32, kTiny, kTiny),
+                 Row("h100-80gb", 64, kHuge, 1),  Row("h100-80gb", 128, 0, 0),
+                 Row("h100-80gb", 256, kInf, -1), Row("h100-80gb", 512, 1e-100, 1e100)};
+  report.rows[3].time.tokens_per_second = kNaN;
+  report.rows[4].time.mfu = kInf;
+  FindAnswers(report);
+  return report;
+}
+
+// How many ticks the chart draws: its grid lines.
+size_t TicksIn(const std::string& html) {
+  size_t n = 0;
+  for (size_t at = html.find("stroke=\"#ddd\""); at != std::string::npos;
+       at = html.find("stroke=\"#ddd\"", at + 1))
+    ++n;
+  return n;
+}
+
+TEST(CapacityHtml, TheChartIsBoundedWhateverTheNumbers) {
+  const CapacityReport report = ExtremeReport();
+  const std::string html = CapacityHtml({.model = "m", .training = "t"}, report, HostilePrices());
+  EXPECT_LT(html.size(), 1u << 20);
+  EXPECT_NE(html.find("<svg id=\"scatter\""), std::string::npos);
+  // Two axes of at most about 30 ticks each.
+  EXPECT_GT(TicksIn(html), 2u);
+  EXPECT_LE(TicksIn(html), 62u);
+  for (const char* bad : {"=\"nan", "=\"inf", "=\"-nan", "=\"-inf", ",nan", ",inf", "nan ", "inf ",
+                          "$inf", "$nan", ">inf<", ">nan<"})
+    EXPECT_EQ(html.find(bad), std::string::npos) << bad;
+}
+
+// Costs over 200 decades: the old axis drew 1-2-5 steps over every one of them.
+TEST(CapacityHtml, AWideChartDrawsAFewTicks) {
+  CapacityReport report;
+  report.rows = {Row("h100-80gb", 1, 1e-100, 1e100), Row("h100-80gb", 2, 1e100, 1e-100)};
+  FindAnswers(report);
+  const std::string html = CapacityHtml({.model = "m", .training = "t"}, report, HostilePrices());
+  EXPECT_LE(TicksIn(html), 62u);
+  EXPECT_LT(html.size(), 64u << 10);
+}
+
+TEST(CapacityHtml, EveryStringIsEscaped) {
+  CapacityReport report;
+  report.rows = {Row("h100-80gb", 1, 40, 100)};
+  report.notes = {"<img src=x onerror=alert(1)>"};
+  FindAnswers(report);
+  const std::string html =
+      CapacityHtml({.model = "<script>m</script>", .training = "R&D", .moe_routing = "'top-2'"},
+                   report, HostilePrices());
+  EXPECT_EQ(html.find("<script>"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;.yaml"), std::string::npos);
+  EXPECT_NE(html.find("R&amp;D &lt;b&gt;"), std::string::npos);
+  EXPECT_NE(html.find("&#39;top-2&#39;"), std::string::npos);
+  // A source is text, never a link: no scheme can run.
+  EXPECT_EQ(html.find("href"), std::string::npos);
+}
+
+// The text and the JSON say the same of every row: a cost or time that is not a positive,
+// finite number is "no price" / "no time" in the one and null in the other.
+TEST(CapacityReport, TextAndJsonAgreeOnMissingPrices) {
+  const CapacityReport report = ExtremeReport();
+  const PriceCatalog prices = HostilePrices();
+  const CapacitySubject subject{.model = "m", .training = "t"};
+  const std::string text = FormatCapacityText(subject, report, prices);
+  const nlohmann::json json = CapacityJson(subject, report, prices);
+  for (const char* bad : {"$inf", "$nan", "$-", "inf h", "nan h", " nan", " inf"})
+    EXPECT_EQ(text.find(bad), std::string::npos) << bad << " in\n" << text;
+  EXPECT_EQ(text.substr(0, text.find('\n')), json["headline"].get<std::string>());
+  ASSERT_EQ(json["configurations"].size(), report.rows.size());
+  int unpriced = 0;
+  for (size_t i = 0; i < report.rows.size(); ++i) {
+    const CapacityRow& r = report.rows[i];
+    const nlohmann::json& row = json["configurations"][i];
+    const std::string line_start = fmt::format("h100-80gb   {:>5}  ", r.gpus);
+    const size_t at = text.find(line_start);
+    ASSERT_NE(at, std::string::npos) << line_start;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    SCOPED_TRACE(line);
+    EXPECT_EQ(row["cost_usd"].is_null(), line.find("no price") != std::string::npos);
+    EXPECT_EQ(row["hours"].is_null(), line.find("no time") != std::string::npos);
+    unpriced += row["cost_usd"].is_null();
+  }
+  EXPECT_EQ(unpriced, 5);  // costs of 0, infinity and NaN, and the two rows with no time
+  EXPECT_EQ(json["configurations"][0]["cost_usd"], 100.0);
+  // The CSV leaves the same fields empty.
+  const std::string csv = CapacityCsv(report);
+  EXPECT_EQ(csv.find("inf"), std::string::npos) << csv;
+  EXPECT_EQ(csv.find("nan"), std::string::npos) << csv;
+}
+
+TEST(CapacityReport, CsvFieldsAreEscaped) {
+  CapacityReport report;
+  report.rows = {Row("=HYPERLINK(\"x\")", 1, 40, 100), Row("a,b", 2, 20, 100)};
+  report.rows[1].fits = false;
+  const std::string csv = CapacityCsv(report);
+  EXPECT_NE(csv.find("\n\"'=HYPERLINK(\"\"x\"\")\",1,true,true,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n\"a,b\",2,false,true,"), std::string::npos) << csv;
 }
 
 }  // namespace

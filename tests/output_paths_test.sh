@@ -147,5 +147,15 @@ terminal_escapes_names() {
   [ "$(grep -c '^FITS: ' out.txt)" = 1 ] || fail "the name printed a verdict line"
 }
 
+json_survives_invalid_utf8() {
+  # A YAML name that is not UTF-8: --json prints U+FFFD for the bad byte, not an internal
+  # error (nlohmann::json throws on it by default).
+  { printf 'name: "bad\xff name"\n'; grep -v '^name:' "$here/../models/catalog/tiny-llama.yaml"; } >bad.yaml
+  "$headroom" plan --model bad.yaml --gpu a100-80gb --micro-batch 1 --seq-len 64 --json >out.json ||
+    fail "plan --json exit $?"
+  python3 -c "import json, sys; assert json.load(open(sys.argv[1]))['model'] == 'bad\ufffd name'" \
+    out.json || fail "the model's name in the JSON: $(grep '"model"' out.json)"
+}
+
 "$case_name"
 echo "output_paths_test $case_name: ok"

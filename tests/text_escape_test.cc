@@ -57,5 +57,10 @@ TEST(TerminalEscaped, OrdinaryTextIsUnchanged) {
   EXPECT_EQ(TerminalEscaped(text), text);
 }
 
+TEST(JsonText, InvalidUtf8BecomesTheReplacementCharacter) {
+  EXPECT_EQ(JsonText(nlohmann::json{{"model", "bad\xff"}}, -1), "{\"model\":\"bad\xEF\xBF\xBD\"}");
+  EXPECT_EQ(JsonText(nlohmann::json("esc\x1b"), -1), "\"esc\\u001b\"");
+}
+
 }  // namespace
 }  // namespace headroom

@@ -48,7 +48,29 @@ struct PriceCatalog {
   std::optional<double> UsdPerGpuHour(const std::string& gpu, PriceBasis basis) const;
 };
 
-// Every price must name its source and date, and every date must read YYYY-MM-DD.
+// What a price file may hold. A value outside these is a typo or a unit slip (cents for
+// dollars, a cluster's price for one GPU's), and an infinite or zero price would make
+// every cost in the report meaningless, so it is refused rather than used.
+namespace price_limits {
+inline constexpr double kMinUsdPerGpuHour = 0.001;  // cloud.usd_per_gpu_hour
+inline constexpr double kMaxUsdPerGpuHour = 10000;
+inline constexpr double kMinPurchaseUsd = 1;  // purchase.usd, per GPU
+inline constexpr double kMaxPurchaseUsd = 1e8;
+inline constexpr double kMinLifetimeYears = 0.1;  // owned.lifetime_years
+inline constexpr double kMaxLifetimeYears = 50;
+inline constexpr double kMinUtilization = 0.01;  // owned.utilization
+inline constexpr double kMaxUtilization = 1;
+}  // namespace price_limits
+
+// A real calendar date written YYYY-MM-DD: month 01-12, day within the month (leap years
+// by the Gregorian rule).
+bool IsIsoDate(std::string_view text);
+
+// Every price must name its source and a real date, and every number must be finite and
+// within price_limits. Refused too: a GPU not in the GPU catalog, an unknown key, a key
+// given twice (YAML would keep one silently), a map or list where a value belongs. Each
+// error is one line naming the file, the field (h100-80gb.cloud.usd_per_gpu_hour) and its
+// line.
 Result<PriceCatalog> ParsePriceCatalog(std::string_view yaml_text, const std::string& origin);
 // The file shipped in the binary.
 const PriceCatalog& BuiltInPrices();

@@ -112,4 +112,8 @@ std::string TerminalEscaped(std::string_view text, bool keep_newlines) {
   return out;
 }
 
+std::string JsonText(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace headroom

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 namespace headroom {
 
 // Text or an attribute value in SVG or HTML: & < > " ' as entities; bytes XML 1.0 does not
@@ -24,5 +26,9 @@ std::string CsvField(std::string_view text);
 // `keep_newlines` passes '\n' (for a whole report, whose lines are its own); a name or a
 // one-line message escapes it.
 std::string TerminalEscaped(std::string_view text, bool keep_newlines = false);
+
+// JSON as headroom prints and writes it: a string that is not UTF-8 (a name read from a
+// YAML file) has its bad bytes as U+FFFD, where nlohmann::json's default would throw.
+std::string JsonText(const nlohmann::json& value, int indent = 2);
 
 }  // namespace headroom

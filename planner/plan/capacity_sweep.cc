@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "planner/core/limits.h"
 #include "planner/solve/simulation_memo.h"
@@ -34,10 +36,11 @@ CapacityRow RowOf(const CapacityGpu& gpu, int64_t count, const std::optional<Sea
   row.breakdown = r->prediction.breakdown;
   row.shortfall_bytes = r->shortfall_bytes;
   row.batch_note = r->batch_note;
-  if (!row.fits || row.time.tokens_per_second <= 0) return row;
-  row.hours = job.tokens / row.time.tokens_per_second / kSecondsPerHour;
-  if (auto hourly = prices.UsdPerGpuHour(row.gpu, job.basis))
-    row.cost_usd = row.hours * static_cast<double>(count) * *hourly;
+  if (!row.fits) return row;
+  const std::optional<double> hours = JobHours(job.tokens, row.time.tokens_per_second);
+  if (!hours) return row;  // no time, so no cost and not an answer (a note says so)
+  row.hours = *hours;
+  row.cost_usd = JobCost(row.hours, count, prices.UsdPerGpuHour(row.gpu, job.basis));
   row.within_limits = (!job.max_hours || row.hours <= *job.max_hours) &&
                       (!job.max_cost_usd || (row.cost_usd && *row.cost_usd <= *job.max_cost_usd));
   return row;
@@ -138,8 +141,8 @@ TypeResult SweepType(const CapacityGpu& gpu, const OpGraph& graph,
   TypeResult out;
   SearchOptions options = gpu.options;
   options.memo = memo;
-  const GpuCountSweep sweep = SweepGpuCounts(graph, gpu.request.config, gpu.request.device,
-                                             options, *options.gpu_count, true);
+  const GpuCountSweep sweep = SweepGpuCounts(graph, gpu.request.config, gpu.request.device, options,
+                                             *options.gpu_count, true);
   for (const auto& [count, result] : sweep.at)
     out.rows.push_back(RowOf(gpu, count, result, job, prices));
   if (sweep.fewest) {
@@ -163,7 +166,55 @@ void ForEachInParallel(size_t n, const std::function<void(size_t)>& work) {
   for (std::thread& t : pool) t.join();
 }
 
+// Why rows of one type lack a time or a cost they should have: one note per type and
+// reason, naming the counts.
+void NoteUnpricedRows(const std::vector<CapacityRow>& rows, const std::string& gpu, bool has_price,
+                      std::vector<std::string>& notes) {
+  std::vector<int64_t> untimed, uncosted;
+  for (const CapacityRow& r : rows) {
+    if (r.gpu != gpu || !r.fits) continue;
+    if (!r.known_hours())
+      untimed.push_back(r.gpus);
+    else if (has_price && !r.known_cost())
+      uncosted.push_back(r.gpus);
+  }
+  if (!untimed.empty())
+    notes.push_back(fmt::format(
+        "{} at {} GPUs: the time estimate is not a positive, finite number of hours: no time "
+        "or cost is given, and these are not answers",
+        gpu, fmt::join(untimed, ", ")));
+  if (!uncosted.empty())
+    notes.push_back(fmt::format(
+        "{} at {} GPUs: hours x GPUs x price is not a positive, finite number of dollars: "
+        "no cost is given",
+        gpu, fmt::join(uncosted, ", ")));
+}
+
 }  // namespace
+
+std::optional<double> CapacityRow::known_hours() const {
+  if (!(hours > 0) || !std::isfinite(hours)) return std::nullopt;
+  return hours;
+}
+
+std::optional<double> CapacityRow::known_cost() const {
+  if (!known_hours() || !cost_usd || !(*cost_usd > 0) || !std::isfinite(*cost_usd))
+    return std::nullopt;
+  return cost_usd;
+}
+
+std::optional<double> JobHours(double tokens, double tokens_per_second) {
+  const double hours = tokens / tokens_per_second / kSecondsPerHour;
+  if (!(hours > 0) || !std::isfinite(hours)) return std::nullopt;
+  return hours;
+}
+
+std::optional<double> JobCost(double hours, int64_t gpus, std::optional<double> usd_per_gpu_hour) {
+  if (!usd_per_gpu_hour) return std::nullopt;
+  const double cost = hours * static_cast<double>(gpus) * *usd_per_gpu_hour;
+  if (!(cost > 0) || !std::isfinite(cost)) return std::nullopt;
+  return cost;
+}
 
 Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const CapacityJob& job,
                                      const PriceCatalog& prices, const CapacityProgress& progress) {
@@ -192,10 +243,13 @@ Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const
   for (size_t i = 0; i < gpus.size(); ++i) {
     for (CapacityRow& row : results[i].rows) report.rows.push_back(std::move(row));
     if (results[i].limits) report.limits.push_back(*results[i].limits);
-    if (!prices.QuoteFor(gpus[i].request.device.name, job.basis))
-      report.notes.push_back(fmt::format(
-          "{} has no {} price in {}: its cost is not given", gpus[i].request.device.name,
-          job.basis == PriceBasis::kCloud ? "cloud" : "purchase", prices.origin));
+    const std::string& gpu = gpus[i].request.device.name;
+    const bool has_price = prices.QuoteFor(gpu, job.basis) != nullptr;
+    if (!has_price)
+      report.notes.push_back(fmt::format("{} has no {} price in {}: its cost is not given", gpu,
+                                         job.basis == PriceBasis::kCloud ? "cloud" : "purchase",
+                                         prices.origin));
+    NoteUnpricedRows(report.rows, gpu, has_price, report.notes);
   }
   FindAnswers(report);
   return report;
@@ -213,14 +267,14 @@ void FindAnswers(CapacityReport& report) {
     if (rows[i].answer()) answers.push_back(i);
   for (size_t i : answers) {
     if (!report.fastest || rows[i].hours < rows[*report.fastest].hours) report.fastest = i;
-    if (rows[i].cost_usd &&
+    if (rows[i].known_cost() &&
         (!report.cheapest || *rows[i].cost_usd < *rows[*report.cheapest].cost_usd))
       report.cheapest = i;
   }
   // Pareto front: by increasing time, each configuration cheaper than all faster ones.
   std::vector<size_t> priced;
   for (size_t i : answers)
-    if (rows[i].cost_usd) priced.push_back(i);
+    if (rows[i].known_cost()) priced.push_back(i);
   std::sort(priced.begin(), priced.end(), [&](size_t a, size_t b) {
     return rows[a].hours != rows[b].hours ? rows[a].hours < rows[b].hours
                                           : *rows[a].cost_usd < *rows[b].cost_usd;

@@ -47,11 +47,16 @@ struct CapacityRow {
   int64_t usable_bytes = 0;
   int64_t shortfall_bytes = 0;     // when solved and not fitting
   std::string batch_note;          // when the global batch does not divide over the GPUs
-  double hours = 0;                // wall-clock for the job
+  double hours = 0;                // wall-clock for the job; 0 when the estimate gave none
   std::optional<double> cost_usd;  // none when the price file has no price for the GPU
   bool within_limits = true;       // --max-hours and --max-cost
 
-  bool answer() const { return fits && within_limits; }
+  // The hours and the cost as every output shows them and the answers use them: none
+  // unless positive and finite, whoever filled the row, so that the text, JSON, CSV and
+  // HTML agree (an infinite cost would print as $inf in one and null in another).
+  std::optional<double> known_hours() const;
+  std::optional<double> known_cost() const;
+  bool answer() const { return fits && within_limits && known_hours(); }
 };
 
 // What a GPU type holds at its fewest count (that count's sharding and precision, every
@@ -77,6 +82,12 @@ struct CapacityReport {
   std::vector<GpuLimits> limits;
   std::vector<std::string> notes;  // e.g. GPUs with no price
 };
+
+// The job's wall-clock hours at `tokens_per_second`; none unless positive and finite.
+std::optional<double> JobHours(double tokens, double tokens_per_second);
+// What `gpus` GPUs cost over `hours` at `usd_per_gpu_hour`; none without a price, or when
+// the product is not a positive, finite number of dollars.
+std::optional<double> JobCost(double hours, int64_t gpus, std::optional<double> usd_per_gpu_hour);
 
 // Reports (types done, types in all) as each GPU type finishes.
 using CapacityProgress = std::function<void(size_t, size_t)>;

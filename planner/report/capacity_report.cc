@@ -1,17 +1,20 @@
 #include "planner/report/capacity_report.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "planner/core/byte_units.h"
+#include "planner/core/text_escape.h"
 
 namespace headroom {
 namespace {
 
-std::string Hours(double h) {
-  return h < 10 ? fmt::format("{:.1f} h", h) : fmt::format("{:.0f} h", h);
+std::string Hours(const std::optional<double>& h) {
+  if (!h) return "no time";
+  return *h < 10 ? fmt::format("{:.1f} h", *h) : fmt::format("{:.0f} h", *h);
 }
 
 std::string Usd(const std::optional<double>& usd) {
@@ -22,7 +25,8 @@ std::string Usd(const std::optional<double>& usd) {
 std::string Config(const CapacityRow& r) { return fmt::format("{}x {}", r.gpus, r.gpu); }
 
 std::string Answer(const char* what, const CapacityRow& r) {
-  return fmt::format("{}: {}, {}, {}", what, Config(r), Hours(r.hours), Usd(r.cost_usd));
+  return fmt::format("{}: {}, {}, {}", what, Config(r), Hours(r.known_hours()),
+                     Usd(r.known_cost()));
 }
 
 // The configuration with the fewest GPUs over every type; the fastest among equals.
@@ -36,6 +40,20 @@ std::optional<size_t> Fewest(const CapacityReport& report) {
       best = i;
   }
   return best;
+}
+
+// A measure as the text table prints it: "-" where the JSON has null (not finite).
+std::string FixedOrDash(double v, int decimals) {
+  return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "-";
+}
+
+// The same for CSV: an empty field.
+std::string FixedOrEmpty(double v, int decimals) {
+  return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "";
+}
+
+nlohmann::json OrNull(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
 const char* BasisName(PriceBasis b) { return b == PriceBasis::kCloud ? "cloud" : "owned"; }
@@ -80,8 +98,9 @@ nlohmann::json RowJson(const CapacityRow& r) {
   j["tokens_per_second"] = r.time.tokens_per_second;
   j["tokens_per_second_per_gpu"] = r.time.tokens_per_second_per_gpu;
   j["mfu"] = r.time.mfu;
-  j["hours"] = r.hours;
-  j["cost_usd"] = r.cost_usd ? nlohmann::json(*r.cost_usd) : nlohmann::json(nullptr);
+  j["hours"] = OrNull(r.known_hours());
+  j["cost_usd"] = OrNull(r.known_cost());
+  if (!r.known_hours()) j["why"] = "the time estimate is not a positive, finite number of hours";
   if (!r.batch_note.empty()) j["batch_note"] = r.batch_note;
   return j;
 }
@@ -91,8 +110,8 @@ nlohmann::json RowRef(const CapacityReport& report, const std::optional<size_t>&
   const CapacityRow& r = report.rows[*i];
   return {{"gpu", r.gpu},
           {"gpus", r.gpus},
-          {"hours", r.hours},
-          {"cost_usd", r.cost_usd ? nlohmann::json(*r.cost_usd) : nlohmann::json(nullptr)}};
+          {"hours", OrNull(r.known_hours())},
+          {"cost_usd", OrNull(r.known_cost())}};
 }
 
 nlohmann::json PricesJson(const CapacityReport& report, const PriceCatalog& prices) {
@@ -141,7 +160,7 @@ std::string CapacityHeadline(const CapacityReport& report) {
 }
 
 std::string PriceBasisText(const CapacityReport& report, const PriceCatalog& prices) {
-  std::string out = fmt::format("prices: {} ({}), as of {}", prices.origin,
+  std::string out = fmt::format("prices: {} ({}), as of {}", TerminalEscaped(prices.origin),
                                 BasisName(report.job.basis), prices.as_of);
   if (report.job.basis == PriceBasis::kOwned)
     out += fmt::format("; purchase price over {:g} years at {:.0f}% utilization",
@@ -158,8 +177,9 @@ std::string PriceBasisText(const CapacityReport& report, const PriceCatalog& pri
 
 std::string FormatCapacityText(const CapacitySubject& subject, const CapacityReport& report,
                                const PriceCatalog& prices) {
-  std::string out = fmt::format("{}\n\n{}: {}, {:.3g} tokens\n\n", CapacityHeadline(report),
-                                subject.model, subject.training, report.job.tokens);
+  std::string out =
+      fmt::format("{}\n\n{}: {}, {:.3g} tokens\n\n", CapacityHeadline(report),
+                  TerminalEscaped(subject.model), subject.training, report.job.tokens);
   out +=
       fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9} {:>7} {:>5} {:>9} {:>10}  {}\n", "gpu", "count",
                   "fits", "peak/GPU", "tokens/s", "step s", "MFU", "hours", "cost", "plan");
@@ -169,11 +189,11 @@ std::string FormatCapacityText(const CapacitySubject& subject, const CapacityRep
                          r.solved ? FormatBytes(r.peak_device_bytes) : "-");
       continue;
     }
-    out +=
-        fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9.0f} {:>7.2f} {:>4.0f}% {:>9} {:>10}  {}\n",
-                    r.gpu, r.gpus, r.within_limits ? "yes" : "limit",
-                    FormatBytes(r.peak_device_bytes), r.time.tokens_per_second, r.time.step_seconds,
-                    100 * r.time.mfu, Hours(r.hours), Usd(r.cost_usd), PlanSummary(r));
+    out += fmt::format("{:<11} {:>5}  {:<6} {:>10} {:>9} {:>7} {:>4}% {:>9} {:>10}  {}\n", r.gpu,
+                       r.gpus, r.within_limits ? "yes" : "limit", FormatBytes(r.peak_device_bytes),
+                       FixedOrDash(r.time.tokens_per_second, 0),
+                       FixedOrDash(r.time.step_seconds, 2), FixedOrDash(100 * r.time.mfu, 0),
+                       Hours(r.known_hours()), Usd(r.known_cost()), PlanSummary(r));
   }
   out += "\nfewest GPUs per type:";
   for (const auto& [gpu, n] : report.min_gpus) out += fmt::format(" {} {};", gpu, n);
@@ -226,17 +246,19 @@ std::string CapacityCsv(const CapacityReport& report) {
       "gpu,gpus,fits,within_limits,sharding,micro_batch,grad_accum,precision,checkpointed_blocks,"
       "peak_device_bytes,tokens_per_second,step_seconds,mfu,hours,cost_usd\n";
   for (const CapacityRow& r : report.rows) {
-    out += fmt::format("{},{},{},{}", r.gpu, r.gpus, r.fits, r.within_limits);
+    out += fmt::format("{},{},{},{}", CsvField(r.gpu), r.gpus, r.fits, r.within_limits);
     if (!r.fits) {
       out += fmt::format(",,,,,,{},,,,,\n", r.solved ? std::to_string(r.peak_device_bytes) : "");
       continue;
     }
     const TrainingConfig& c = r.plan.config;
-    out += fmt::format(",{},{},{},{},{},{},{:.1f},{:.4f},{:.4f},{:.4f},{}\n",
-                       ShardingName(c.parallel.sharding), c.micro_batch, c.grad_accum_steps,
-                       PrecisionName(c.precision), r.plan.num_checkpointed(), r.peak_device_bytes,
-                       r.time.tokens_per_second, r.time.step_seconds, r.time.mfu, r.hours,
-                       r.cost_usd ? fmt::format("{:.2f}", *r.cost_usd) : "");
+    const std::optional<double> hours = r.known_hours(), cost = r.known_cost();
+    out += fmt::format(
+        ",{},{},{},{},{},{},{},{},{},{},{}\n", CsvField(ShardingName(c.parallel.sharding)),
+        c.micro_batch, c.grad_accum_steps, CsvField(PrecisionName(c.precision)),
+        r.plan.num_checkpointed(), r.peak_device_bytes, FixedOrEmpty(r.time.tokens_per_second, 1),
+        FixedOrEmpty(r.time.step_seconds, 4), FixedOrEmpty(r.time.mfu, 4),
+        hours ? fmt::format("{:.4f}", *hours) : "", cost ? fmt::format("{:.2f}", *cost) : "");
   }
   return out;
 }
