@@ -381,6 +381,11 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   auto parallel = ToParallelism(f, c.stack);
   if (!parallel) return parallel.error();
   c.parallel = *parallel;
+  if (f.sharding) {            // also when the solver takes the count: it must not search a scheme
+    TrainingConfig asked = c;  // that is not replayed
+    asked.parallel.sharding = *f.sharding;
+    if (auto error = UnmodelledScheme(asked)) return *error;
+  }
   auto ckpt = CheckpointPolicy::Parse(f.checkpoint.value_or("none"));
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;

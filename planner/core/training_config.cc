@@ -51,6 +51,19 @@ DType FrozenWeightDType(const TrainingConfig& config) {
   return config.base_dtype.value_or(RegimeOf(config.precision).frozen_dtype);
 }
 
+std::optional<Error> UnmodelledScheme(const TrainingConfig& c) {
+  if (c.fine_tune.mode != FineTuneMode::kQLora) return std::nullopt;
+  if (c.parallel.fsdp())
+    return MakeError(
+        "--sharding fsdp with QLoRA (FSDP2 over 4-bit NF4 weights) is not modelled; use "
+        "--lora-rank, or --sharding ddp");
+  if (c.parallel.sharding == Sharding::kZero3)
+    return MakeError(
+        "--sharding zero3 with QLoRA (ZeRO-3 partitioning 4-bit NF4 weights) is not modelled; "
+        "use --lora-rank, or --sharding zero2 or ddp");
+  return std::nullopt;
+}
+
 bool KeepsKvCache(const TrainingConfig& config) {
   return RunsPythonStack(config.stack) && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
 }
@@ -76,7 +89,7 @@ Result<MoeRouting> ParseMoeRouting(std::string_view text) {
     return routing;
   }
   auto factor = ParseReal(text.substr(kCapacity.size()), 1e-9, 1e9,
-                         "--moe-routing capacity:F (the capacity factor)");
+                          "--moe-routing capacity:F (the capacity factor)");
   if (!factor) return factor.error();
   return MakeError(fmt::format(
       "--moe-routing {}: a capacity factor limits what each expert receives (GShard-style "

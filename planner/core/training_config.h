@@ -114,7 +114,7 @@ struct CheckpointPolicy {
 // stack headroom plans for has one.
 enum class MoeRouting { kBalanced, kWorstCase };
 inline constexpr EnumName<MoeRouting> kMoeRoutingNames[] = {{MoeRouting::kBalanced, "balanced"},
-                                                           {MoeRouting::kWorstCase, "worst-case"}};
+                                                            {MoeRouting::kWorstCase, "worst-case"}};
 inline std::string_view MoeRoutingName(MoeRouting r) { return NameIn(kMoeRoutingNames, r); }
 // balanced | worst-case; capacity:F is checked (F a positive number) and refused with why.
 Result<MoeRouting> ParseMoeRouting(std::string_view text);
@@ -143,6 +143,9 @@ struct TrainingConfig {
 OptimizerImpl EffectiveOptimizerImpl(const TrainingConfig& config);
 // The storage dtype of frozen (non-trainable, unquantized) weights.
 DType FrozenWeightDType(const TrainingConfig& config);
+// A sharding scheme the simulator does not replay for this fine-tune (QLoRA's 4-bit base
+// under FSDP2 or ZeRO-3): the request is refused, and no search may choose the scheme.
+std::optional<Error> UnmodelledScheme(const TrainingConfig& config);
 // Python stacks: transformers' decoders build a DynamicCache (use_cache defaults to
 // True) unless gradient checkpointing is on; headroom's runtime keeps none.
 bool KeepsKvCache(const TrainingConfig& config);

@@ -51,14 +51,7 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
                                    r.device.name, r.device.compute_capability * 10));
   }
   if (auto error = ValidateParallelism(c.parallel)) return error;
-  if (c.parallel.fsdp() && c.fine_tune.mode == FineTuneMode::kQLora)
-    return MakeError(
-        "--sharding fsdp with QLoRA (FSDP2 over 4-bit NF4 weights) is not modelled; use "
-        "--lora-rank, or --sharding ddp");
-  if (c.parallel.sharding == Sharding::kZero3 && c.fine_tune.mode == FineTuneMode::kQLora)
-    return MakeError(
-        "--sharding zero3 with QLoRA (ZeRO-3 partitioning 4-bit NF4 weights) is not modelled; "
-        "use --lora-rank, or --sharding zero2 or ddp");
+  if (auto error = UnmodelledScheme(c)) return error;
   const FineTuneConfig& ft = c.fine_tune;
   if (ft.mode != FineTuneMode::kFull) {
     if (auto error = CheckRange(ft.lora_rank, 1, kMaxLoraRank, "--lora-rank")) return error;

@@ -189,6 +189,7 @@ std::string PlanLines(const ReportInputs& in) {
                                          in.search->corrections == 1 ? "" : "s")
                            : "");
     if (!in.search->batch_note.empty()) out += "  note: " + in.search->batch_note + "\n";
+    if (!in.search->schemes_note.empty()) out += "  note: " + in.search->schemes_note + "\n";
   }
   return out;
 }
@@ -332,6 +333,7 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                    {"usable_bytes", in.search->usable_bytes},
                    {"corrections", in.search->corrections}};
     if (!in.search->batch_note.empty()) j["solver"]["batch_note"] = in.search->batch_note;
+    if (!in.search->schemes_note.empty()) j["solver"]["schemes_note"] = in.search->schemes_note;
     if (!in.search->feasible) j["solver"]["shortfall_bytes"] = in.search->shortfall_bytes;
   }
   return j;

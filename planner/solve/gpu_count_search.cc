@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace headroom {
 namespace {
@@ -106,6 +109,7 @@ struct CountSolver {
       Parallelism parallel = ParallelismFor(count, s);
       parallel.offload = counts.offload;
       if (ValidateParallelism(parallel)) continue;  // --offload with a scheme that cannot
+      if (!Modelled(parallel)) continue;            // e.g. QLoRA under FSDP2
       if (nodes) parallel.nodes = *nodes;
       // Ties in speed go to the scheme listed first.
       const size_t rank =
@@ -132,6 +136,12 @@ struct CountSolver {
     return best ? std::move(best) : std::move(closest);
   }
 
+  bool Modelled(const Parallelism& parallel) const {
+    TrainingConfig config = base;
+    config.parallel = parallel;
+    return !UnmodelledScheme(config);
+  }
+
   static bool IsFullySharded(Sharding s) { return s == Sharding::kFsdp || s == Sharding::kZero3; }
   // The fully sharded schemes first: when they do not fit, nothing else is solved.
   static std::vector<Sharding> LeanestFirst(std::vector<Sharding> schemes) {
@@ -141,6 +151,23 @@ struct CountSolver {
 };
 
 bool Fits(const std::optional<SearchResult>& r) { return r && r->feasible; }
+
+// The schemes the search left out because the simulator does not replay them for this
+// fine-tune, and why; empty when it tried them all.
+std::string UnmodelledSchemesNote(const TrainingConfig& base,
+                                  const std::vector<Sharding>& schemes) {
+  std::string names, why;
+  for (Sharding s : schemes) {
+    TrainingConfig config = base;
+    config.parallel = ParallelismFor(2, s);
+    const std::optional<Error> error = UnmodelledScheme(config);
+    if (!error) continue;
+    names += (names.empty() ? "" : ", ") + std::string(ShardingName(s));
+    if (why.empty()) why = error->message;
+  }
+  if (names.empty()) return "";
+  return fmt::format("not tried: {} ({})", names, why.substr(0, why.find(';')));
+}
 
 }  // namespace
 
@@ -170,6 +197,7 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
                             const GpuCountOptions& counts) {
   const auto start = std::chrono::steady_clock::now();
   auto finish = [&](SearchResult r) {
+    r.schemes_note = UnmodelledSchemesNote(base, counts.schemes);
     r.solver_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
@@ -186,7 +214,16 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
   }
   if (found) return finish(std::move(*found));
   const int64_t max_count = counts.only_count.value_or(GpuCountLadder(counts.max_gpus).back());
+  // Nothing was solved: the last scheme listed that is modelled for this fine-tune, with
+  // the offload asked for where the scheme takes it.
   Parallelism last = ParallelismFor(max_count, counts.schemes.back());
+  for (auto s = counts.schemes.rbegin(); s != counts.schemes.rend(); ++s) {
+    TrainingConfig config = base;
+    config.parallel = ParallelismFor(max_count, *s);
+    if (UnmodelledScheme(config)) continue;
+    last = config.parallel;
+    break;
+  }
   if (!ValidateParallelism(
           {.gpus = last.gpus, .sharding = last.sharding, .offload = counts.offload}))
     last.offload = counts.offload;

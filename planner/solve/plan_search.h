@@ -76,7 +76,8 @@ struct SearchResult {
   int64_t shortfall_bytes = 0;  // when infeasible: least device peak - usable
   int corrections = 0;          // verified plans that missed, each followed by a tighter solve
   double solver_seconds = 0;
-  std::string batch_note;  // set when the global batch could not be met exactly
+  std::string batch_note;    // set when the global batch could not be met exactly
+  std::string schemes_note;  // set when a scheme asked for was not tried (not modelled)
 };
 
 // A (precision, micro-batch) the chain model says fits, with its optimal checkpoint set
