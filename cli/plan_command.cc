@@ -68,7 +68,7 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
   if (!graph) return Fail(graph.error().message);
   auto options = ToSearchOptions(flags, *request);
   if (!options) return Fail(options.error().message);
-  auto outcome = PlanFor(*request, *graph, *options);
+  auto outcome = PlanFor(*request, *graph, *options, flags.margin.value_or(kDefaultMargin));
   if (!outcome) return Fail(outcome.error().message);
   if (flags.emit && !outcome->fits()) {
     // Nothing to hand an engine: the report says what would fit.
@@ -85,7 +85,9 @@ int RunPlanCommand(const PlanFlags& flags, const TimelineOutputs* timeline) {
     if (!flags.json && !flags.emit && *flags.output_plan != "-")
       fmt::print("\nplan written to {}\n", TerminalEscaped(*flags.output_plan));
   }
-  if (timeline) return WriteTimeline(*timeline, *request, *graph, *outcome, flags.json);
+  // The timeline's ops are those of the graph the prediction ran on.
+  const OpGraph& ran = outcome->graph ? *outcome->graph : *graph;
+  if (timeline) return WriteTimeline(*timeline, *request, ran, *outcome, flags.json);
   return 0;
 }
 

@@ -196,7 +196,6 @@ std::optional<Error> ApplyFineTune(const PlanFlags& f, const ModelSpec& model, T
 std::optional<Error> CheckModeFlags(const PlanFlags& f, bool solving) {
   if (f.json && f.emit) return Error{"--json and --emit both choose the output; give one"};
   const char* solver_only = f.global_batch      ? "--global-batch"
-                            : f.margin          ? "--margin"
                             : f.solve_precision ? "--precision auto"
                                                 : nullptr;
   if (!solving && solver_only) {
@@ -224,7 +223,8 @@ void AddSolverChoiceFlags(CLI::App& cmd, PlanFlags& f, const std::string& auto_h
                                "micro-batch x grad-accum, or {})",
                                SearchOptions{}.global_batch));
   AddRealOption(cmd, "--margin", f.margin, 0.0, 0.5,
-                fmt::format("Fraction of device memory the solver leaves free, in [0, 0.5] "
+                fmt::format("Fraction of device memory a plan must leave free to fit, in "
+                            "[0, 0.5]: the one rule for a stated plan and the solver's "
                             "(default {})",
                             kDefaultMargin));
 }

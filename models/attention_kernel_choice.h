@@ -27,6 +27,7 @@ struct AttentionCall {
   bool python_stack = true;
   bool masked = false;   // an attn_mask tensor is passed (transformers passes none in training)
   bool training = true;  // inputs require grad: some kernels allow fewer head sizes then
+  bool operator==(const AttentionCall&) const = default;
 };
 
 struct AttentionKernelChoice {

@@ -44,6 +44,7 @@ struct GraphOptions {
   // The sequence length the graph is built for; 0: not known. Shapes stay symbolic in s,
   // but whether transformers builds an SDPA sliding-window mask depends on it.
   int64_t seq_len = 0;
+  bool operator==(const GraphOptions&) const = default;
 };
 
 // The graph options a training config implies for its stack.

@@ -304,7 +304,7 @@ std::vector<BadInput> PlanCases() {
       {kFixed + "--lora-rank 8 --lora-dropout inf", "--lora-dropout"},
       // Flags that conflict, or that would be ignored.
       {kPlan + "--micro-batch 3 --global-batch 8", "--global-batch"},
-      {kFixed + "--margin 0.1", "--margin"},
+      {kFixed + "--margin 0.6", "--margin"},  // a stated plan is held to it too
       {kFixed + "--precision auto", "--precision auto"},
       {kPlan + "--json --emit hf", "--emit"},
       {kPlan + "--global-batch 8 --grad-accum 3", "--grad-accum"},

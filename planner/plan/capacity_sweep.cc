@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "planner/core/limits.h"
+#include "planner/plan/graph_source.h"
 #include "planner/solve/simulation_memo.h"
 
 namespace headroom {
@@ -141,6 +142,7 @@ TypeResult SweepType(const CapacityGpu& gpu, const OpGraph& graph,
   TypeResult out;
   SearchOptions options = gpu.options;
   options.memo = memo;
+  if (!options.graph_for) options.graph_for = GraphsOf(gpu.request.model);
   const GpuCountSweep sweep = SweepGpuCounts(graph, gpu.request.config, gpu.request.device, options,
                                              *options.gpu_count, true);
   for (const auto& [count, result] : sweep.at)

@@ -2,13 +2,14 @@
 
 #include <utility>
 
+#include "planner/plan/graph_source.h"
 #include "planner/simulate/step_size_bound.h"
 #include "planner/solve/gpu_count_search.h"
 
 namespace headroom {
 
 Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
-                            const std::optional<SearchOptions>& options) {
+                            const std::optional<SearchOptions>& options, double margin) {
   // The stated plan, also when solving: its checkpoint policy must name existing blocks.
   Result<Plan> stated = Plan::FromConfig(request.config, static_cast<int>(graph.blocks().size()));
   if (!stated) return stated.error();
@@ -17,11 +18,16 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
   if (auto error = CheckStepSize(graph, {micro_batch, request.config.seq_len})) return *error;
   PlanOutcome out;
   if (options) {
-    out.search = options->gpu_count
-                     ? SearchGpuCount(graph, request.config, request.device, *options,
-                                      *options->gpu_count)
-                     : SearchPlan(graph, request.config, request.device, *options);
+    SearchOptions solve = *options;
+    if (!solve.graph_for) solve.graph_for = GraphsOf(request.model);
+    out.search = solve.gpu_count ? SearchGpuCount(graph, request.config, request.device, solve,
+                                                  *solve.gpu_count)
+                                 : SearchPlan(graph, request.config, request.device, solve);
     out.options = options;
+    out.margin = options->margin;
+    out.usable_bytes = out.search->usable_bytes;
+    out.within_margin = out.search->feasible;
+    out.graph = out.search->graph;
     out.plan = out.search->plan;
     out.prediction = std::move(out.search->prediction);  // one copy of the timeline
     out.time = out.search->time;
@@ -31,6 +37,10 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
   out.plan = std::move(*stated);
   out.prediction = PredictStep(graph, request.config, out.plan.checkpointed, request.device);
   out.time = StepTimeModel(graph, request.config, request.device).Estimate(out.plan.checkpointed);
+  out.margin = margin;
+  out.usable_bytes = UsableBytes(request.device, margin);
+  out.within_margin =
+      out.prediction.fits && PeakAgainstBudget(out.prediction, request.device) <= out.usable_bytes;
   return out;
 }
 
@@ -42,7 +52,7 @@ PlanFile ToPlanFile(const PlanRequest& request, const PlanOutcome& outcome) {
   f.device_memory_bytes = request.device.memory_bytes;
   f.config = outcome.plan.config;
   f.global_batch = outcome.plan.global_batch;
-  f.margin = outcome.options ? outcome.options->margin : 0.0;
+  f.margin = outcome.margin;
   f.fits = outcome.fits();
   f.allocated_bytes = p.allocated_peak_bytes;
   f.reserved_bytes = p.reserved_peak_bytes;

@@ -25,14 +25,25 @@ struct PlanOutcome {
                                          // prediction moved to `prediction`)
   std::optional<SearchOptions> options;  // the solver's, likewise
   std::vector<Suggestion> suggestions;   // when solved and nothing fits
+  // The graph `prediction` ran on when the solver's plan runs another than the request's
+  // (a KV cache, copied head views: models/layer_builder.h); null: the request's.
+  std::shared_ptr<const OpGraph> graph;
+  // One rule for a typed plan and a solved one: a plan fits when it runs without running
+  // out of memory and its peak (the device's on a GPU, PeakAgainstBudget) is within the
+  // device's memory less the margin.
+  double margin = kDefaultMargin;
+  int64_t usable_bytes = 0;
+  bool within_margin = false;
 
-  bool fits() const { return search ? search->feasible : prediction.fits; }
+  bool fits() const { return within_margin; }
 };
 
-// Solves when `options` is set, else predicts the request's own plan on `graph` (built
-// from the request). Errors: a checkpoint policy that names blocks the graph lacks.
+// Solves when `options` is set (with its margin), else predicts the request's own plan on
+// `graph` (built from the request), held to `margin`. Errors: a checkpoint policy that
+// names blocks the graph lacks.
 Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
-                            const std::optional<SearchOptions>& options);
+                            const std::optional<SearchOptions>& options,
+                            double margin = kDefaultMargin);
 
 // The plan file of an outcome: its inputs, decisions and predictions.
 PlanFile ToPlanFile(const PlanRequest& request, const PlanOutcome& outcome);

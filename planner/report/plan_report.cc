@@ -27,7 +27,10 @@ ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
           ChooseAttentionKernel(request.model, AttentionCallOf(o.plan.config)),
           ChooseWindowAttentionKernel(request.model, o.plan.config),
           SlidingLayerCount(request.model),
-          request.model.num_layers};
+          request.model.num_layers,
+          o.fits(),
+          o.usable_bytes,
+          o.margin};
 }
 
 bool NothingFits(const PlanOutcome& o) { return o.search && !o.search->feasible; }

@@ -115,26 +115,28 @@ std::string RequestLines(const ReportInputs& in) {
   return out;
 }
 
-// FITS, or by how much it does not.
+// The peak the verdict holds against the usable memory (PeakAgainstBudget).
+int64_t JudgedPeak(const ReportInputs& in) {
+  return in.device.PeakAgainstBudget(in.prediction.allocated_peak_bytes,
+                                     in.prediction.device_peak_bytes);
+}
+
+// FITS, or by how much it does not, under the one rule stated here: the peak within the
+// device's memory less the margin.
 std::string VerdictLines(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
-  std::string out;
-  const bool fits = in.search ? in.search->feasible : p.fits;
-  if (fits) {
-    out += fmt::format("FITS: {} of headroom left on {}\n\n", FormatBytes(p.headroom_bytes()),
-                       in.device.name);
-  } else if (in.search) {
-    out += fmt::format("DOES NOT FIT within the {} usable ({:.0f}% margin kept free)\n\n",
-                       FormatBytes(in.search->usable_bytes),
-                       100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
-                                          static_cast<double>(p.budget_bytes)));
-  } else {
-    const int64_t shortfall = std::max<int64_t>(p.device_peak_bytes - p.budget_bytes, 0);
-    out +=
-        fmt::format("DOES NOT FIT: short by {}{}\n\n", FormatBytes(shortfall),
-                    p.oom_phase_text.empty() ? "" : " (out of memory at " + p.oom_phase_text + ")");
+  const std::string rule = fmt::format("the {} usable: {:g}% of its memory kept free",
+                                       FormatBytes(in.usable_bytes), 100.0 * in.margin);
+  if (in.fits) {
+    return fmt::format("FITS: {} of headroom left on {}, within {}\n\n",
+                       FormatBytes(in.usable_bytes - JudgedPeak(in)), in.device.name, rule);
   }
-  return out;
+  const int64_t shortfall = in.search && !in.search->feasible
+                                ? in.search->shortfall_bytes
+                                : std::max<int64_t>(JudgedPeak(in) - in.usable_bytes, 0);
+  return fmt::format(
+      "DOES NOT FIT: short by {} of {}{}\n\n", FormatBytes(shortfall), rule,
+      p.oom_phase_text.empty() ? "" : " (out of memory at " + p.oom_phase_text + ")");
 }
 
 // The peak as each tool reports it, against the budget.
@@ -180,14 +182,11 @@ std::string PlanLines(const ReportInputs& in) {
           ? fmt::format(", communication not hidden {:.3f} s", in.time.communication_seconds)
           : "");
   if (in.search) {
-    out += fmt::format("  solver: {:.3f} s, verified by simulation against {} ({:.0f}% margin){}\n",
-                       in.search->solver_seconds, FormatBytes(in.search->usable_bytes),
-                       100.0 * (1.0 - static_cast<double>(in.search->usable_bytes) /
-                                          static_cast<double>(p.budget_bytes)),
-                       in.search->corrections
-                           ? fmt::format(", {} budget correction{}", in.search->corrections,
-                                         in.search->corrections == 1 ? "" : "s")
-                           : "");
+    out += fmt::format(
+        "  solver: {:.3f} s, every plan verified by simulation{}\n", in.search->solver_seconds,
+        in.search->corrections ? fmt::format(", {} budget correction{}", in.search->corrections,
+                                             in.search->corrections == 1 ? "" : "s")
+                               : "");
     if (!in.search->batch_note.empty()) out += "  note: " + in.search->batch_note + "\n";
     if (!in.search->schemes_note.empty()) out += "  note: " + in.search->schemes_note + "\n";
   }
@@ -295,9 +294,11 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
   const TrainingConfig& c = in.config;
   nlohmann::json j;
-  j["fits"] = in.search ? in.search->feasible : p.fits;
+  j["fits"] = in.fits;
   j["budget_bytes"] = p.budget_bytes;
-  j["headroom_bytes"] = p.headroom_bytes();
+  j["margin"] = in.margin;
+  j["usable_bytes"] = in.usable_bytes;
+  j["headroom_bytes"] = in.usable_bytes - JudgedPeak(in);  // negative: short by as much
   j["model"] = in.model_name;
   j["device"] = in.device.name;
   j["config"] = ConfigJson(in);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,59 @@ namespace {
 int64_t SequencesPerStep(const TrainingConfig& c) {
   return c.micro_batch * c.grad_accum_steps * c.parallel.gpus;
 }
+
+// Plans as typed back: the searched config with the checkpoint policy naming the plan's
+// blocks, on the graph that config runs (options.graph_for), tabulated once for each kind
+// of config a search verifies: per precision, checkpointing or not, micro-batch 1 or more.
+class TypedPlans {
+ public:
+  TypedPlans(const OpGraph& graph, const SearchOptions& options)
+      : graph_(graph), graph_for_(options.graph_for) {}
+
+  static TrainingConfig Typed(TrainingConfig config, const std::vector<bool>& flags) {
+    config.checkpoint = CheckpointPolicy::Of(flags);
+    return config;
+  }
+  const OpGraph& GraphOf(const TrainingConfig& typed) { return *Find(typed).graph; }
+  std::shared_ptr<const OpGraph> SharedGraphOf(const TrainingConfig& typed) {
+    return graph_for_ ? Find(typed).graph : nullptr;
+  }
+  SimulationTables TablesOf(const TrainingConfig& typed) {
+    return Find(typed).tables.WithBatch(typed.micro_batch, typed.grad_accum_steps);
+  }
+
+ private:
+  struct Entry {
+    TrainingConfig key;
+    std::shared_ptr<const OpGraph> graph;
+    SimulationTables tables;
+  };
+  // What a table or graph depends on beyond the batch sizes (GraphOptionsOf, CostTargetOf):
+  // whether anything is checkpointed, and whether the micro-batch exceeds 1.
+  static TrainingConfig KeyOf(TrainingConfig c) {
+    c.micro_batch = std::min<int64_t>(c.micro_batch, 2);
+    c.grad_accum_steps = 1;
+    c.checkpoint = CheckpointPolicy{.kind = c.checkpoint.kind == CheckpointPolicy::Kind::kNone
+                                                ? CheckpointPolicy::Kind::kNone
+                                                : CheckpointPolicy::Kind::kAll};
+    return c;
+  }
+  Entry& Find(const TrainingConfig& typed) {
+    const TrainingConfig key = KeyOf(typed);
+    for (Entry& e : entries_)
+      if (e.key == key) return e;
+    // Without a source, the graph given: a non-owning pointer to it.
+    std::shared_ptr<const OpGraph> graph =
+        graph_for_ ? graph_for_(key)
+                   : std::shared_ptr<const OpGraph>(std::shared_ptr<void>(), &graph_);
+    entries_.push_back({key, graph, SimulationTables(*graph, typed)});
+    return entries_.back();
+  }
+
+  const OpGraph& graph_;
+  GraphSource graph_for_;
+  std::deque<Entry> entries_;
+};
 
 // Step 1. One simulation at micro-batch 1 without checkpointing (two accumulation
 // steps, so the second micro-batch runs with every gradient allocated) gives the chain
@@ -97,9 +151,9 @@ int64_t FirstStepPeak(const SimulationTables& tables, const std::vector<bool>& c
     return allocator.reserved().peak;
   };
   const int64_t peak =
-      memo ? memo->FirstStepPeak(SimulationMemo::KeyOf(tables.graph(), tables.config(),
-                                                       checkpointed, device, true),
-                                 simulate)
+      memo ? memo->FirstStepPeak(
+                 SimulationMemo::KeyOf(tables.graph(), tables.config(), checkpointed, device, true),
+                 simulate)
            : simulate();
   return peak + device.ContextBytes();
 }
@@ -247,11 +301,12 @@ using VerifiedPlan = std::pair<CheckpointSolution, StepPrediction>;
 // the verified plan is the one the model asks for. Returns the cheapest plan that passed.
 std::optional<VerifiedPlan> Verify(PlanCandidate& c, const DeviceSpec& device,
                                    const SearchOptions& options, int64_t usable_bytes,
-                                   int& corrections) {
+                                   TypedPlans& typed, int& corrections) {
   constexpr int kMaxAttempts = 6;
   std::optional<VerifiedPlan> best;
   for (int attempt = 0; attempt < kMaxAttempts && c.solution.feasible; ++attempt) {
-    StepPrediction p = PredictStep(c.tables, c.solution.checkpointed, device);
+    const TrainingConfig plan = TypedPlans::Typed(c.config(), c.solution.checkpointed);
+    StepPrediction p = PredictStep(typed.TablesOf(plan), c.solution.checkpointed, device);
     const int64_t peak = PeakAgainstBudget(p, device);
     const int64_t offset = peak - c.solution.peak_units * c.model.unit_bytes;
     if (peak <= usable_bytes) {
@@ -275,7 +330,7 @@ std::optional<VerifiedPlan> Verify(PlanCandidate& c, const DeviceSpec& device,
 // (micro-batch 1, every block checkpointed unless the policy is fixed) may still fit,
 // since the model is conservative; otherwise report by how much it misses.
 void SmallestPlan(const OpGraph& graph, const TrainingConfig& base, const DeviceSpec& device,
-                  const SearchOptions& options, SearchResult& r) {
+                  const SearchOptions& options, TypedPlans& typed, SearchResult& r) {
   bool smallest_seen = false;
   for (Precision precision : PrecisionsToTry(base, options)) {
     TrainingConfig config = base;
@@ -286,12 +341,13 @@ void SmallestPlan(const OpGraph& graph, const TrainingConfig& base, const Device
     const std::vector<bool> flags = options.fixed_checkpoint ? *options.fixed_checkpoint->Resolve(n)
                                                              : std::vector<bool>(n, true);
     config.checkpoint = CheckpointPolicy::Of(flags);  // what the stack's recipe reads
-    StepPrediction p = PredictStep(graph, config, flags, device);
+    StepPrediction p = PredictStep(typed.TablesOf(config), flags, device);
     const int64_t shortfall = PeakAgainstBudget(p, device) - r.usable_bytes;
     if (!smallest_seen || shortfall < r.shortfall_bytes) {
       smallest_seen = true;
       r.shortfall_bytes = shortfall;
-      r.time = StepTimeModel(graph, config, device).Estimate(flags);
+      r.time = StepTimeModel(typed.GraphOf(config), config, device).Estimate(flags);
+      r.graph = typed.SharedGraphOf(config);
       r.plan = Plan::WithCheckpointed(config, flags, SequencesPerStep(config));
       r.prediction = std::move(p);
     }
@@ -332,7 +388,8 @@ double PlanSpeedBound(const OpGraph& graph, const TrainingConfig& base, const De
     for (int64_t b : micro_batches) {
       config.micro_batch = b;
       config.grad_accum_steps = per_gpu / b;
-      bound = std::max(bound, StepTimeModel(graph, config, device).Estimate(none).tokens_per_second);
+      bound =
+          std::max(bound, StepTimeModel(graph, config, device).Estimate(none).tokens_per_second);
     }
   }
   return bound;
@@ -344,21 +401,26 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
   SearchResult r;
   r.usable_bytes = UsableBytes(device, options.margin);
   PerGpuBatch(options, &r.batch_note);
+  TypedPlans typed(graph, options);
   for (PlanCandidate& c : RankCandidates(graph, base, device, options)) {
     if (c.solution.feasible && !options.fixed_checkpoint &&
         !CalibrateOnFirstStep(c, device, options, r.usable_bytes))
       continue;
-    std::optional<VerifiedPlan> best = Verify(c, device, options, r.usable_bytes, r.corrections);
+    std::optional<VerifiedPlan> best =
+        Verify(c, device, options, r.usable_bytes, typed, r.corrections);
     if (best) {
+      const std::vector<bool>& flags = best->first.checkpointed;
+      const TrainingConfig plan = TypedPlans::Typed(c.config(), flags);
       r.feasible = true;
-      r.time = c.time_model->Estimate(best->first.checkpointed);
-      r.plan = Plan::WithCheckpointed(c.config(), best->first.checkpointed,
-                                      SequencesPerStep(c.config()));
+      // Timed as typed too: on the graph the plan runs.
+      r.time = StepTimeModel(typed.GraphOf(plan), plan, device).Estimate(flags);
+      r.plan = Plan::WithCheckpointed(c.config(), flags, SequencesPerStep(c.config()));
       r.prediction = std::move(best->second);
+      r.graph = typed.SharedGraphOf(plan);
       break;
     }
   }
-  if (!r.feasible) SmallestPlan(graph, base, device, options, r);
+  if (!r.feasible) SmallestPlan(graph, base, device, options, typed, r);
   r.solver_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -10,6 +10,7 @@
 #include "planner/solve/layer.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +47,13 @@ struct GpuCountOptions {
   Offload offload = Offload::kNone;
 };
 
+// The graph a configuration runs. What transformers executes follows the config: a KV
+// cache without checkpointing, copied head views above micro-batch 1, the attention
+// kernel of the precision (models/layer_builder.h, GraphOptionsOf). The search ranks its
+// candidates on the graph it is given and verifies each on the graph its plan runs, so
+// that a plan typed back as flags predicts exactly what the search reported.
+using GraphSource = std::function<std::shared_ptr<const OpGraph>(const TrainingConfig&)>;
+
 struct SearchOptions {
   int64_t global_batch = 8;  // sequences per optimizer step, over all GPUs
   int num_gpus = 1;          // data-parallel replicas
@@ -64,6 +72,8 @@ struct SearchOptions {
   // When set, simulations that do not depend on the device's memory are shared with the
   // other searches given the same memo (`headroom capacity`'s GPU types).
   std::shared_ptr<SimulationMemo> memo;
+  // Unset: every plan is verified on the graph given (a graph built by hand).
+  GraphSource graph_for;
 };
 
 struct SearchResult {
@@ -71,6 +81,7 @@ struct SearchResult {
   Plan plan;                  // the chosen micro-batch, accumulation, precision and checkpoint set
   StepPrediction prediction;  // the full simulation of the chosen plan (or of the
                               // smallest plan tried, when nothing fits)
+  std::shared_ptr<const OpGraph> graph;  // the graph `prediction` ran on (graph_for's)
   StepTime time;
   int64_t usable_bytes = 0;     // device memory x (1 - margin)
   int64_t shortfall_bytes = 0;  // when infeasible: least device peak - usable
