@@ -132,6 +132,24 @@ TEST(PlanFile, NewerVersionAndCorruptionAreClearErrors) {
   EXPECT_FALSE(ParsePlanYaml("just: a map", "plan.yaml").ok());
 }
 
+// fuzz/plan_file_fuzzer.cc found a breakdown key of bytes that are not UTF-8: read, then
+// written back escaped, it read back as another plan. Such a file is refused.
+TEST(PlanFile, TextThatIsNotUtf8IsRefused) {
+  const std::string text = WritePlanYaml(SamplePlan());
+  for (const std::string& from : {std::string("weights:"), std::string("qwen2.5-0.5b")}) {
+    std::string bad = text;
+    bad.insert(bad.find(from) + 2, "\xff\xa1");
+    const auto r = ParsePlanYaml(bad, "plan.yaml");
+    ASSERT_FALSE(r.ok()) << from;
+    EXPECT_EQ(r.error().message, "plan.yaml: not UTF-8 text");
+  }
+  std::string accented = text;  // UTF-8 is fine, and round-trips
+  accented.replace(accented.find("log_softmax"), 11, "log_softmax \u00e9t\u00e9");
+  const auto ok = ParsePlanYaml(accented, "plan.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ParsePlanYaml(WritePlanYaml(*ok), "again.yaml")->peak_phase, ok->peak_phase);
+}
+
 TEST(StackExports, HuggingFaceAndDeepSpeedFields) {
   TrainingConfig c;
   c.micro_batch = 4;

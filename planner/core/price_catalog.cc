@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/text_escape.h"
 #include "planner/core/name_suggest.h"
 #include "planner/core/text_escape.h"
 
@@ -120,38 +121,6 @@ Result<double> PriceNumber(const PriceFileError& error, const std::string& field
   return value;
 }
 
-// RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool PriceTextIsUtf8(std::string_view s) {
-  const auto at = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = at(i);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (c < 0x80) {
-      n = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 3;
-      lo = c == 0xE0 ? 0xA0 : 0x80;
-      hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 4;
-      lo = c == 0xF0 ? 0x90 : 0x80;
-      hi = c == 0xF4 ? 0x8F : 0xBF;
-    } else {
-      return false;
-    }
-    if (i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      const unsigned char b = at(i + k);
-      if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
 // A C0 or C1 control character or DEL (C1 as UTF-8: C2 80-C2 9F).
 bool PriceTextHasControl(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
@@ -168,7 +137,7 @@ Result<std::string> PriceText(const PriceFileError& error, const std::string& fi
                               const YAML::Node& node) {
   if (!node.IsScalar())
     return error(field, node, fmt::format("must be text, got {}", KindOf(node)));
-  if (!PriceTextIsUtf8(node.Scalar())) return error(field, node, "must be UTF-8 text");
+  if (!IsUtf8(node.Scalar())) return error(field, node, "must be UTF-8 text");
   if (PriceTextHasControl(node.Scalar()))
     return error(field, node, "must be one line of text, with no control characters");
   return node.Scalar();

@@ -32,6 +32,15 @@ size_t Utf8Length(std::string_view s) {
 
 }  // namespace
 
+bool IsUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8Length(text.substr(i));
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string MarkupEscaped(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -15,6 +15,9 @@ namespace headroom {
 // allow (controls other than tab, newline and carriage return) and invalid UTF-8 become
 // U+FFFD, so the document stays well-formed whatever the name holds.
 std::string MarkupEscaped(std::string_view text);
+// Whether `text` is UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past
+// U+10FFFF): what a file that headroom reads and writes back must hold.
+bool IsUtf8(std::string_view text);
 
 // One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, with
 // quotes doubled; a field a spreadsheet would read as a formula (first character = + - @,

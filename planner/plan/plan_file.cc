@@ -9,6 +9,7 @@
 
 #include "planner/core/file_io.h"
 #include "planner/core/limits.h"
+#include "planner/core/text_escape.h"
 
 namespace headroom {
 namespace {
@@ -275,6 +276,9 @@ Result<YAML::Node> LoadPlanRoot(std::string_view text, std::string_view origin) 
 }  // namespace
 
 Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
+  // Names and phases are written back as read: bytes that are not UTF-8 would come back
+  // escaped, another plan (found by fuzz/plan_file_fuzzer.cc).
+  if (!IsUtf8(text)) return MakeError(fmt::format("{}: not UTF-8 text", origin));
   Result<YAML::Node> root = LoadPlanRoot(text, origin);
   if (!root) return root.error();
   PlanFile p;
