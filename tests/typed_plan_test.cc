@@ -53,7 +53,7 @@ SearchOptions OptionsOf(const Request& q) {
   return o;
 }
 
-std::vector<Request> Sweep() {
+std::vector<Request> TypedPlanSweep() {
   std::vector<Request> out;
   const std::vector<std::pair<std::string, std::string>> pairs = {
       {"llama-3.1-8b", "h100-80gb"}, {"llama-3.1-8b", "rtx-4090"}, {"qwen2.5-7b", "a100-40gb"},
@@ -75,7 +75,7 @@ std::vector<Request> Sweep() {
 }
 
 TEST(TypedPlan, EverySolvedPlanTypedBackPredictsTheSame) {
-  const std::vector<Request> sweep = Sweep();
+  const std::vector<Request> sweep = TypedPlanSweep();
   ASSERT_GE(sweep.size(), 200u);
   int solved = 0, fitting = 0;
   for (const Request& q : sweep) {
