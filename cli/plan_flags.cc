@@ -119,6 +119,26 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
                 "FSDP2 units: blocks (fully_shard per block, then the root) or accelerate "
                 "(its own: embedding and head apart; default with --stack hf-trainer and "
                 "--emit accelerate-fsdp|hf)");
+  const auto mp_dtype = [](std::optional<DType>& out) {
+    return [&out](const std::string& text) { out = ParseDType(text); };
+  };
+  const auto mp_check = [](std::string& text) {
+    const std::optional<DType> d = ParseDType(text);
+    return d && (*d == DType::kBF16 || *d == DType::kF16 || *d == DType::kF32)
+               ? std::string()
+               : "'" + text + "' is not bf16, fp16 or fp32";
+  };
+  cmd.add_option_function<std::string>(
+         "--fsdp-param-dtype", mp_dtype(f.fsdp_param_dtype),
+         "FSDP2 MixedPrecisionPolicy param_dtype: shards cast to it and gathered, the units "
+         "computing in it (default: none; accelerate's bf16 with --stack hf-trainer or "
+         "--fsdp-wrap accelerate and amp-bf16)")
+      ->check(CLI::Validator(mp_check, "DTYPE"));
+  cmd.add_option_function<std::string>(
+         "--fsdp-reduce-dtype", mp_dtype(f.fsdp_reduce_dtype),
+         "FSDP2 MixedPrecisionPolicy reduce_dtype of the reduce-scatter (default: the "
+         "parameters' own, as torch 2.15 follows grad_dtype)")
+      ->check(CLI::Validator(mp_check, "DTYPE"));
   AddEnumOption(cmd, "--offload", f.offload, kOffloadNames,
                 "What lives in CPU RAM instead of the GPU: " + Choices(kOffloadNames) +
                     " (default none; reported as offload.cpu_bytes)");
@@ -324,7 +344,9 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
                        stack == Stack::kHfTrainer || f.emit == ExportTarget::kAccelerateFsdp ||
                                f.emit == ExportTarget::kHuggingFace
                            ? FsdpWrap::kAccelerate
-                           : FsdpWrap::kBlocks)};
+                           : FsdpWrap::kBlocks),
+                   .fsdp_param_dtype = f.fsdp_param_dtype,
+                   .fsdp_reduce_dtype = f.fsdp_reduce_dtype};
   if (f.gpus_auto && f.nodes != 1)
     return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
   Parallelism checked = p;
@@ -337,7 +359,7 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
                       OffloadName(f.offload), f.gpus_auto ? "auto" : "N"));
     checked.gpus = std::max<int64_t>(2, f.gpus);
     checked.nodes = 1;
-    checked.sharding = f.sharding.value_or(Sharding::kDdp);
+    checked.sharding = f.sharding.value_or(Sharding::kFsdp);  // the policy's scheme
   }
   if (auto error = ValidateParallelism(checked)) return *error;
   if (f.gpus_auto || choose_sharding) p.offload = Offload::kNone;  // the solver's

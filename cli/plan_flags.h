@@ -50,6 +50,8 @@ struct PlanFlags {
   Offload offload = Offload::kNone;
   // unset: accelerate's for --stack hf-trainer and the exports that run through it
   std::optional<FsdpWrap> fsdp_wrap;
+  // FSDP2's MixedPrecisionPolicy; unset: none, or accelerate's with its stack and amp-bf16
+  std::optional<DType> fsdp_param_dtype, fsdp_reduce_dtype;
   DeepSpeedZeroKnobs deepspeed;  // --ds-*: DeepSpeed's defaults unless given
   bool json = false;
   bool auto_plan = false;                  // --auto; also implied without --micro-batch

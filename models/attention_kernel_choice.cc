@@ -113,7 +113,7 @@ AttentionKernelChoice ChooseCuda(const SdpParams& p, bool repeats_kv) {
 AttentionCall AttentionCallOf(const TrainingConfig& config) {
   return {.impl = config.attention,
           .device = config.kernels,
-          .dtype = RegimeOf(config.precision).compute_dtype,
+          .dtype = RegimeOf(config).compute_dtype,
           .python_stack = RunsPythonStack(config.stack)};
 }
 

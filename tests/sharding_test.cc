@@ -153,6 +153,39 @@ TEST(ShardLayout, AccelerateWrapLetsTheEmbeddingGoAndKeepsTheHead) {
   EXPECT_LT(accelerate.prediction.allocated_peak_bytes, blocks.prediction.allocated_peak_bytes);
 }
 
+// FSDP2's MixedPrecisionPolicy(param_dtype=bf16) over fp32 shards: what is stored (the
+// shards, their gradients, the states) is the same as without a policy; what is gathered
+// and computed with is bf16, so the peak falls. Measured on 2 gloo ranks to 0.00%
+// (run_distributed_suite.py, "mp bf16/None").
+TEST(ShardLayout, FsdpPolicyGathersInItsDtypeAndStoresAsBefore) {
+  const Parallelism plain{.gpus = 2, .sharding = Sharding::kFsdp};
+  Parallelism policy = plain;
+  policy.fsdp_param_dtype = DType::kBF16;
+  const TinyRun fp32 = PredictTiny("tiny-llama", plain);
+  const TinyRun bf16 = PredictTiny("tiny-llama", policy);
+  EXPECT_EQ(EndOfStep(bf16.prediction), EndOfStep(fp32.prediction));
+  EXPECT_LT(bf16.prediction.allocated_peak_bytes, fp32.prediction.allocated_peak_bytes);
+  // The bf16 casts of the shards are weight casts, each freed once its all-gather ran;
+  // without a policy there are none (fp32, no autocast).
+  const auto casts = [](const StepPrediction& p) {
+    int64_t allocated = 0, live = 0;
+    for (const MemoryEvent& e : p.timeline.events) {
+      if (e.category != Category::kWeightCasts) continue;
+      const bool alloc = e.kind == MemoryEvent::Kind::kAlloc;
+      allocated += alloc ? e.bytes : 0;
+      live += alloc ? e.bytes : -e.bytes;
+    }
+    return std::pair{allocated, live};
+  };
+  EXPECT_EQ(casts(fp32.prediction), (std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_GT(casts(bf16.prediction).first, 0);
+  EXPECT_EQ(casts(bf16.prediction).second, 0);
+  // reduce_dtype bf16: the sharded gradients are cast back to fp32, so they end as fp32
+  // shards either way.
+  policy.fsdp_reduce_dtype = DType::kBF16;
+  EXPECT_EQ(EndOfStep(PredictTiny("tiny-llama", policy).prediction), EndOfStep(fp32.prediction));
+}
+
 // ZeRO-3's modules: those holding parameters, named after them, each preceded by the
 // containers it opens (a ModuleList is never called; the model itself is counted apart).
 TEST(ShardLayout, ZeroThreeCallsEachModuleAfterTheContainersItOpens) {
@@ -354,6 +387,43 @@ TEST(CliManyGpus, NoSearchChoosesASchemeThatIsNotModelled) {
     if (row["plan"].is_null()) continue;
     EXPECT_NE(row["plan"]["sharding"].get<std::string>().find("fsdp"), 0u) << row.dump();
     EXPECT_NE(row["plan"]["sharding"], "zero3") << row.dump();
+  }
+}
+
+// accelerate sets FSDP2's MixedPrecisionPolicy from its mixed_precision: HF Trainer's
+// bf16=True (amp-bf16 here) runs bf16 gathers over fp32 shards, without torch.autocast;
+// a bare PyTorch loop has no policy unless one is given (--fsdp-param-dtype).
+TEST(CliManyGpus, FsdpPrecisionFollowsTheStack) {
+  const std::string request =
+      "plan --model llama-3-8b --gpu h100-80gb --precision amp-bf16 --seq-len 2048 "
+      "--micro-batch 1 --gpus 8 --sharding fsdp --checkpoint all --json";
+  const auto policy = [&](const std::string& extra) {
+    const CommandResult r = RunCli(request + extra);
+    EXPECT_EQ(r.exit_code, 0) << extra << ": " << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto trainer = policy(" --stack hf-trainer");
+  EXPECT_EQ(trainer["plan"]["fsdp_param_dtype"], "bf16");
+  EXPECT_EQ(trainer["plan"]["fsdp_reduce_dtype"], "bf16");
+  EXPECT_FALSE(trainer["plan"]["autocast"].get<bool>());
+  EXPECT_EQ(trainer["breakdown"]["weight_casts_bytes"], 0);
+  const auto bare = policy("");
+  EXPECT_FALSE(bare["plan"].contains("fsdp_param_dtype"));
+  EXPECT_TRUE(bare["plan"]["autocast"].get<bool>());
+  // Under autocast each gathered fp32 weight's bf16 cast is cached until the forward ends.
+  EXPECT_GT(bare["breakdown"]["weight_casts_bytes"].get<int64_t>(), int64_t{1} << 30);
+  const auto given = policy(" --fsdp-param-dtype bf16 --fsdp-reduce-dtype fp32");
+  EXPECT_EQ(given["plan"]["fsdp_param_dtype"], "bf16");
+  EXPECT_EQ(given["plan"]["fsdp_reduce_dtype"], "fp32");
+  EXPECT_LT(given["peak"]["allocated_bytes"], bare["peak"]["allocated_bytes"]);
+  std::string ddp = request;
+  ddp.replace(ddp.find("--sharding fsdp"), 15, "--sharding ddp");
+  for (const std::string& bad : {request + " --fsdp-reduce-dtype bf16",
+                                 request + " --fsdp-param-dtype int8",
+                                 ddp + " --fsdp-param-dtype bf16"}) {
+    const CommandResult r = RunCli(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("fsdp"), std::string::npos) << bad << ": " << r.err;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "planner/core/dtype.h"
 #include "planner/core/enum_table.h"
 #include "planner/core/result.h"
 
@@ -93,6 +94,15 @@ struct Parallelism {
   Offload offload = Offload::kNone;
   DeepSpeedZeroKnobs deepspeed;
   FsdpWrap fsdp_wrap = FsdpWrap::kBlocks;
+  // FSDP2's MixedPrecisionPolicy (torch/distributed/fsdp/_fully_shard/_fsdp_api.py),
+  // read under fsdp and fsdp-no-reshard only. param_dtype: the dtype each shard is cast to
+  // before the all-gather, and so what the unit gathers, computes in and produces
+  // gradients in; the shards, their gradients and the optimizer states keep the
+  // parameters' own dtype. reduce_dtype: the reduce-scatter's; unset, torch 2.15 reduces
+  // in the parameters' own dtype (the grad_dtype, not param_dtype as before 2.9).
+  // Unset param_dtype: no policy.
+  std::optional<DType> fsdp_param_dtype;
+  std::optional<DType> fsdp_reduce_dtype;
 
   bool distributed() const { return sharding != Sharding::kNone; }
   bool fsdp() const { return sharding == Sharding::kFsdp || sharding == Sharding::kFsdpNoReshard; }

@@ -30,6 +30,28 @@ PrecisionRegime RegimeOf(Precision p) {
   throw std::logic_error("RegimeOf: unknown precision");
 }
 
+bool FsdpThroughAccelerate(const TrainingConfig& config) {
+  return config.parallel.fsdp() &&
+         (config.stack == Stack::kHfTrainer || config.parallel.fsdp_wrap == FsdpWrap::kAccelerate);
+}
+
+std::optional<FsdpPolicy> FsdpPolicyOf(const TrainingConfig& config) {
+  const Parallelism& p = config.parallel;
+  if (!p.fsdp()) return std::nullopt;
+  if (p.fsdp_param_dtype) return FsdpPolicy{*p.fsdp_param_dtype, p.fsdp_reduce_dtype};
+  if (FsdpThroughAccelerate(config) && config.precision == Precision::kAmpBf16)
+    return FsdpPolicy{DType::kBF16, DType::kBF16};
+  return std::nullopt;
+}
+
+PrecisionRegime RegimeOf(const TrainingConfig& config) {
+  PrecisionRegime regime = RegimeOf(config.precision);
+  if (FsdpThroughAccelerate(config)) regime.autocast = false;
+  if (const std::optional<FsdpPolicy> policy = FsdpPolicyOf(config))
+    regime.compute_dtype = policy->param_dtype;
+  return regime;
+}
+
 DType AdapterDType(const PrecisionRegime& regime) {
   return regime.autocast ? DType::kF32 : regime.param_dtype;
 }
@@ -52,6 +74,13 @@ DType FrozenWeightDType(const TrainingConfig& config) {
 }
 
 std::optional<Error> UnmodelledScheme(const TrainingConfig& c) {
+  if (FsdpThroughAccelerate(c) && !c.parallel.fsdp_param_dtype &&
+      c.precision != Precision::kFp32 && c.precision != Precision::kAmpBf16 &&
+      c.precision != Precision::kBf16)
+    return MakeError(fmt::format(
+        "FSDP2 through accelerate with {} is not modelled (accelerate's fp16 policy and its "
+        "gradient scaler, or DeepSpeed-style master weights); use amp-bf16, bf16 or fp32",
+        PrecisionName(c.precision)));
   if (c.fine_tune.mode != FineTuneMode::kQLora) return std::nullopt;
   if (c.parallel.fsdp())
     return MakeError(

@@ -137,6 +137,28 @@ struct TrainingConfig {
   bool operator==(const TrainingConfig&) const = default;
 };
 
+// FSDP2 through accelerate: HF Trainer's, or accelerate's own wrap (fsdp2_prepare_model).
+bool FsdpThroughAccelerate(const TrainingConfig& config);
+
+// The MixedPrecisionPolicy FSDP2 runs with: the one given (--fsdp-param-dtype), else
+// accelerate's for mixed_precision "bf16" (HF Trainer's bf16=True, amp-bf16 here):
+// MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16, output_dtype=bf16)
+// (accelerate 1.15 utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision,
+// called from state.py); accelerate first upcasts trainable parameters to fp32
+// (fsdp_utils.py fsdp2_prepare_model). Unset without FSDP or a policy.
+struct FsdpPolicy {
+  DType param_dtype;
+  std::optional<DType> reduce_dtype;  // unset: the parameters' own (torch 2.15)
+};
+std::optional<FsdpPolicy> FsdpPolicyOf(const TrainingConfig& config);
+
+// The regime as the config runs it. Under an FSDP2 policy the units compute in its
+// param_dtype; through accelerate FSDP2 runs without torch.autocast:
+// Accelerator._prepare_fsdp2 never reaches prepare_model, where the autocast wrapper is
+// added (accelerate 1.15 accelerator.py), and Trainer adds none
+// (autocast_smart_context_manager returns nullcontext).
+PrecisionRegime RegimeOf(const TrainingConfig& config);
+
 // The optimizer implementation that runs: the one asked for, else the stack's default.
 // torch.optim picks foreach on CUDA and a per-parameter loop on the CPU; HF Trainer
 // defaults to adamw_torch_fused (torch >= 2.8); LibTorch's optimizers loop per parameter.

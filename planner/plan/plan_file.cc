@@ -88,6 +88,12 @@ void WriteParallelism(YAML::Emitter& out, const Parallelism& p) {
   if (p.fsdp())
     out << YAML::Key << "fsdp_wrap" << YAML::Value
         << std::string(NameIn(kFsdpWrapNames, p.fsdp_wrap));
+  if (p.fsdp_param_dtype)
+    out << YAML::Key << "fsdp_param_dtype" << YAML::Value
+        << std::string(DTypeName(*p.fsdp_param_dtype));
+  if (p.fsdp_reduce_dtype)
+    out << YAML::Key << "fsdp_reduce_dtype" << YAML::Value
+        << std::string(DTypeName(*p.fsdp_reduce_dtype));
   if (p.deepspeed_zero()) {
     const DeepSpeedZeroKnobs& ds = p.deepspeed;
     out << YAML::Key << "deepspeed" << YAML::Value << YAML::BeginMap;
@@ -203,6 +209,13 @@ class PlanReader {
       if (t["fsdp_wrap"])  // blocks when absent
         c.parallel.fsdp_wrap =
             Take(ParseIn(kFsdpWrapNames, t["fsdp_wrap"].as<std::string>(), "fsdp_wrap"));
+      for (auto [key, field] : {std::pair{"fsdp_param_dtype", &Parallelism::fsdp_param_dtype},
+                                {"fsdp_reduce_dtype", &Parallelism::fsdp_reduce_dtype}}) {
+        if (!t[key]) continue;  // no policy given
+        const std::optional<DType> dtype = ParseDType(t[key].as<std::string>());
+        if (!dtype) throw BadValue{fmt::format("{}: not a dtype", key)};
+        c.parallel.*field = dtype;
+      }
       if (const YAML::Node ds = t["deepspeed"]) {
         c.parallel.deepspeed.reduce_bucket_size = Need(ds, "reduce_bucket_size").as<int64_t>();
         c.parallel.deepspeed.allgather_bucket_size =

@@ -48,6 +48,20 @@ std::string JoinTargets(const std::vector<std::string>& targets) {
 
 }  // namespace
 
+std::string DescribeFsdpPrecision(const TrainingConfig& c) {
+  const std::optional<FsdpPolicy> policy = FsdpPolicyOf(c);
+  const std::string autocast = RegimeOf(c).autocast ? "under torch.autocast" : "no autocast";
+  if (!policy)
+    return fmt::format("FSDP2 without a MixedPrecisionPolicy: gathered as stored, {}", autocast);
+  return fmt::format(
+      "FSDP2 MixedPrecisionPolicy(param_dtype={}, reduce_dtype={}){}: shards, their gradients "
+      "and the optimizer states as stored, gathered and computed in {}, {}",
+      DTypeName(policy->param_dtype),
+      policy->reduce_dtype ? DTypeName(*policy->reduce_dtype) : "None",
+      c.parallel.fsdp_param_dtype ? "" : ", accelerate's for bf16", DTypeName(policy->param_dtype),
+      autocast);
+}
+
 std::string DescribeFineTune(const FineTuneConfig& ft) {
   switch (ft.mode) {
     case FineTuneMode::kFull:
@@ -91,6 +105,7 @@ std::string RequestLines(const ReportInputs& in) {
         c.parallel.gpus, c.parallel.gpus_per_node(), ShardingName(c.parallel.sharding),
         c.parallel.ddp_bucket_view ? " (gradients as bucket views)" : "", p.rank,
         c.parallel.rank ? "as asked (--rank)" : "the one holding the most");
+    if (c.parallel.fsdp()) out += "  " + DescribeFsdpPrecision(c) + "\n";
   }
   if (c.parallel.offload != Offload::kNone) {
     out += fmt::format("  offload {}: {} of CPU RAM per rank hold what left the device\n",
@@ -316,6 +331,12 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                {"ddp_bucket_view", c.parallel.ddp_bucket_view},
                {"offload", OffloadName(c.parallel.offload)},
                {"fsdp_wrap", NameIn(kFsdpWrapNames, c.parallel.fsdp_wrap)}};
+  if (const std::optional<FsdpPolicy> policy = FsdpPolicyOf(c)) {
+    j["plan"]["fsdp_param_dtype"] = DTypeName(policy->param_dtype);
+    j["plan"]["fsdp_reduce_dtype"] =
+        policy->reduce_dtype ? nlohmann::json(DTypeName(*policy->reduce_dtype)) : nlohmann::json();
+  }
+  j["plan"]["autocast"] = RegimeOf(c).autocast;
   j["offload"] = {{"cpu_bytes", p.offload_cpu_bytes}};
   j["peak"]["per_rank"] = {{"rank", p.rank},
                            {"allocated_bytes", p.allocated_peak_bytes},

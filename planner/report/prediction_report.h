@@ -43,5 +43,8 @@ std::string FormatPredictionText(const ReportInputs& in);
 nlohmann::json PredictionJson(const ReportInputs& in);
 // "full", "lora (rank 16 on q,v)", "qlora (rank 16 on q,v)"
 std::string DescribeFineTune(const FineTuneConfig& ft);
+// FSDP2's mixed precision as the plan runs it: the policy (given, or accelerate's) and
+// whether torch.autocast is on.
+std::string DescribeFsdpPrecision(const TrainingConfig& config);
 
 }  // namespace headroom

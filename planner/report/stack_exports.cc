@@ -36,9 +36,9 @@ std::vector<Precision> ExportPrecisions(ExportTarget target) {
     case ExportTarget::kDeepSpeed:
       return {Precision::kFp32, Precision::kMixedBf16, Precision::kMixedFp16};
     case ExportTarget::kAccelerateFsdp:
-      // FSDP2's MixedPrecisionPolicy (what accelerate's mixed_precision sets) is not
-      // modelled: fp32, or a model loaded in bf16 with mixed_precision 'no'.
-      return {Precision::kFp32, Precision::kBf16};
+      // mixed_precision 'no' (fp32, or a model loaded in bf16), or 'bf16': accelerate's
+      // MixedPrecisionPolicy over fp32 shards, without autocast (FsdpPolicyOf).
+      return {Precision::kFp32, Precision::kAmpBf16, Precision::kBf16};
     case ExportTarget::kTorchrun:
       break;  // the user's script: any regime
   }
@@ -124,7 +124,8 @@ std::string AccelerateFsdpConfig(const TrainingConfig& c, bool checkpoint_all) {
   out += fmt::format("  fsdp_offload_params: {}\n", p.offload == Offload::kOptimizerAndParams);
   out += "  fsdp_cpu_ram_efficient_loading: false\n";
   out += "  fsdp_state_dict_type: SHARDED_STATE_DICT\n";
-  out += "mixed_precision: 'no'\n";  // bf16: the model is loaded in bf16
+  // amp-bf16: accelerate's bf16 policy; bf16: 'no', the model loaded in bf16.
+  out += c.precision == Precision::kAmpBf16 ? "mixed_precision: bf16\n" : "mixed_precision: 'no'\n";
   out += fmt::format("num_machines: {}\n", p.nodes);
   out += fmt::format("num_processes: {}\n", p.gpus);
   out += "machine_rank: 0\n";

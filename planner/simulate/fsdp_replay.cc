@@ -20,15 +20,21 @@ FsdpReplay::FsdpReplay(const ShardLayout& layout, bool gloo_scratch, bool offloa
 
 // The all-gather's flat output, and gloo's scratch copy of it for the collective. Offloaded
 // shards are first copied to the device (_fsdp_param.py all_gather_inputs, .to(device)),
-// those copies freed once copied in.
+// those copies freed once copied in. Under a MixedPrecisionPolicy the shards are first
+// cast into one flat param_dtype tensor (_fsdp_collectives.py _get_param_all_gather_inputs),
+// held until foreach_all_gather returns, after the (synchronous) collective.
 int64_t FsdpReplay::AllGather(int unit) {
   const int64_t bytes = units_[unit].flat_bytes;
   const int64_t world = units_[unit].world;
   const int64_t inputs =
       offload_ && world > 0 ? memory_.acquire(bytes / world, Category::kTemporaries) : kNone;
+  const int64_t cast = units_[unit].gather_cast_bytes > 0
+                           ? memory_.acquire(units_[unit].gather_cast_bytes, Category::kWeightCasts)
+                           : kNone;
   const int64_t flat = memory_.acquire(bytes, Category::kTemporaries);
   if (inputs != kNone) memory_.release(inputs);
   if (gloo_scratch_) memory_.release(memory_.acquire(bytes, Category::kTemporaries));
+  if (cast != kNone) memory_.release(cast);
   return flat;
 }
 
@@ -93,8 +99,15 @@ void FsdpReplay::PostBackward(int unit) {
   for (int64_t pad : u.pad_copy_bytes)
     memory_.release(memory_.acquire(pad, Category::kTemporaries));
   for (size_t i : u.params) memory_.drop_grad(i);
-  const int64_t output = memory_.acquire(u.reduce_output_bytes, Category::kGradients);
+  int64_t output = memory_.acquire(u.reduce_output_bytes, Category::kGradients);
   if (gloo_scratch_) memory_.release(memory_.acquire(u.reduce_input_bytes, Category::kTemporaries));
+  if (u.sharded_grad_cast_bytes > 0) {
+    // reduce_dtype is not the shards': the output is cast back to it, and the cast is
+    // what the sharded .grad views (_fsdp_collectives.py _cast_and_view_sharded_grads).
+    const int64_t cast = memory_.acquire(u.sharded_grad_cast_bytes, Category::kGradients);
+    memory_.release(output);
+    output = cast;
+  }
   if (offload_) {
     // foreach_reduce moves the sharded gradient to the CPU (.to("cpu")); the device copy
     // goes with the reduce-scatter output.

@@ -165,19 +165,27 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
     const int64_t rows = info.shape.dims().empty() ? 1 : info.shape.dims()[0].value;
     const int64_t per_row = rows > 0 ? numel / rows : 0;
     const int64_t chunk = (rows + world - 1) / world;
-    const int64_t elem = numel > 0 ? bytes[parameters[i].value] / numel : 0;
-    const int64_t shard = chunk * per_row * elem;
-    layout.local_param_bytes[i] = shard;
+    // The shard is stored in the parameter's own dtype and gathered in param_dtype when a
+    // MixedPrecisionPolicy casts it; the reduce-scatter runs in reduce_dtype (unset: the
+    // shard's, as torch 2.15 follows grad_dtype).
+    const TensorState& state = states[parameters[i]];
+    const int64_t shard_numel = chunk * per_row;
+    const int64_t gathered = numel > 0 ? shard_numel * (bytes[parameters[i].value] / numel) : 0;
+    const int64_t stored = StorageBytes(state.stored_dtype, shard_numel);
+    layout.local_param_bytes[i] = stored;
     layout.local_rows[i] = chunk;
     FsdpUnit& unit = layout.fsdp_units[plan.unit_of[i]];
     unit.params.push_back(i);
-    unit.unsharded_bytes.push_back(world * shard);
-    unit.flat_bytes += world * shard;
-    if (!states[parameters[i]].requires_grad) continue;
+    unit.unsharded_bytes.push_back(world * gathered);
+    unit.flat_bytes += world * gathered;
+    if (state.dtype != state.stored_dtype) unit.gather_cast_bytes += gathered;
+    if (!state.requires_grad) continue;
     unit.trainable = true;
-    unit.reduce_input_bytes += world * shard;
-    unit.reduce_output_bytes += shard;
-    if (rows % world != 0) unit.pad_copy_bytes.push_back(world * shard);
+    const DType reduce = states.target().fsdp_reduce_dtype.value_or(state.stored_dtype);
+    unit.reduce_input_bytes += world * StorageBytes(reduce, shard_numel);
+    unit.reduce_output_bytes += StorageBytes(reduce, shard_numel);
+    if (reduce != state.stored_dtype) unit.sharded_grad_cast_bytes += stored;
+    if (rows % world != 0) unit.pad_copy_bytes.push_back(world * gathered);
   }
   // Where each unit's hooks fire: a block's segment; the embedding's and the tail's ops.
   for (int b = 0; b < num_blocks; ++b) {

@@ -24,6 +24,12 @@ struct FsdpUnit {
   int64_t flat_bytes = 0;                // the all-gather output: W x the unit's shards
   int64_t reduce_input_bytes = 0;        // W x the trainable shards (reduce-scatter input)
   int64_t reduce_output_bytes = 0;       // the trainable shards: the sharded .grad
+  // Under a MixedPrecisionPolicy: the flat copy of the shards cast to param_dtype before
+  // the all-gather (freed once it is issued); and, when reduce_dtype is not the shards'
+  // dtype, the sharded gradients cast back to it (_cast_and_view_sharded_grads), which
+  // then hold the .grad while the reduce-scatter output goes.
+  int64_t gather_cast_bytes = 0;
+  int64_t sharded_grad_cast_bytes = 0;
   // chunk_cat's padded copy of each gradient whose dim 0 does not divide by W.
   std::vector<int64_t> pad_copy_bytes;
   bool trainable = false;  // whether anything is reduce-scattered

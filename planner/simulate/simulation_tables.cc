@@ -7,7 +7,7 @@
 namespace headroom {
 
 SimulationTables::Impl::Impl(const OpGraph& g, const TrainingConfig& c)
-    : graph(g), states(g, RegimeOf(c.precision), CostTargetOf(c)), env{1, c.seq_len} {
+    : graph(g), states(g, RegimeOf(c), CostTargetOf(c)), env{1, c.seq_len} {
   TabulateTensors(c);
   TabulateOps();
   TabulateBlocks();
@@ -179,7 +179,8 @@ SimulationTables::ModelState SimulationTables::FullModelState() const {
   const Impl& t = *impl_;
   ModelState m;
   for (size_t i = 0; i < t.parameters.size(); ++i) {
-    const int64_t bytes = t.bytes[t.parameters[i].value];
+    // As stored: the shards' dtype under an FSDP2 policy, what the lower bounds split.
+    const int64_t bytes = t.states.StoredBytes(t.graph, t.parameters[i]);
     m.weights += bytes;
     if (!t.trainable[t.parameters[i].value]) continue;
     m.gradients += bytes;

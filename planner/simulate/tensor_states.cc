@@ -188,6 +188,10 @@ CostTarget CostTargetOf(const TrainingConfig& config) {
   target.reentrant_checkpoint = !python;
   target.torch_optim = python;
   target.cuda_device = config.kernels.cuda;
+  if (const std::optional<FsdpPolicy> policy = FsdpPolicyOf(config)) {
+    target.gathered_dtype = policy->param_dtype;
+    target.fsdp_reduce_dtype = policy->reduce_dtype;
+  }
   // From the policy, like the KV cache: when the solver chooses the checkpoint set, its
   // candidates share one set of tables without this (two b x s x h tensors).
   target.input_embeddings_require_grad =
@@ -206,11 +210,14 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     const TensorInfo& t = graph.tensor(TensorId{i});
     if (t.role == TensorRole::kParameter) {
       states_[i].requires_grad = t.param.trainable;
-      states_[i].dtype = t.param.quantized ? DType::kNF4
-                         : t.param.lora_adapter
-                             ? (target.fp32_adapters ? DType::kF32 : AdapterDType(regime))
-                         : t.param.trainable ? regime.param_dtype
-                                             : target.frozen_dtype.value_or(regime.frozen_dtype);
+      const DType stored = t.param.quantized ? DType::kNF4
+                           : t.param.lora_adapter
+                               ? (target.fp32_adapters ? DType::kF32 : AdapterDType(regime))
+                           : t.param.trainable ? regime.param_dtype
+                                               : target.frozen_dtype.value_or(regime.frozen_dtype);
+      states_[i].stored_dtype = stored;
+      const bool cast = target.gathered_dtype && stored != DType::kNF4 && IsFloatingPoint(stored);
+      states_[i].dtype = cast ? *target.gathered_dtype : stored;
     } else if (t.role == TensorRole::kInput || t.role == TensorRole::kBuffer) {
       states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
     }
@@ -237,7 +244,8 @@ DType TensorStates::OutputDType(const OpNode& op) const {
 }
 
 DType TensorStates::OptimizerStateDType(TensorId param) const {
-  if (target_.torch_optim && !regime_.master_weights) return states_.at(param.value).dtype;
+  if (target_.torch_optim && !regime_.master_weights)
+    return states_.at(param.value).stored_dtype;
   return regime_.optimizer_state_dtype;
 }
 
@@ -258,6 +266,12 @@ DType TensorStates::UsedDType(const OpNode& op, size_t index) const {
       return target_.cuda_autocast ? DType::kF32 : d;
   }
   return d;
+}
+
+int64_t TensorStates::StoredBytes(const OpGraph& graph, TensorId id) const {
+  const int64_t numel = graph.tensor(id).shape.Numel({});
+  const DType d = states_.at(id.value).stored_dtype;
+  return d == DType::kNF4 ? Nf4StorageBytes(numel) : StorageBytes(d, numel);
 }
 
 int64_t TensorStates::Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const {

@@ -14,8 +14,11 @@
 namespace headroom {
 
 struct TensorState {
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // as the ops see it (a parameter: as gathered)
   bool requires_grad = false;
+  // A parameter's storage: its dtype, but under an FSDP2 MixedPrecisionPolicy the
+  // dtype of the shard it is gathered from (the optimizer's and the sharded gradient's).
+  DType stored_dtype = DType::kF32;
 };
 
 // What the device's kernels and the stack's recipe change in the cost rules.
@@ -60,6 +63,11 @@ struct CostTarget {
   // preserve_rng_state, headroom's replayed dropout) and takes another copy for each
   // recomputation: a host tensor, device memory only when the device is the CPU.
   int64_t checkpoint_rng_state_bytes = 0;
+  // FSDP2's MixedPrecisionPolicy param_dtype: every floating-point parameter of another
+  // dtype is cast to it before the all-gather (_fsdp_collectives.py
+  // _get_param_all_gather_inputs), so the units compute with it.
+  std::optional<DType> gathered_dtype;
+  std::optional<DType> fsdp_reduce_dtype;  // its reduce_dtype; unset: the shards' dtype
 };
 CostTarget CostTargetOf(const TrainingConfig& config);
 
@@ -73,6 +81,8 @@ class TensorStates {
   // Storage bytes of a tensor at (b, s); parameters stored as NF4 include their
   // quantization statistics.
   int64_t Bytes(const OpGraph& graph, TensorId id, const ShapeEnv& env) const;
+  // A parameter's bytes as stored (its shard's dtype under an FSDP2 policy).
+  int64_t StoredBytes(const OpGraph& graph, TensorId id) const;
   // The dtype of a trainable parameter's optimizer states. torch.optim makes them with
   // zeros_like(param): the parameter's own dtype (fp32 for PEFT's adapters in a bf16
   // model); otherwise the regime's.

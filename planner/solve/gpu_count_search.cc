@@ -50,6 +50,10 @@ std::pair<TrainingConfig, SearchOptions> At(const TrainingConfig& base, SearchOp
   config.parallel = parallel;
   config.parallel.deepspeed = base.parallel.deepspeed;
   config.parallel.fsdp_wrap = base.parallel.fsdp_wrap;
+  if (parallel.fsdp()) {  // the policy the stack's FSDP2 runs with
+    config.parallel.fsdp_param_dtype = base.parallel.fsdp_param_dtype;
+    config.parallel.fsdp_reduce_dtype = base.parallel.fsdp_reduce_dtype;
+  }
   options.num_gpus = static_cast<int>(parallel.gpus);
   options.gpu_count.reset();
   return {config, options};

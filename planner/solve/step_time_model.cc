@@ -52,7 +52,7 @@ double OptimizerTrafficFactor(const TrainingConfig& config) {
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
                              const DeviceSpec& device)
-    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config.precision), CostTargetOf(config)),
+    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config), CostTargetOf(config)),
                     config, device) {}
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,

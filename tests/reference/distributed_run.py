@@ -19,6 +19,13 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def mp_policy(param, reduce):
+    """FSDP2's MixedPrecisionPolicy(param_dtype, reduce_dtype) from dtype names."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    return MixedPrecisionPolicy(param_dtype=dtypes[param], reduce_dtype=dtypes.get(reduce))
+
+
 def wrap(model, case, world):
     """The model as each scheme trains it: DDP's reducer, or FSDP2 units of one decoder
     block each plus the root (the embeddings, final norm and head), the layout
@@ -37,6 +44,8 @@ def wrap(model, case, world):
     # fsdp: the defaults (blocks resharded after forward; the root, left at None, kept
     # unsharded to the end of backward); fsdp-no-reshard: nothing resharded until backward.
     reshard = {} if scheme == "fsdp" else {"reshard_after_forward": False}
+    if case.get("mp"):  # the same MixedPrecisionPolicy on every unit
+        reshard["mp_policy"] = mp_policy(*case["mp"])
     for block in decoder_blocks(model):
         fully_shard(block, mesh=mesh, **reshard)
     fully_shard(model, mesh=mesh, **reshard)

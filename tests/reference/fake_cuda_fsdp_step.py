@@ -40,17 +40,24 @@ class FsdpCase:
     case: StepCase
     sharding: str  # fsdp | fsdp-no-reshard
     gpus: int
+    # FSDP2's MixedPrecisionPolicy: (param_dtype, reduce_dtype or None), e.g. ("bf16", None).
+    mp: tuple = None
 
     @property
     def name(self):
-        return f"{self.case.name} {self.sharding} x{self.gpus}"
+        policy = f" mp {self.mp[0]}/{self.mp[1] or 'None'}" if self.mp else ""
+        return f"{self.case.name} {self.sharding}{policy} x{self.gpus}"
 
     def plan_flags(self):
-        return [*self.case.plan_flags(), "--gpus", str(self.gpus), "--sharding", self.sharding]
+        flags = [*self.case.plan_flags(), "--gpus", str(self.gpus), "--sharding", self.sharding]
+        if self.mp:
+            flags += ["--fsdp-param-dtype", self.mp[0]]
+            flags += ["--fsdp-reduce-dtype", self.mp[1]] if self.mp[1] else []
+        return flags
 
 
-def fsdp(name, config, sharding, gpus, **fields):
-    return FsdpCase(StepCase(name, config, slow=True, **fields), sharding, gpus)
+def fsdp(name, config, sharding, gpus, mp=None, **fields):
+    return FsdpCase(StepCase(name, config, slow=True, **fields), sharding, gpus, mp)
 
 
 CASES = [
@@ -67,6 +74,18 @@ CASES = [
     # Llama-3-70B, 16 ranks.
     fsdp("llama-3-70b bf16 adamw-foreach ckpt-all s2048", "llama-3-70b.json", "fsdp", 16,
          precision="bf16", checkpoint="all", seq_len=2048),
+    # FSDP2's MixedPrecisionPolicy over fp32 shards: accelerate's for bf16 (bf16/bf16),
+    # torchtitan's (bf16 gathers, fp32 reductions), torch's default reduce_dtype (None:
+    # the shards' own); full fine-tunes and LoRA, Llama-3-8B and Llama-3-70B.
+    fsdp("llama-3-8b fp32 adamw-fused s2048", "llama-3-8b.json", "fsdp", 8, mp=("bf16", "bf16"),
+         seq_len=2048, optimizer_impl="fused"),
+    fsdp("llama-3-8b fp32 lora adamw-foreach ckpt-all mb2 s2048", "llama-3-8b.json", "fsdp", 8,
+         mp=("bf16", None), mode="lora", checkpoint="all", micro_batch=2, seq_len=2048),
+    fsdp("llama-3-70b fp32 adamw-foreach ckpt-all s4096", "llama-3-70b.json", "fsdp", 32,
+         mp=("bf16", "fp32"), checkpoint="all", seq_len=4096),
+    fsdp("llama-3-70b fp32 lora adamw-foreach ckpt-all s2048", "llama-3-70b.json",
+         "fsdp-no-reshard", 16, mp=("bf16", "bf16"), mode="lora", checkpoint="all",
+         seq_len=2048),
 ]
 
 
@@ -137,6 +156,8 @@ def measure(payload):
     with unset_fake_temporarily():  # the mesh reads its rank tensor with .tolist()
         mesh = init_device_mesh("cuda", (world,))
     reshard = {} if payload["sharding"] == "fsdp" else {"reshard_after_forward": False}
+    if payload.get("mp"):
+        reshard["mp_policy"] = distributed_run.mp_policy(*payload["mp"])
     start = time.time()
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     with _counting_storage_resize(counter), propagation_left_out(counter), fake, counter:
@@ -181,7 +202,7 @@ def main():
             config_dir, config_path = write_config(fc.case, tmp, i)
             try:
                 m, _ = server.run(dict(fc.case.payload(config_dir), gpus=fc.gpus,
-                                       sharding=fc.sharding))
+                                       sharding=fc.sharding, mp=fc.mp))
             except RuntimeError as e:
                 print(f"{fc.name:<60} ERROR\n{e}", flush=True)
                 failures += 1

@@ -35,15 +35,22 @@ class DistributedCase:
     # DeepSpeed: zero_optimization values given to `headroom plan` (and so written into
     # the config it exports and DeepSpeed runs), e.g. {"reduce_bucket_size": 40000}.
     deepspeed: dict = dataclasses.field(default_factory=dict)
+    # FSDP2's MixedPrecisionPolicy: (param_dtype, reduce_dtype or None), e.g. ("bf16", None).
+    mp: tuple = None
 
     @property
     def name(self):
         knobs = "".join(f" {KNOB_NAMES[k]}{v:g}" for k, v in self.deepspeed.items())
-        return f"{self.case.name} {self.sharding}{knobs} x{self.gpus}"
+        policy = f" mp {self.mp[0]}/{self.mp[1] or 'None'}" if self.mp else ""
+        return f"{self.case.name} {self.sharding}{knobs}{policy} x{self.gpus}"
 
     def plan_flags(self):
         scheme = "ddp" if self.sharding == "ddp-bucket-view" else self.sharding
         flags = ["--gpus", str(self.gpus), "--sharding", scheme]
+        if self.mp:
+            flags += ["--fsdp-param-dtype", self.mp[0]]
+            if self.mp[1]:
+                flags += ["--fsdp-reduce-dtype", self.mp[1]]
         for key, value in self.deepspeed.items():
             flags += ["--ds-" + key.replace("_", "-"), str(value)]
         return flags + (["--ddp-bucket-view"] if self.sharding == "ddp-bucket-view" else [])
@@ -91,6 +98,27 @@ CASES = [
     DistributedCase(case(QWEN2, "tiny-qwen2 bf16 adamw sdpa mb2", precision="bf16"), "fsdp", 2),
     DistributedCase(case(GPT2, "tiny-gpt2 amp-bf16 adamw eager mb2", precision="amp-bf16",
                          attention="eager"), "fsdp", 2),
+    # FSDP2 with a MixedPrecisionPolicy: fp32 shards cast to bf16 and gathered, computing
+    # in bf16; reduce-scatter in the shards' dtype (None: torch 2.15 follows grad_dtype),
+    # in bf16 (accelerate's) with the cast back to fp32, or in fp32 (torchtitan's); LoRA
+    # over an fp32 base, autocast on top, recomputation, accumulation.
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2"), "fsdp", 2, mp=("bf16", None)),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2"), "fsdp", 4,
+                    mp=("bf16", "bf16")),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 adamw sdpa mb2"), "fsdp-no-reshard", 2,
+                    mp=("bf16", "fp32")),
+    DistributedCase(case(GPT2, "tiny-gpt2 fp32 adamw eager mb2", attention="eager"), "fsdp", 2,
+                    mp=("bf16", "bf16")),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 lora adamw sdpa mb2", mode="lora"), "fsdp", 2,
+                    mp=("bf16", None)),
+    DistributedCase(case(LLAMA, "tiny-llama amp-bf16 adamw sdpa mb2", precision="amp-bf16"),
+                    "fsdp", 2, mp=("bf16", "bf16")),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw ckpt-all sdpa mb2", checkpoint="all"),
+                    "fsdp", 4, mp=("bf16", "bf16")),
+    DistributedCase(case(QWEN2, "tiny-qwen2 fp32 lora adamw ckpt-all sdpa mb2", mode="lora",
+                         checkpoint="all"), "fsdp", 4, mp=("bf16", None)),
+    DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2 k2", grad_accum=2), "fsdp", 2,
+                    mp=("bf16", "bf16")),
     # DeepSpeed ZeRO-2 with the config headroom exports: its defaults (the 5e8-element
     # gradient bucket dominates a tiny model), and buckets small enough that the model's
     # own gradients, partitions and reductions decide the peak.
@@ -194,7 +222,7 @@ def main():
             config_dir, config_path = write_config(dc.case, tmp, i)
             start = time.time()
             payload = dict(vars(dc.case), config_dir=config_dir, sharding=dc.sharding,
-                           gpus=dc.gpus, lora_targets=list(dc.case.lora_targets))
+                           gpus=dc.gpus, lora_targets=list(dc.case.lora_targets), mp=dc.mp)
             if dc.sharding in ("zero2", "zero3"):
                 payload["deepspeed_config"] = exported_deepspeed_config(
                     dc, args.headroom, config_path, env)
