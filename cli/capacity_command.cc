@@ -27,7 +27,7 @@ std::optional<Error> CheckSweptFlags(const CapacityFlags& f) {
                      : p.gpu_mem                  ? "--gpu-mem"
                      : p.device                   ? "--device"
                      : p.gpus_auto || p.gpus != 1 ? "--gpus"
-                     : p.nodes != 1               ? "--nodes"
+                     : p.nodes                    ? "--nodes"
                      : p.rank                     ? "--rank"
                                                   : nullptr;
   if (flag)

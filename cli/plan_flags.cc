@@ -106,7 +106,9 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
   AddIntegerOption(cmd, "--max-gpus", f.max_gpus, 1, limits::kMaxGpus,
                    "With --gpus auto: the most ranks to consider (default 1024)");
   AddIntegerOption(cmd, "--nodes", f.nodes, 1, limits::kMaxGpus,
-                   "Machines the ranks are spread over (default 1)");
+                   fmt::format("Machines the ranks are spread over (default: the fewest of at "
+                               "most {} GPUs each that hold --gpus evenly; 16: 2 nodes of 8)",
+                               kGpusPerNode));
   AddEnumOption(cmd, "--sharding", f.sharding, kShardingNames,
                 "How ranks split the model state: " + Choices(kShardingNames) +
                     " (default: none on one rank)");
@@ -333,7 +335,7 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
         "fsdp | fsdp-no-reshard (or --auto, and the solver chooses)",
         f.gpus));
   Parallelism p = {.gpus = choose_sharding ? 1 : f.gpus,
-                   .nodes = choose_sharding ? 1 : f.nodes,
+                   .nodes = choose_sharding ? 1 : f.nodes.value_or(DefaultNodes(f.gpus)),
                    // --gpus auto, or N without --sharding: the solver sets them.
                    .sharding = f.gpus_auto ? Sharding::kNone : f.sharding.value_or(Sharding::kNone),
                    .ddp_bucket_view = f.ddp_bucket_view,
@@ -347,8 +349,9 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
                            : FsdpWrap::kBlocks),
                    .fsdp_param_dtype = f.fsdp_param_dtype,
                    .fsdp_reduce_dtype = f.fsdp_reduce_dtype};
-  if (f.gpus_auto && f.nodes != 1)
-    return MakeError("--nodes applies to a stated --gpus N; --gpus auto fills nodes of 8");
+  if (f.gpus_auto && f.nodes)
+    return MakeError(fmt::format(
+        "--nodes applies to a stated --gpus N; --gpus auto fills nodes of {}", kGpusPerNode));
   Parallelism checked = p;
   if (f.gpus_auto || choose_sharding) {
     // The solver picks the count (and the scheme unless given); check what it may pick.
@@ -435,11 +438,20 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
   } else if (f.gpus > 1 && !f.sharding) {
     o.gpu_count = GpuCountOptions{.max_gpus = f.gpus,
                                   .only_count = f.gpus,
-                                  .only_count_nodes = f.nodes,
+                                  .only_count_nodes = f.nodes.value_or(DefaultNodes(f.gpus)),
                                   .offload = f.offload};
   }
   if (f.global_batch) {
     o.global_batch = *f.global_batch;
+    o.exact_global_batch = true;
+    if (!f.gpus_auto && o.global_batch % f.gpus != 0) {
+      const int64_t below = o.global_batch / f.gpus * f.gpus;
+      return MakeError(fmt::format(
+          "--global-batch {} cannot be split evenly over --gpus {}: the nearest that can are "
+          "{}{}; the global batch is kept exact",
+          o.global_batch, f.gpus, below > 0 ? fmt::format("{} and ", below) : "",
+          below + f.gpus));
+    }
   } else if (f.micro_batch || f.grad_accum) {
     o.global_batch = f.micro_batch.value_or(1) * f.grad_accum.value_or(1) * f.gpus;
     if (auto error = limits::CheckRange(o.global_batch, 1, limits::kMaxBatch,

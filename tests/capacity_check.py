@@ -84,10 +84,21 @@ def check_report(cli):
               f"{report['headline']}")
 
 
+def count_below(n, global_batch):
+    """The count tried before n: within a node any count, beyond it whole nodes of 8;
+    only counts that divide the stated global batch (it is kept exact)."""
+    for below in range(n - 1, 0, -1):
+        if global_batch % below == 0 and (below <= 8 or below % 8 == 0):
+            return below
+    return 0
+
+
 def check_fewest(cli):
     report = capacity(cli, ACCEPTANCE)
+    batch = int(ACCEPTANCE[ACCEPTANCE.index("--global-batch") + 1])
     for gpu, n in sorted(report["min_gpus"].items()):
-        below = n - 1 if n <= 8 else n - 8
+        assert batch % n == 0, f"{gpu}: {n} GPUs cannot run a global batch of {batch}"
+        below = count_below(n, batch)
         assert fits(cli, ACCEPTANCE, gpu, n), f"{gpu}: plan --gpus {n} does not fit"
         if below >= 1:
             assert not fits(cli, ACCEPTANCE, gpu, below), f"{gpu}: plan --gpus {below} fits"

@@ -307,9 +307,8 @@ TEST(GpuCount, LadderIsPowersOfTwoThenWholeNodes) {
 
 TEST(CliManyGpus, AutoFindsTheFewestRanksAndTheNextCountDoesNotFit) {
   const std::string request =
-      "plan --model llama-3-70b --gpu h100-80gb --precision mixed-bf16 --seq-len 4096 "
-      "--global-batch 64 --json";
-  const CommandResult r = RunCli(request + " --gpus auto");
+      "plan --model llama-3-70b --gpu h100-80gb --precision mixed-bf16 --seq-len 4096 --json";
+  const CommandResult r = RunCli(request + " --global-batch 64 --gpus auto");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j["fits"].get<bool>());
@@ -317,10 +316,14 @@ TEST(CliManyGpus, AutoFindsTheFewestRanksAndTheNextCountDoesNotFit) {
   const std::string sharding = j["plan"]["sharding"];
   EXPECT_GT(gpus, 8);
   EXPECT_EQ(j["peak"]["per_rank"]["device_bytes"], j["peak"]["device_bytes"]);
-  // The count below on the ladder, with the same scheme, does not fit.
-  const int64_t fewer = gpus - 8;
-  const CommandResult below = RunCli(request + " --gpus " + std::to_string(fewer) + " --nodes " +
-                                     std::to_string(fewer / 8) + " --sharding " + sharding);
+  // The count below on the ladder, with the same scheme and sequences per rank, does not
+  // fit (the ladder holds the counts that divide 64: 16, 32, 64 beyond a node).
+  ASSERT_EQ(64 % gpus, 0);
+  const int64_t fewer = gpus / 2;
+  const CommandResult below =
+      RunCli(request + " --global-batch " + std::to_string(64 / 2) + " --gpus " +
+             std::to_string(fewer) + " --nodes " + std::to_string(fewer / 8) + " --sharding " +
+             sharding);
   EXPECT_FALSE(nlohmann::json::parse(below.out)["fits"].get<bool>()) << below.err;
 }
 
@@ -425,6 +428,71 @@ TEST(CliManyGpus, FsdpPrecisionFollowsTheStack) {
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_NE(r.err.find("fsdp"), std::string::npos) << bad << ": " << r.err;
   }
+}
+
+// Issue 39's request: HF Trainer's FSDP2 runs accelerate's bf16 policy, so no fp32->bf16
+// weight casts are held (under autocast they were 129 GiB a rank and nothing fit at 1024
+// H100s), and the stated global batch of 64 is kept (it once came back 72: 24 x 3).
+TEST(CliManyGpus, AutoKeepsTheStatedGlobalBatchWithAcceleratesPolicy) {
+  const CommandResult r = RunCli(
+      "plan --model llama-3-70b --gpu h100-80gb --gpus auto --stack hf-trainer --seq-len 4096 "
+      "--global-batch 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["fits"].get<bool>());
+  const auto& plan = j["plan"];
+  EXPECT_EQ(plan["global_batch"], 64);
+  EXPECT_EQ(plan["gpus"].get<int64_t>() * plan["micro_batch"].get<int64_t>() *
+                plan["grad_accum_steps"].get<int64_t>(),
+            64);
+  EXPECT_EQ(j["breakdown"]["weight_casts_bytes"], 0);
+  EXPECT_EQ(plan["nodes"].get<int64_t>() * kGpusPerNode, plan["gpus"].get<int64_t>());
+  EXPECT_FALSE(j["solver"].contains("batch_note")) << j["solver"].dump();
+}
+
+TEST(CliManyGpus, AStatedGlobalBatchIsNeverRounded) {
+  // A stated count that cannot split it: refused, naming the batches it could run.
+  const CommandResult split = RunCli(
+      "plan --model llama-3-8b --gpu h100-80gb --gpus 24 --seq-len 2048 --global-batch 64");
+  EXPECT_EQ(split.exit_code, 2);
+  EXPECT_NE(split.err.find("the nearest that can are 48 and 72"), std::string::npos) << split.err;
+  // --gpus auto where only 1 and 7 divide the batch and neither fits: no plan, and the
+  // nearest batches that do fit are named (70B full needs more than 8 H100s).
+  const CommandResult seven = RunCli(
+      "plan --model llama-3-70b --gpu h100-80gb --gpus auto --stack hf-trainer --seq-len 4096 "
+      "--global-batch 7 --json");
+  ASSERT_EQ(seven.exit_code, 0) << seven.err;
+  const auto j = nlohmann::json::parse(seven.out);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  const std::string note = j["solver"]["batch_note"];
+  EXPECT_NE(note.find("divides the global batch 7"), std::string::npos) << note;
+  EXPECT_NE(note.find("16 (16 GPUs x 1)"), std::string::npos) << note;
+}
+
+// A count beyond one node is spread over the fewest nodes of at most 8 that hold it
+// evenly, and the exports say as many machines.
+TEST(CliManyGpus, ManyGpusImplyWholeNodes) {
+  EXPECT_EQ(DefaultNodes(1), 1);
+  EXPECT_EQ(DefaultNodes(8), 1);
+  EXPECT_EQ(DefaultNodes(16), 2);
+  EXPECT_EQ(DefaultNodes(12), 2);  // 2 x 6
+  EXPECT_EQ(DefaultNodes(24), 3);
+  EXPECT_EQ(DefaultNodes(10), 2);  // 2 x 5
+  EXPECT_EQ(DefaultNodes(17), 17);
+  const CommandResult r = RunCli(
+      "plan --model llama-3-8b --gpu h100-80gb --gpus 16 --seq-len 2048 --global-batch 64 "
+      "--emit accelerate-fsdp");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("num_machines: 2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("num_processes: 16\n"), std::string::npos) << r.out;
+  const CommandResult text = RunCli(
+      "plan --model llama-3-8b --gpu h100-80gb --gpus 16 --sharding fsdp --micro-batch 1 "
+      "--seq-len 2048");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("16 ranks (2 nodes x 8 GPUs; the time assumes 450 GB/s per GPU within a "
+                          "node, 50 GB/s between nodes)"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(CliManyGpus, ExportOfAPlanThatDoesNotFitExitsTwo) {

@@ -6,6 +6,12 @@
 
 namespace headroom {
 
+int64_t DefaultNodes(int64_t gpus) {
+  int64_t nodes = (gpus + kGpusPerNode - 1) / kGpusPerNode;
+  while (nodes < gpus && gpus % nodes != 0) ++nodes;
+  return std::max<int64_t>(1, nodes);
+}
+
 std::optional<Error> ValidateParallelism(const Parallelism& p) {
   if (auto error = limits::CheckRange(p.gpus, 1, limits::kMaxGpus, "--gpus")) return error;
   if (auto error = limits::CheckRange(p.nodes, 1, p.gpus, "--nodes")) return error;

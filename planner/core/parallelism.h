@@ -118,6 +118,14 @@ struct Parallelism {
   bool operator==(const Parallelism&) const = default;
 };
 
+// The GPUs of one machine: the HGX/DGX boards of every data-center GPU in the catalog,
+// and the usual 8-slot server of the consumer cards.
+inline constexpr int64_t kGpusPerNode = 8;
+
+// The nodes `gpus` ranks run on when none are given: the fewest machines of at most
+// kGpusPerNode GPUs that hold the count evenly (16: 2 x 8; 12: 2 x 6; up to 8: one).
+int64_t DefaultNodes(int64_t gpus);
+
 // The checks a user sees: counts in range, whole nodes, and a scheme for more than one
 // rank.
 std::optional<Error> ValidateParallelism(const Parallelism& p);

@@ -62,6 +62,15 @@ std::string DescribeFsdpPrecision(const TrainingConfig& c) {
       autocast);
 }
 
+std::string DescribeNodes(const Parallelism& p, const DeviceSpec& device) {
+  const std::string links =
+      p.nodes > 1 ? fmt::format("{:g} GB/s per GPU within a node, {:g} GB/s between nodes",
+                                device.link_gbps, device.network_gbps)
+                  : fmt::format("{:g} GB/s per GPU between them", device.link_gbps);
+  return fmt::format("{} node{} x {} GPUs; the time assumes {}", p.nodes, p.nodes > 1 ? "s" : "",
+                     p.gpus_per_node(), links);
+}
+
 std::string DescribeFineTune(const FineTuneConfig& ft) {
   switch (ft.mode) {
     case FineTuneMode::kFull:
@@ -100,9 +109,9 @@ std::string RequestLines(const ReportInputs& in) {
   }
   if (c.parallel.distributed()) {
     out += fmt::format(
-        "  {} ranks ({} per node), sharding {}{}: the figures below are rank {}'s, "
+        "  {} ranks ({}), sharding {}{}: the figures below are rank {}'s, "
         "{}\n",
-        c.parallel.gpus, c.parallel.gpus_per_node(), ShardingName(c.parallel.sharding),
+        c.parallel.gpus, DescribeNodes(c.parallel, in.device), ShardingName(c.parallel.sharding),
         c.parallel.ddp_bucket_view ? " (gradients as bucket views)" : "", p.rank,
         c.parallel.rank ? "as asked (--rank)" : "the one holding the most");
     if (c.parallel.fsdp()) out += "  " + DescribeFsdpPrecision(c) + "\n";

@@ -41,6 +41,9 @@ struct ReportInputs {
 
 std::string FormatPredictionText(const ReportInputs& in);
 nlohmann::json PredictionJson(const ReportInputs& in);
+// "4 nodes x 8 GPUs; the time assumes 450 GB/s per GPU within a node, 50 GB/s between
+// nodes": the ranks in whole nodes and the links the step-time model prices.
+std::string DescribeNodes(const Parallelism& parallel, const DeviceSpec& device);
 // "full", "lora (rank 16 on q,v)", "qlora (rank 16 on q,v)"
 std::string DescribeFineTune(const FineTuneConfig& ft);
 // FSDP2's mixed precision as the plan runs it: the policy (given, or accelerate's) and

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace headroom {
 namespace {
@@ -86,7 +87,7 @@ std::vector<int64_t> GpuCountLadder(int64_t max_gpus) {
 Parallelism ParallelismFor(int64_t count, Sharding sharding) {
   Parallelism p;
   p.gpus = count;
-  p.nodes = count > kGpusPerNode ? count / kGpusPerNode : 1;
+  p.nodes = DefaultNodes(count);
   p.sharding = count > 1 ? sharding : Sharding::kNone;
   return p;
 }
@@ -173,13 +174,20 @@ std::string UnmodelledSchemesNote(const TrainingConfig& base,
   return fmt::format("not tried: {} ({})", names, why.substr(0, why.find(';')));
 }
 
+// Whether `count` ranks can run the global batch in whole sequences per rank, when it
+// must be kept exactly.
+bool KeepsGlobalBatch(const SearchOptions& options, int64_t count) {
+  return !options.exact_global_batch || options.global_batch % count == 0;
+}
+
 }  // namespace
 
 GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
                              const DeviceSpec& device, const SearchOptions& options,
                              const GpuCountOptions& counts, bool every_count) {
   const CountSolver solver{graph, base, device, options, counts};
-  const std::vector<int64_t> ladder = GpuCountLadder(counts.max_gpus);
+  std::vector<int64_t> ladder = GpuCountLadder(counts.max_gpus);
+  std::erase_if(ladder, [&](int64_t n) { return !KeepsGlobalBatch(options, n); });
   GpuCountSweep sweep;
   auto fits = [&](int64_t n) { return Fits(sweep.at[n] = solver.Solve(n)); };
   size_t i = 0;
@@ -188,7 +196,11 @@ GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
   sweep.fewest = ladder[i];
   // Within a node any count will do: down from the rung that fits to the one that did not.
   if (i > 0 && ladder[i] <= kGpusPerNode) {
-    for (int64_t n = ladder[i] - 1; n > ladder[i - 1] && fits(n); --n) sweep.fewest = n;
+    for (int64_t n = ladder[i] - 1; n > ladder[i - 1]; --n) {
+      if (!KeepsGlobalBatch(options, n)) continue;
+      if (!fits(n)) break;
+      sweep.fewest = n;
+    }
   }
   if (every_count) {
     for (size_t j = i + 1; j < ladder.size(); ++j) sweep.at[ladder[j]] = solver.Solve(ladder[j]);
@@ -196,12 +208,53 @@ GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
   return sweep;
 }
 
+namespace {
+
+// When no count that divides the stated global batch fits: the nearest batches, below
+// and above, that a count which fits would run (whole sequences per GPU), each verified.
+std::string NearestBatchesNote(const OpGraph& graph, const TrainingConfig& base,
+                               const DeviceSpec& device, SearchOptions options,
+                               const GpuCountOptions& counts) {
+  const int64_t asked = options.global_batch;
+  options.exact_global_batch = false;
+  const GpuCountSweep any = SweepGpuCounts(graph, base, device, options, counts, false);
+  if (!any.fewest) return "";
+  std::optional<std::pair<int64_t, int64_t>> below, above;  // (batch, count)
+  for (int64_t n : GpuCountLadder(counts.max_gpus)) {
+    if (n < *any.fewest) continue;
+    const int64_t down = asked / n * n, up = (asked + n - 1) / n * n;
+    if (down >= n && (!below || down > below->first)) below = {{down, n}};
+    if (!above || up < above->first) above = {{up, n}};
+  }
+  std::vector<std::string> works;
+  for (const auto& b : {below, above}) {
+    if (!b) continue;
+    options.global_batch = b->first;
+    options.exact_global_batch = true;
+    GpuCountOptions at = counts;
+    at.only_count = b->second;
+    at.only_count_nodes = DefaultNodes(b->second);
+    if (!SearchGpuCount(graph, base, device, options, at).feasible) continue;
+    works.push_back(fmt::format("{} ({} GPUs x {})", b->first, b->second, b->first / b->second));
+  }
+  if (works.empty()) return "";
+  return fmt::format(
+      "no GPU count up to {} that divides the global batch {} fits; the nearest that do: {}",
+      counts.max_gpus, asked, fmt::join(works, " or "));
+}
+
+}  // namespace
+
 SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
                             const DeviceSpec& device, const SearchOptions& options,
                             const GpuCountOptions& counts) {
   const auto start = std::chrono::steady_clock::now();
   auto finish = [&](SearchResult r) {
     r.schemes_note = UnmodelledSchemesNote(base, counts.schemes);
+    if (!r.feasible && options.exact_global_batch && !counts.only_count) {
+      const std::string note = NearestBatchesNote(graph, base, device, options, counts);
+      if (!note.empty()) r.batch_note = note;
+    }
     r.solver_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
@@ -217,7 +270,11 @@ SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
     for (auto it = sweep.at.rbegin(); it != sweep.at.rend() && !found; ++it) found = it->second;
   }
   if (found) return finish(std::move(*found));
-  const int64_t max_count = counts.only_count.value_or(GpuCountLadder(counts.max_gpus).back());
+  // The most ranks that keep the global batch (one rank always does).
+  int64_t max_count = 1;
+  for (int64_t n : GpuCountLadder(counts.max_gpus))
+    if (KeepsGlobalBatch(options, n)) max_count = n;
+  if (counts.only_count) max_count = *counts.only_count;
   // Nothing was solved: the last scheme listed that is modelled for this fine-tune, with
   // the offload asked for where the scheme takes it.
   Parallelism last = ParallelismFor(max_count, counts.schemes.back());

@@ -1,5 +1,6 @@
 // `--gpus auto`: the fewest data-parallel ranks at which a plan fits, and the sharding
-// that is fastest at that count. Counts go up 1, 2, 4, 8, then whole nodes of 8; once one
+// that is fastest at that count. With an exact global batch only the counts that divide
+// it are tried. Counts go up 1, 2, 4, 8, then whole nodes of 8; once one
 // fits, the counts between it and the one below that did not are tried downwards within
 // a node (3; 7, 6, 5), so the count is the fewest, not the next power of two. A scheme
 // is solved at a count only once its share of the model state (weights, gradients,
@@ -16,8 +17,6 @@
 #include "planner/solve/plan_search.h"
 
 namespace headroom {
-
-inline constexpr int64_t kGpusPerNode = 8;
 
 // The counts tried: 1, 2, 4, 8, then whole nodes (16, 24, ...) up to 1024 GPUs, then
 // blocks of 8 nodes up to 8192 and of 64 nodes beyond, up to max_gpus. Clusters that

@@ -56,6 +56,10 @@ using GraphSource = std::function<std::shared_ptr<const OpGraph>(const TrainingC
 
 struct SearchOptions {
   int64_t global_batch = 8;  // sequences per optimizer step, over all GPUs
+  // The user stated the global batch (--global-batch): a GPU count that does not divide
+  // it is never chosen, and when none that does fits the search says which batches would.
+  // Unset, a count may round it to whole sequences per GPU (and a note says so).
+  bool exact_global_batch = false;
   int num_gpus = 1;          // data-parallel replicas
   double margin = kDefaultMargin;
   // Precisions to consider; empty means the config's precision only.
