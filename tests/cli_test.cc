@@ -162,7 +162,37 @@ TEST(CliAuto, InfeasibleRequestsGetRankedSuggestions) {
   EXPECT_GT(j["solver"]["shortfall_bytes"].get<int64_t>(), 0);
   ASSERT_GE(j["suggestions"].size(), 3u);
   EXPECT_TRUE(j["suggestions"][0]["fits"].get<bool>());  // the fitting ones come first
+  // 16 A100s cannot hold 70B's full states with activations, and no count that divides
+  // the global batch of 16 is larger: QLoRA is the one change that fits.
   EXPECT_NE(j["suggestions"][0]["change"].get<std::string>().find("QLoRA"), std::string::npos);
+}
+
+// Issue 39: advice needs less than today's smallest plan, combines changes (bf16 with an
+// 8-bit AdamW fits 8B full on one H100 where neither alone does), offers more GPUs
+// first among the changes that fit, and never a "bigger" GPU of the same size (an
+// A100-80GB to an H100 user).
+TEST(CliAuto, AdviceIsSmallerAndInTheOrderPractitionersAccept) {
+  const auto j =
+      RunJson("plan --model llama-3-8b --gpu h100-80gb --seq-len 4096 --global-batch 8");
+  ASSERT_FALSE(j["fits"].get<bool>());
+  const int64_t today =
+      j["solver"]["usable_bytes"].get<int64_t>() + j["solver"]["shortfall_bytes"].get<int64_t>();
+  std::vector<std::string> fitting;
+  bool combined = false, alone = false;
+  for (const auto& s : j["suggestions"]) {
+    const std::string change = s["change"];
+    EXPECT_LT(s["peak_bytes"].get<int64_t>(), today) << change;
+    EXPECT_EQ(change.find("a100-80gb"), std::string::npos) << change;
+    if (s["fits"].get<bool>()) fitting.push_back(change);
+    if (change.find("bf16 with 8-bit AdamW") == 0) combined = s["fits"].get<bool>();
+    if (change.find("8-bit AdamW instead") == 0) alone = !s["fits"].get<bool>();
+  }
+  EXPECT_TRUE(combined);
+  EXPECT_TRUE(alone);
+  ASSERT_GE(fitting.size(), 2u);
+  EXPECT_NE(fitting[0].find("GPUs"), std::string::npos) << fitting[0];
+  EXPECT_NE(fitting[0].find("--sharding"), std::string::npos) << fitting[0];
+  EXPECT_NE(fitting[1].find("8-bit AdamW"), std::string::npos) << fitting[1];
 }
 
 TEST(CliAuto, PlanFileAndExports) {

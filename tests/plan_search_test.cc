@@ -136,7 +136,8 @@ TEST(PlanSearch, AdviceMeasuresTheSmallestPlanAsTheSearchDoes) {
   PlanRequest request{*LoadCatalogModel("tiny-llama"), {}, CustomGpu(455LL << 20)};
   request.config.seq_len = 256;
   const SearchOptions options{.global_batch = 7, .num_gpus = 2};
-  const std::vector<Suggestion> advice = SuggestFixes(request, options);
+  const std::vector<Suggestion> advice = SuggestFixes(
+      request, *BuildGraph(request.model, GraphOptionsOf(request.config)), options);
   const auto halved = std::find_if(advice.begin(), advice.end(), [](const Suggestion& s) {
     return s.change.rfind("sequence length 128", 0) == 0;
   });
@@ -161,7 +162,8 @@ TEST(PlanSearch, AdviceNamesTheStackWhenTheForeachCopyDecides) {
   request.config.seq_len = 512;
   request.config.precision = Precision::kAmpBf16;
   const SearchOptions options{.global_batch = 8};
-  const std::vector<Suggestion> advice = SuggestFixes(request, options);
+  const std::vector<Suggestion> advice = SuggestFixes(
+      request, *BuildGraph(request.model, GraphOptionsOf(request.config)), options);
   const auto stack = std::find_if(advice.begin(), advice.end(), [](const Suggestion& s) {
     return s.change.find("--stack hf-trainer") != std::string::npos;
   });

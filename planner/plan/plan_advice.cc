@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "planner/core/byte_units.h"
+#include "planner/solve/gpu_count_search.h"
 
 namespace headroom {
 namespace {
@@ -21,7 +22,9 @@ std::optional<int64_t> SmallestPeak(PlanRequest r, const SearchOptions& options)
   return PeakAgainstBudget(*p, r.device);
 }
 
-// The smallest GPU of the catalog, larger than the request's, that fits.
+// The smallest GPU of the catalog that is bigger than the request's and fits. Bigger
+// means a size class up: more than 10% more memory (an A100-80GB is no bigger than an
+// H100's 80 GB, 0.4% apart).
 std::optional<Suggestion> BiggerGpu(const PlanRequest& request, const SearchOptions& options) {
   if (!request.device.is_cuda) return std::nullopt;
   std::vector<DeviceSpec> gpus = GpuCatalog();
@@ -29,7 +32,8 @@ std::optional<Suggestion> BiggerGpu(const PlanRequest& request, const SearchOpti
     return a.memory_bytes < b.memory_bytes;
   });
   for (const DeviceSpec& gpu : gpus) {
-    if (gpu.memory_bytes <= request.device.memory_bytes) continue;
+    if (static_cast<double>(gpu.memory_bytes) <= 1.1 * static_cast<double>(request.device.memory_bytes))
+      continue;
     PlanRequest r = request;
     r.device = gpu;
     if (ValidateRequest(r)) continue;
@@ -42,23 +46,70 @@ std::optional<Suggestion> BiggerGpu(const PlanRequest& request, const SearchOpti
   return std::nullopt;
 }
 
+// One GPU's request spread over the fewest GPUs that fit (up to 64), with the fastest
+// scheme there: the same training on more of the same hardware.
+std::optional<Suggestion> MoreGpus(const PlanRequest& request, const OpGraph& graph,
+                                   const SearchOptions& options) {
+  if (!request.device.is_cuda || request.config.parallel.gpus > 1 || options.gpu_count)
+    return std::nullopt;
+  SearchOptions many = options;
+  many.gpu_count = GpuCountOptions{.max_gpus = 64};
+  TrainingConfig config = request.config;
+  SearchResult r = SearchGpuCount(graph, config, request.device, many, *many.gpu_count);
+  // A PyTorch loop under autocast caches every gathered weight's bf16 cast; FSDP2's bf16
+  // policy (what accelerate runs) casts the shards instead.
+  std::string policy;
+  if (!r.feasible && config.precision == Precision::kAmpBf16 && !FsdpPolicyOf(config)) {
+    config.parallel.fsdp_param_dtype = DType::kBF16;
+    r = SearchGpuCount(graph, config, request.device, many, *many.gpu_count);
+    policy = " --fsdp-param-dtype bf16";
+  }
+  if (!r.feasible) return std::nullopt;
+  const Parallelism& p = r.plan.config.parallel;
+  if (!p.fsdp()) policy.clear();
+  return Suggestion{
+      fmt::format("{} GPUs ({} node{} x {}) with sharding {} (--gpus {} --sharding {}{})", p.gpus,
+                  p.nodes, p.nodes > 1 ? "s" : "", p.gpus_per_node(), ShardingName(p.sharding),
+                  p.gpus, ShardingName(p.sharding), policy),
+      PeakAgainstBudget(r.prediction, request.device), true};
+}
+
+// The order a practitioner accepts changes in: first the code that runs the same maths,
+// then the same training on more GPUs, then the numerics (precision, optimizer), then
+// what is trained (adapters), then the data (a shorter sequence), then new hardware.
+enum class Acceptance { kImplementation, kMoreGpus, kNumerics, kAdapters, kData, kHardware };
+
 }  // namespace
 
-std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOptions& options) {
-  std::vector<Suggestion> out;
-  auto consider = [&](std::string change, const PlanRequest& r) {
+std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& graph,
+                                     const SearchOptions& options) {
+  std::vector<std::pair<Acceptance, Suggestion>> out;
+  const std::optional<int64_t> today = SmallestPeak(request, options);
+  auto consider = [&](Acceptance order, std::string change, const PlanRequest& r) {
+    if (ValidateRequest(r)) return;
     if (auto peak = SmallestPeak(r, options))
-      out.push_back({std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)});
+      out.push_back({order, {std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)}});
   };
   const FineTuneConfig& ft = request.config.fine_tune;
+  const bool bf16 = request.device.supports_bf16();
   if (ft.mode == FineTuneMode::kFull) {
     PlanRequest r = request;
     r.config.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16, .lora_targets = {}};
-    consider("LoRA rank 16 on the default targets instead of full fine-tuning", r);
+    consider(Acceptance::kAdapters, "LoRA rank 16 on the default targets instead of full fine-tuning", r);
     if (request.config.optimizer == OptimizerKind::kAdamW) {
       r = request;
       r.config.optimizer = OptimizerKind::kAdamW8bit;
-      consider("8-bit AdamW instead of AdamW", r);
+      consider(Acceptance::kNumerics, "8-bit AdamW instead of AdamW", r);
+    }
+    if (bf16 && request.config.precision != Precision::kBf16) {
+      r = request;
+      r.config.precision = Precision::kBf16;
+      consider(Acceptance::kNumerics,
+               "bf16 weights, gradients and optimizer states (--precision bf16)", r);
+      if (request.config.optimizer == OptimizerKind::kAdamW) {
+        r.config.optimizer = OptimizerKind::kAdamW8bit;
+        consider(Acceptance::kNumerics, "bf16 with 8-bit AdamW (--precision bf16 --optimizer adamw-8bit)", r);
+      }
     }
   }
   if (ft.mode != FineTuneMode::kQLora) {
@@ -67,7 +118,7 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOpt
     if (ft.mode == FineTuneMode::kFull)
       r.config.fine_tune = {.mode = FineTuneMode::kQLora, .lora_rank = 16};
     if (r.config.precision == Precision::kFp32) r.config.precision = Precision::kBf16;
-    consider("QLoRA (4-bit NF4 base) with rank-16 adapters", r);
+    consider(Acceptance::kAdapters, "QLoRA (4-bit NF4 base) with rank-16 adapters", r);
   }
   // The training code decides where torch.optim's foreach step copies every gradient
   // (a plain loop on CUDA) and HF Trainer's fused AdamW does not (training_config.cc).
@@ -75,24 +126,31 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOpt
       EffectiveOptimizerImpl(request.config) == OptimizerImpl::kForeach) {
     PlanRequest r = request;
     r.config.stack = Stack::kHfTrainer;
-    consider("HF Trainer, fused AdamW: no foreach copy (--stack hf-trainer)", r);
+    consider(Acceptance::kImplementation, "HF Trainer, fused AdamW: no foreach copy (--stack hf-trainer)", r);
     r = request;
     r.config.optimizer_impl = OptimizerImpl::kFused;
-    consider("AdamW(fused=True) in this loop (--optimizer-impl fused)", r);
+    consider(Acceptance::kImplementation, "AdamW(fused=True) in this loop (--optimizer-impl fused)", r);
   }
   if (request.config.seq_len >= 256) {
     PlanRequest r = request;
     r.config.seq_len = request.config.seq_len / 2;
-    consider(
-        fmt::format("sequence length {} instead of {}", r.config.seq_len, request.config.seq_len),
-        r);
+    consider(Acceptance::kData,
+             fmt::format("sequence length {} instead of {}", r.config.seq_len, request.config.seq_len),
+             r);
   }
-  if (auto gpu = BiggerGpu(request, options)) out.push_back(*gpu);
-  std::stable_sort(out.begin(), out.end(), [](const Suggestion& a, const Suggestion& b) {
-    if (a.fits != b.fits) return a.fits;
-    return a.peak_bytes < b.peak_bytes;
+  if (auto more = MoreGpus(request, graph, options)) out.push_back({Acceptance::kMoreGpus, *more});
+  if (auto gpu = BiggerGpu(request, options)) out.push_back({Acceptance::kHardware, *gpu});
+  // A change is advice only when it needs less than today's smallest plan.
+  if (today)
+    std::erase_if(out, [&](const auto& o) { return o.second.peak_bytes >= *today; });
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.second.fits != b.second.fits) return a.second.fits;
+    if (a.second.fits && a.first != b.first) return a.first < b.first;
+    return a.second.peak_bytes < b.second.peak_bytes;
   });
-  return out;
+  std::vector<Suggestion> ranked;
+  for (auto& o : out) ranked.push_back(std::move(o.second));
+  return ranked;
 }
 
 }  // namespace headroom

@@ -1,7 +1,8 @@
-// What would make an infeasible request fit: alternatives ranked and quantified — LoRA
-// instead of full fine-tuning, an 8-bit optimizer, a shorter sequence, QLoRA, a bigger
-// GPU from the catalog — each measured by simulating its smallest plan (micro-batch 1,
-// every block checkpointed).
+// What would make an infeasible request fit: alternatives ranked and quantified — the
+// optimizer's implementation, more GPUs with a sharding, bf16 and an 8-bit optimizer
+// (alone and together), LoRA or QLoRA instead of full fine-tuning, a shorter sequence, a
+// bigger GPU from the catalog — each measured by simulating its smallest plan
+// (micro-batch 1, every block checkpointed; more GPUs by the count search).
 #pragma once
 
 #include "planner/plan/layer.h"
@@ -20,7 +21,10 @@ struct Suggestion {
   bool fits = false;       // within the usable memory (after the margin)
 };
 
-// Ranked: those that fit first, then by peak.
-std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const SearchOptions& options);
+// Each needs less than the request's own smallest plan; ranked: those that fit first, in
+// the order a practitioner accepts changes (the code, more GPUs, the numerics, adapters,
+// the data, new hardware), then by peak. `graph` is the request's (for more GPUs).
+std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& graph,
+                                     const SearchOptions& options);
 
 }  // namespace headroom

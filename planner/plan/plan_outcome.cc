@@ -31,7 +31,7 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
     out.plan = out.search->plan;
     out.prediction = std::move(out.search->prediction);  // one copy of the timeline
     out.time = out.search->time;
-    if (!out.search->feasible) out.suggestions = SuggestFixes(request, *options);
+    if (!out.search->feasible) out.suggestions = SuggestFixes(request, graph, solve);
     return out;
   }
   out.plan = std::move(*stated);
