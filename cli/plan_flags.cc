@@ -449,8 +449,7 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
       return MakeError(fmt::format(
           "--global-batch {} cannot be split evenly over --gpus {}: the nearest that can are "
           "{}{}; the global batch is kept exact",
-          o.global_batch, f.gpus, below > 0 ? fmt::format("{} and ", below) : "",
-          below + f.gpus));
+          o.global_batch, f.gpus, below > 0 ? fmt::format("{} and ", below) : "", below + f.gpus));
     }
   } else if (f.micro_batch || f.grad_accum) {
     o.global_batch = f.micro_batch.value_or(1) * f.grad_accum.value_or(1) * f.gpus;

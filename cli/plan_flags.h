@@ -43,7 +43,7 @@ struct PlanFlags {
   int64_t gpus = 1;
   bool gpus_auto = false;  // --gpus auto: the solver chooses the count and the sharding
   int64_t max_gpus = 1024;
-  std::optional<int64_t> nodes;  // unset: DefaultNodes(--gpus)
+  std::optional<int64_t> nodes;      // unset: DefaultNodes(--gpus)
   std::optional<Sharding> sharding;  // unset: none on one rank
   bool ddp_bucket_view = false;
   std::optional<int64_t> rank;  // --rank: replay this rank instead of the busiest

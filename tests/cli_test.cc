@@ -115,18 +115,19 @@ INSTANTIATE_TEST_SUITE_P(
         MistypedCall{"plan --model llama-2-7 --gpu a100-80gb", "Did you mean: llama-2-7b"},
         MistypedCall{"plan --model gpt2 --gpu a100-80", "Did you mean: a100-80gb"},
         MistypedCall{"plan --model " HEADROOM_TEST_DATA_DIR "/malformed.yaml --device cpu",
-                 "malformed YAML"},
+                     "malformed YAML"},
         MistypedCall{"plan --model gpt2 --device cpu --micro-batch 0",
-                 "--micro-batch must be a positive integer"},
+                     "--micro-batch must be a positive integer"},
         MistypedCall{"plan --model gpt2 --device cpu --seq-len -5",
-                 "--seq-len must be a positive integer"},
+                     "--seq-len must be a positive integer"},
         MistypedCall{"plan --model gpt2 --device cpu --seq-len 4096", "longer than gpt2 supports"},
         MistypedCall{"plan --model llama-2-7b --gpu a100-80gb --lora-rank 8 --lora-targets q,w",
-                 "LoRA target 'w' does not exist"},
-        MistypedCall{"plan --model llama-2-7b --gpu t4 --precision bf16", "t4 does not support bf16"},
+                     "LoRA target 'w' does not exist"},
+        MistypedCall{"plan --model llama-2-7b --gpu t4 --precision bf16",
+                     "t4 does not support bf16"},
         MistypedCall{"plan --model gpt2 --gpu-mem 12parsecs", "unknown size unit"},
         MistypedCall{"plan --model gpt2 --device cpu --checkpoint layers:40",
-                 "layer 40 does not exist"},
+                     "layer 40 does not exist"},
         MistypedCall{"plan --model gpt2", "say which device"},
         MistypedCall{"plan --gpu h100-80gb", "--model is required"}),
     [](const testing::TestParamInfo<MistypedCall>& p) { return "case" + std::to_string(p.index); });
@@ -172,8 +173,7 @@ TEST(CliAuto, InfeasibleRequestsGetRankedSuggestions) {
 // first among the changes that fit, and never a "bigger" GPU of the same size (an
 // A100-80GB to an H100 user).
 TEST(CliAuto, AdviceIsSmallerAndInTheOrderPractitionersAccept) {
-  const auto j =
-      RunJson("plan --model llama-3-8b --gpu h100-80gb --seq-len 4096 --global-batch 8");
+  const auto j = RunJson("plan --model llama-3-8b --gpu h100-80gb --seq-len 4096 --global-batch 8");
   ASSERT_FALSE(j["fits"].get<bool>());
   const int64_t today =
       j["solver"]["usable_bytes"].get<int64_t>() + j["solver"]["shortfall_bytes"].get<int64_t>();
@@ -193,6 +193,21 @@ TEST(CliAuto, AdviceIsSmallerAndInTheOrderPractitionersAccept) {
   EXPECT_NE(fitting[0].find("GPUs"), std::string::npos) << fitting[0];
   EXPECT_NE(fitting[0].find("--sharding"), std::string::npos) << fitting[0];
   EXPECT_NE(fitting[1].find("8-bit AdamW"), std::string::npos) << fitting[1];
+}
+
+// A --gpu-mem budget is memory alone: no time is printed for it (issue 39: it once
+// reported an A100's speed as if it were the user's GPU's).
+TEST(CliAuto, AMemoryBudgetHasNoSpeedBasis) {
+  const std::string request = "plan --model tiny-llama --gpu-mem 8GB --seq-len 64 --micro-batch 1";
+  const CommandResult text = RunCli(request);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("estimate: none: a --gpu-mem budget has no speed basis"),
+            std::string::npos)
+      << text.out;
+  EXPECT_TRUE(RunJson(request)["estimate"].is_null());
+  EXPECT_FALSE(
+      RunJson("plan --model tiny-llama --gpu h100-80gb --seq-len 64 --micro-batch 1")["estimate"]
+          .is_null());
 }
 
 TEST(CliAuto, PlanFileAndExports) {
@@ -266,9 +281,9 @@ TEST(CliMoe, RoutingIsReportedAndChangesNoMemory) {
   EXPECT_EQ(worst["peak"]["allocated_bytes"], balanced["peak"]["allocated_bytes"]);
   // 48 layers of 128 experts [2 * 768, 2048] and [2048, 768] in bf16, the router, attention
   // and embeddings: the 30,532,122,624 parameters transformers counts, plus LoRA on q, v.
-  EXPECT_EQ(balanced["params"]["total"].get<int64_t>() -
-                balanced["params"]["trainable"].get<int64_t>(),
-            30'532'122'624);
+  EXPECT_EQ(
+      balanced["params"]["total"].get<int64_t>() - balanced["params"]["trainable"].get<int64_t>(),
+      30'532'122'624);
   const auto dense = RunJson("plan --model llama-3.2-1b --gpu h200 --micro-batch 1");
   EXPECT_FALSE(dense["config"].contains("moe_routing"));
 }

@@ -68,8 +68,7 @@ TEST(PlanSearch, ASharedMemoChangesNoPlan) {
     const DeviceSpec gpu = CustomGpu(mib << 20);
     const SearchResult alone = SearchPlan(graph, base, gpu, {.global_batch = 32});
     const size_t before = memo->size();
-    const SearchResult shared =
-        SearchPlan(graph, base, gpu, {.global_batch = 32, .memo = memo});
+    const SearchResult shared = SearchPlan(graph, base, gpu, {.global_batch = 32, .memo = memo});
     shared_hits += memo->size() == before;
     EXPECT_EQ(shared.feasible, alone.feasible) << mib;
     EXPECT_EQ(shared.plan, alone.plan) << mib;
@@ -136,8 +135,8 @@ TEST(PlanSearch, AdviceMeasuresTheSmallestPlanAsTheSearchDoes) {
   PlanRequest request{*LoadCatalogModel("tiny-llama"), {}, CustomGpu(455LL << 20)};
   request.config.seq_len = 256;
   const SearchOptions options{.global_batch = 7, .num_gpus = 2};
-  const std::vector<Suggestion> advice = SuggestFixes(
-      request, *BuildGraph(request.model, GraphOptionsOf(request.config)), options);
+  const std::vector<Suggestion> advice =
+      SuggestFixes(request, *BuildGraph(request.model, GraphOptionsOf(request.config)), options);
   const auto halved = std::find_if(advice.begin(), advice.end(), [](const Suggestion& s) {
     return s.change.rfind("sequence length 128", 0) == 0;
   });
@@ -162,8 +161,8 @@ TEST(PlanSearch, AdviceNamesTheStackWhenTheForeachCopyDecides) {
   request.config.seq_len = 512;
   request.config.precision = Precision::kAmpBf16;
   const SearchOptions options{.global_batch = 8};
-  const std::vector<Suggestion> advice = SuggestFixes(
-      request, *BuildGraph(request.model, GraphOptionsOf(request.config)), options);
+  const std::vector<Suggestion> advice =
+      SuggestFixes(request, *BuildGraph(request.model, GraphOptionsOf(request.config)), options);
   const auto stack = std::find_if(advice.begin(), advice.end(), [](const Suggestion& s) {
     return s.change.find("--stack hf-trainer") != std::string::npos;
   });

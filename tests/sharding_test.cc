@@ -320,10 +320,9 @@ TEST(CliManyGpus, AutoFindsTheFewestRanksAndTheNextCountDoesNotFit) {
   // fit (the ladder holds the counts that divide 64: 16, 32, 64 beyond a node).
   ASSERT_EQ(64 % gpus, 0);
   const int64_t fewer = gpus / 2;
-  const CommandResult below =
-      RunCli(request + " --global-batch " + std::to_string(64 / 2) + " --gpus " +
-             std::to_string(fewer) + " --nodes " + std::to_string(fewer / 8) + " --sharding " +
-             sharding);
+  const CommandResult below = RunCli(request + " --global-batch " + std::to_string(64 / 2) +
+                                     " --gpus " + std::to_string(fewer) + " --nodes " +
+                                     std::to_string(fewer / 8) + " --sharding " + sharding);
   EXPECT_FALSE(nlohmann::json::parse(below.out)["fits"].get<bool>()) << below.err;
 }
 
@@ -421,9 +420,9 @@ TEST(CliManyGpus, FsdpPrecisionFollowsTheStack) {
   EXPECT_LT(given["peak"]["allocated_bytes"], bare["peak"]["allocated_bytes"]);
   std::string ddp = request;
   ddp.replace(ddp.find("--sharding fsdp"), 15, "--sharding ddp");
-  for (const std::string& bad : {request + " --fsdp-reduce-dtype bf16",
-                                 request + " --fsdp-param-dtype int8",
-                                 ddp + " --fsdp-param-dtype bf16"}) {
+  for (const std::string& bad :
+       {request + " --fsdp-reduce-dtype bf16", request + " --fsdp-param-dtype int8",
+        ddp + " --fsdp-param-dtype bf16"}) {
     const CommandResult r = RunCli(bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_NE(r.err.find("fsdp"), std::string::npos) << bad << ": " << r.err;
@@ -452,8 +451,8 @@ TEST(CliManyGpus, AutoKeepsTheStatedGlobalBatchWithAcceleratesPolicy) {
 
 TEST(CliManyGpus, AStatedGlobalBatchIsNeverRounded) {
   // A stated count that cannot split it: refused, naming the batches it could run.
-  const CommandResult split = RunCli(
-      "plan --model llama-3-8b --gpu h100-80gb --gpus 24 --seq-len 2048 --global-batch 64");
+  const CommandResult split =
+      RunCli("plan --model llama-3-8b --gpu h100-80gb --gpus 24 --seq-len 2048 --global-batch 64");
   EXPECT_EQ(split.exit_code, 2);
   EXPECT_NE(split.err.find("the nearest that can are 48 and 72"), std::string::npos) << split.err;
   // --gpus auto where only 1 and 7 divide the batch and neither fits: no plan, and the

@@ -134,6 +134,7 @@ DeviceSpec CustomGpu(int64_t memory_bytes) {
   d.bandwidth_gbps = 2039;
   d.link_gbps = 300;  // an A100-class node, as the compute figures above
   d.network_gbps = 25;
+  d.speed_basis = false;
   return d;
 }
 

@@ -32,6 +32,9 @@ struct DeviceSpec {
   double bandwidth_efficiency = 0.8;
   double link_gbps = 0;     // per GPU, one direction, to the GPUs of its node
   double network_gbps = 0;  // per GPU, one direction, to other nodes
+  // false for a memory budget alone (--gpu-mem): its speed figures (an A100's) only rank
+  // plans, and the reports print no time for it.
+  bool speed_basis = true;
 
   bool supports_bf16() const { return compute_capability >= 8.0 || !is_cuda; }
 

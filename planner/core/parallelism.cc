@@ -31,16 +31,18 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
         "swap buffers) is not replayed yet; plan --sharding zero2 --offload optimizer or "
         "--sharding fsdp --offload optimizer+params"};
   if (p.fsdp_reduce_dtype && !p.fsdp_param_dtype)
-    return Error{"--fsdp-reduce-dtype is part of a mixed-precision policy: give --fsdp-param-dtype"};
+    return Error{
+        "--fsdp-reduce-dtype is part of a mixed-precision policy: give --fsdp-param-dtype"};
   for (auto dtype : {p.fsdp_param_dtype, p.fsdp_reduce_dtype}) {
     if (dtype && *dtype != DType::kBF16 && *dtype != DType::kF16 && *dtype != DType::kF32)
       return Error{fmt::format("an FSDP mixed-precision dtype is bf16, fp16 or fp32 (got {})",
                                DTypeName(*dtype))};
   }
   if (p.fsdp_param_dtype && p.sharding != Sharding::kNone && !p.fsdp())
-    return Error{fmt::format("--fsdp-param-dtype applies to --sharding fsdp and fsdp-no-reshard "
-                             "(FSDP2's MixedPrecisionPolicy), not {}",
-                             ShardingName(p.sharding))};
+    return Error{
+        fmt::format("--fsdp-param-dtype applies to --sharding fsdp and fsdp-no-reshard "
+                    "(FSDP2's MixedPrecisionPolicy), not {}",
+                    ShardingName(p.sharding))};
   if (p.fsdp_param_dtype && p.offload != Offload::kNone)
     return Error{
         "--fsdp-param-dtype with --offload: the casts of offloaded shards (copied to the "

@@ -74,9 +74,8 @@ DType FrozenWeightDType(const TrainingConfig& config) {
 }
 
 std::optional<Error> UnmodelledScheme(const TrainingConfig& c) {
-  if (FsdpThroughAccelerate(c) && !c.parallel.fsdp_param_dtype &&
-      c.precision != Precision::kFp32 && c.precision != Precision::kAmpBf16 &&
-      c.precision != Precision::kBf16)
+  if (FsdpThroughAccelerate(c) && !c.parallel.fsdp_param_dtype && c.precision != Precision::kFp32 &&
+      c.precision != Precision::kAmpBf16 && c.precision != Precision::kBf16)
     return MakeError(fmt::format(
         "FSDP2 through accelerate with {} is not modelled (accelerate's fp16 policy and its "
         "gradient scaler, or DeepSpeed-style master weights); use amp-bf16, bf16 or fp32",

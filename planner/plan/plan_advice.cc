@@ -32,7 +32,8 @@ std::optional<Suggestion> BiggerGpu(const PlanRequest& request, const SearchOpti
     return a.memory_bytes < b.memory_bytes;
   });
   for (const DeviceSpec& gpu : gpus) {
-    if (static_cast<double>(gpu.memory_bytes) <= 1.1 * static_cast<double>(request.device.memory_bytes))
+    if (static_cast<double>(gpu.memory_bytes) <=
+        1.1 * static_cast<double>(request.device.memory_bytes))
       continue;
     PlanRequest r = request;
     r.device = gpu;
@@ -88,14 +89,16 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& 
   auto consider = [&](Acceptance order, std::string change, const PlanRequest& r) {
     if (ValidateRequest(r)) return;
     if (auto peak = SmallestPeak(r, options))
-      out.push_back({order, {std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)}});
+      out.push_back(
+          {order, {std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)}});
   };
   const FineTuneConfig& ft = request.config.fine_tune;
   const bool bf16 = request.device.supports_bf16();
   if (ft.mode == FineTuneMode::kFull) {
     PlanRequest r = request;
     r.config.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16, .lora_targets = {}};
-    consider(Acceptance::kAdapters, "LoRA rank 16 on the default targets instead of full fine-tuning", r);
+    consider(Acceptance::kAdapters,
+             "LoRA rank 16 on the default targets instead of full fine-tuning", r);
     if (request.config.optimizer == OptimizerKind::kAdamW) {
       r = request;
       r.config.optimizer = OptimizerKind::kAdamW8bit;
@@ -108,7 +111,8 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& 
                "bf16 weights, gradients and optimizer states (--precision bf16)", r);
       if (request.config.optimizer == OptimizerKind::kAdamW) {
         r.config.optimizer = OptimizerKind::kAdamW8bit;
-        consider(Acceptance::kNumerics, "bf16 with 8-bit AdamW (--precision bf16 --optimizer adamw-8bit)", r);
+        consider(Acceptance::kNumerics,
+                 "bf16 with 8-bit AdamW (--precision bf16 --optimizer adamw-8bit)", r);
       }
     }
   }
@@ -126,23 +130,25 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& 
       EffectiveOptimizerImpl(request.config) == OptimizerImpl::kForeach) {
     PlanRequest r = request;
     r.config.stack = Stack::kHfTrainer;
-    consider(Acceptance::kImplementation, "HF Trainer, fused AdamW: no foreach copy (--stack hf-trainer)", r);
+    consider(Acceptance::kImplementation,
+             "HF Trainer, fused AdamW: no foreach copy (--stack hf-trainer)", r);
     r = request;
     r.config.optimizer_impl = OptimizerImpl::kFused;
-    consider(Acceptance::kImplementation, "AdamW(fused=True) in this loop (--optimizer-impl fused)", r);
+    consider(Acceptance::kImplementation, "AdamW(fused=True) in this loop (--optimizer-impl fused)",
+             r);
   }
   if (request.config.seq_len >= 256) {
     PlanRequest r = request;
     r.config.seq_len = request.config.seq_len / 2;
-    consider(Acceptance::kData,
-             fmt::format("sequence length {} instead of {}", r.config.seq_len, request.config.seq_len),
-             r);
+    consider(
+        Acceptance::kData,
+        fmt::format("sequence length {} instead of {}", r.config.seq_len, request.config.seq_len),
+        r);
   }
   if (auto more = MoreGpus(request, graph, options)) out.push_back({Acceptance::kMoreGpus, *more});
   if (auto gpu = BiggerGpu(request, options)) out.push_back({Acceptance::kHardware, *gpu});
   // A change is advice only when it needs less than today's smallest plan.
-  if (today)
-    std::erase_if(out, [&](const auto& o) { return o.second.peak_bytes >= *today; });
+  if (today) std::erase_if(out, [&](const auto& o) { return o.second.peak_bytes >= *today; });
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     if (a.second.fits != b.second.fits) return a.second.fits;
     if (a.second.fits && a.first != b.first) return a.first < b.first;

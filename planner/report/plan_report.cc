@@ -34,7 +34,9 @@ ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
 }
 
 std::string TorchDType(DType d) {
-  return d == DType::kBF16 ? "torch.bfloat16" : d == DType::kF16 ? "torch.float16" : "torch.float32";
+  return d == DType::kBF16  ? "torch.bfloat16"
+         : d == DType::kF16 ? "torch.float16"
+                            : "torch.float32";
 }
 
 bool NothingFits(const PlanOutcome& o) { return o.search && !o.search->feasible; }
@@ -104,11 +106,11 @@ StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome) {
           plan.config.micro_batch, plan.config.grad_accum_steps,
           ShardingName(plan.config.parallel.sharding)));
       if (const std::optional<FsdpPolicy> policy = FsdpPolicyOf(plan.config))
-        out.notes.push_back(fmt::format(
-            "train.py: fully_shard(..., mp_policy=MixedPrecisionPolicy(param_dtype={}, "
-            "reduce_dtype={})) on every unit, as planned",
-            TorchDType(policy->param_dtype),
-            policy->reduce_dtype ? TorchDType(*policy->reduce_dtype) : "None"));
+        out.notes.push_back(
+            fmt::format("train.py: fully_shard(..., mp_policy=MixedPrecisionPolicy(param_dtype={}, "
+                        "reduce_dtype={})) on every unit, as planned",
+                        TorchDType(policy->param_dtype),
+                        policy->reduce_dtype ? TorchDType(*policy->reduce_dtype) : "None"));
       break;
   }
   out.notes.push_back(fmt::format("{} checkpoints all blocks or none; planned {}",

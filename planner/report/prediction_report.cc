@@ -193,18 +193,24 @@ std::string PlanLines(const ReportInputs& in) {
       c.parallel.gpus > 1 ? fmt::format(" x {} ranks", c.parallel.gpus) : "", in.global_batch,
       PrecisionName(c.precision), ckpt.size(), p.checkpointed.size(),
       ckpt.empty() ? "" : fmt::format(" ({})", IndexRanges(ckpt)));
-  out += fmt::format(
-      "  estimate: {:.3f} s per step, {:.0f} tokens/s{} (recomputation {:.1f}% of the step{})\n",
-      in.time.step_seconds, in.time.tokens_per_second,
-      c.parallel.gpus > 1 ? fmt::format(" over {} ranks, {:.0f} per rank", c.parallel.gpus,
-                                        in.time.tokens_per_second_per_gpu)
-                          : "",
-      in.time.step_seconds > 0 ? 100.0 * static_cast<double>(c.grad_accum_steps) *
-                                     in.time.recompute_seconds / in.time.step_seconds
-                               : 0.0,
-      c.parallel.gpus > 1
-          ? fmt::format(", communication not hidden {:.3f} s", in.time.communication_seconds)
-          : "");
+  if (!in.device.speed_basis) {
+    out +=
+        "  estimate: none: a --gpu-mem budget has no speed basis (plans are ranked as on an "
+        "A100-class GPU; give --gpu NAME for a time)\n";
+  } else {
+    out += fmt::format(
+        "  estimate: {:.3f} s per step, {:.0f} tokens/s{} (recomputation {:.1f}% of the step{})\n",
+        in.time.step_seconds, in.time.tokens_per_second,
+        c.parallel.gpus > 1 ? fmt::format(" over {} ranks, {:.0f} per rank", c.parallel.gpus,
+                                          in.time.tokens_per_second_per_gpu)
+                            : "",
+        in.time.step_seconds > 0 ? 100.0 * static_cast<double>(c.grad_accum_steps) *
+                                       in.time.recompute_seconds / in.time.step_seconds
+                                 : 0.0,
+        c.parallel.gpus > 1
+            ? fmt::format(", communication not hidden {:.3f} s", in.time.communication_seconds)
+            : "");
+  }
   if (in.search) {
     out += fmt::format(
         "  solver: {:.3f} s, every plan verified by simulation{}\n", in.search->solver_seconds,
@@ -359,6 +365,7 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                    {"backward_seconds", in.time.backward_seconds},
                    {"recompute_seconds", in.time.recompute_seconds},
                    {"optimizer_seconds", in.time.optimizer_seconds}};
+  if (!in.device.speed_basis) j["estimate"] = nullptr;  // a --gpu-mem budget: no time
   if (in.search) {
     j["solver"] = {{"seconds", in.search->solver_seconds},
                    {"usable_bytes", in.search->usable_bytes},

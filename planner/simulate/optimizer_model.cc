@@ -10,7 +10,8 @@ constexpr int64_t kQuantBlock = 256;
 }  // namespace
 
 OptimizerParamCost CostOptimizer(OptimizerKind kind, OptimizerImpl impl, const SymShape& shape,
-                                 DType state_dtype, bool master_weights, bool step_tensor_on_device) {
+                                 DType state_dtype, bool master_weights,
+                                 bool step_tensor_on_device) {
   const int64_t n = shape.Numel({});
   OptimizerParamCost cost;
   const int64_t state = StorageBytes(state_dtype, n);

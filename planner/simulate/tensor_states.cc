@@ -244,8 +244,7 @@ DType TensorStates::OutputDType(const OpNode& op) const {
 }
 
 DType TensorStates::OptimizerStateDType(TensorId param) const {
-  if (target_.torch_optim && !regime_.master_weights)
-    return states_.at(param.value).stored_dtype;
+  if (target_.torch_optim && !regime_.master_weights) return states_.at(param.value).stored_dtype;
   return regime_.optimizer_state_dtype;
 }
 

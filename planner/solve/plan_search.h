@@ -60,7 +60,7 @@ struct SearchOptions {
   // it is never chosen, and when none that does fits the search says which batches would.
   // Unset, a count may round it to whole sequences per GPU (and a note says so).
   bool exact_global_batch = false;
-  int num_gpus = 1;          // data-parallel replicas
+  int num_gpus = 1;  // data-parallel replicas
   double margin = kDefaultMargin;
   // Precisions to consider; empty means the config's precision only.
   std::vector<Precision> precisions;
