@@ -85,6 +85,30 @@ void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
       ->check(CLI::PositiveNumber);
 }
 
+// FSDP2's MixedPrecisionPolicy: bf16, fp16 or fp32 each.
+void AddFsdpPolicyFlags(CLI::App& cmd, PlanFlags& f) {
+  const auto mp_dtype = [](std::optional<DType>& out) {
+    return [&out](const std::string& text) { out = ParseDType(text); };
+  };
+  const auto mp_check = [](std::string& text) {
+    const std::optional<DType> d = ParseDType(text);
+    return d && (*d == DType::kBF16 || *d == DType::kF16 || *d == DType::kF32)
+               ? std::string()
+               : "'" + text + "' is not bf16, fp16 or fp32";
+  };
+  cmd.add_option_function<std::string>(
+         "--fsdp-param-dtype", mp_dtype(f.fsdp_param_dtype),
+         "FSDP2 MixedPrecisionPolicy param_dtype: shards cast to it and gathered, the units "
+         "computing in it (default: none; accelerate's bf16 with --stack hf-trainer or "
+         "--fsdp-wrap accelerate and amp-bf16)")
+      ->check(CLI::Validator(mp_check, "DTYPE"));
+  cmd.add_option_function<std::string>(
+         "--fsdp-reduce-dtype", mp_dtype(f.fsdp_reduce_dtype),
+         "FSDP2 MixedPrecisionPolicy reduce_dtype of the reduce-scatter (default: the "
+         "parameters' own, as torch 2.15 follows grad_dtype)")
+      ->check(CLI::Validator(mp_check, "DTYPE"));
+}
+
 void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
   auto gpus = [&f](const std::string& text) {
     f.gpus_auto = text == "auto";
@@ -121,26 +145,7 @@ void AddParallelFlags(CLI::App& cmd, PlanFlags& f) {
                 "FSDP2 units: blocks (fully_shard per block, then the root) or accelerate "
                 "(its own: embedding and head apart; default with --stack hf-trainer and "
                 "--emit accelerate-fsdp|hf)");
-  const auto mp_dtype = [](std::optional<DType>& out) {
-    return [&out](const std::string& text) { out = ParseDType(text); };
-  };
-  const auto mp_check = [](std::string& text) {
-    const std::optional<DType> d = ParseDType(text);
-    return d && (*d == DType::kBF16 || *d == DType::kF16 || *d == DType::kF32)
-               ? std::string()
-               : "'" + text + "' is not bf16, fp16 or fp32";
-  };
-  cmd.add_option_function<std::string>(
-         "--fsdp-param-dtype", mp_dtype(f.fsdp_param_dtype),
-         "FSDP2 MixedPrecisionPolicy param_dtype: shards cast to it and gathered, the units "
-         "computing in it (default: none; accelerate's bf16 with --stack hf-trainer or "
-         "--fsdp-wrap accelerate and amp-bf16)")
-      ->check(CLI::Validator(mp_check, "DTYPE"));
-  cmd.add_option_function<std::string>(
-         "--fsdp-reduce-dtype", mp_dtype(f.fsdp_reduce_dtype),
-         "FSDP2 MixedPrecisionPolicy reduce_dtype of the reduce-scatter (default: the "
-         "parameters' own, as torch 2.15 follows grad_dtype)")
-      ->check(CLI::Validator(mp_check, "DTYPE"));
+  AddFsdpPolicyFlags(cmd, f);
   AddEnumOption(cmd, "--offload", f.offload, kOffloadNames,
                 "What lives in CPU RAM instead of the GPU: " + Choices(kOffloadNames) +
                     " (default none; reported as offload.cpu_bytes)");

@@ -1,6 +1,7 @@
 #include "planner/plan/plan_advice.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -80,42 +81,47 @@ std::optional<Suggestion> MoreGpus(const PlanRequest& request, const OpGraph& gr
 // what is trained (adapters), then the data (a shorter sequence), then new hardware.
 enum class Acceptance { kImplementation, kMoreGpus, kNumerics, kAdapters, kData, kHardware };
 
+using Consider = std::function<void(Acceptance, std::string, const PlanRequest&)>;
+
+// A full fine-tune's alternatives: adapters, and the numerics alone and together.
+void ConsiderFullFineTuneChanges(const PlanRequest& request, const Consider& consider) {
+  const bool bf16 = request.device.supports_bf16();
+  PlanRequest r = request;
+  r.config.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16, .lora_targets = {}};
+  consider(Acceptance::kAdapters, "LoRA rank 16 on the default targets instead of full fine-tuning",
+           r);
+  if (request.config.optimizer == OptimizerKind::kAdamW) {
+    r = request;
+    r.config.optimizer = OptimizerKind::kAdamW8bit;
+    consider(Acceptance::kNumerics, "8-bit AdamW instead of AdamW", r);
+  }
+  if (bf16 && request.config.precision != Precision::kBf16) {
+    r = request;
+    r.config.precision = Precision::kBf16;
+    consider(Acceptance::kNumerics,
+             "bf16 weights, gradients and optimizer states (--precision bf16)", r);
+    if (request.config.optimizer == OptimizerKind::kAdamW) {
+      r.config.optimizer = OptimizerKind::kAdamW8bit;
+      consider(Acceptance::kNumerics,
+               "bf16 with 8-bit AdamW (--precision bf16 --optimizer adamw-8bit)", r);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& graph,
                                      const SearchOptions& options) {
   std::vector<std::pair<Acceptance, Suggestion>> out;
   const std::optional<int64_t> today = SmallestPeak(request, options);
-  auto consider = [&](Acceptance order, std::string change, const PlanRequest& r) {
+  const Consider consider = [&](Acceptance order, std::string change, const PlanRequest& r) {
     if (ValidateRequest(r)) return;
     if (auto peak = SmallestPeak(r, options))
       out.push_back(
           {order, {std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)}});
   };
   const FineTuneConfig& ft = request.config.fine_tune;
-  const bool bf16 = request.device.supports_bf16();
-  if (ft.mode == FineTuneMode::kFull) {
-    PlanRequest r = request;
-    r.config.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16, .lora_targets = {}};
-    consider(Acceptance::kAdapters,
-             "LoRA rank 16 on the default targets instead of full fine-tuning", r);
-    if (request.config.optimizer == OptimizerKind::kAdamW) {
-      r = request;
-      r.config.optimizer = OptimizerKind::kAdamW8bit;
-      consider(Acceptance::kNumerics, "8-bit AdamW instead of AdamW", r);
-    }
-    if (bf16 && request.config.precision != Precision::kBf16) {
-      r = request;
-      r.config.precision = Precision::kBf16;
-      consider(Acceptance::kNumerics,
-               "bf16 weights, gradients and optimizer states (--precision bf16)", r);
-      if (request.config.optimizer == OptimizerKind::kAdamW) {
-        r.config.optimizer = OptimizerKind::kAdamW8bit;
-        consider(Acceptance::kNumerics,
-                 "bf16 with 8-bit AdamW (--precision bf16 --optimizer adamw-8bit)", r);
-      }
-    }
-  }
+  if (ft.mode == FineTuneMode::kFull) ConsiderFullFineTuneChanges(request, consider);
   if (ft.mode != FineTuneMode::kQLora) {
     PlanRequest r = request;
     r.config.fine_tune.mode = FineTuneMode::kQLora;

@@ -146,6 +146,40 @@ void IndexUnitOps(int num_ops, ShardLayout& layout) {
   }
 }
 
+// Rank 0's padded shard of one parameter (torch.chunk's full rows).
+struct Shard {
+  int64_t rows = 0;
+  int64_t stored_bytes = 0;
+};
+
+// Adds one parameter's shard to its unit: what is gathered, cast and reduced. The shard
+// is stored in the parameter's own dtype and gathered in param_dtype when a
+// MixedPrecisionPolicy casts it; the reduce-scatter runs in reduce_dtype (unset: the
+// shard's, as torch 2.15 follows grad_dtype).
+Shard AddShard(const TensorInfo& info, const TensorState& state, int64_t gathered_bytes,
+               std::optional<DType> reduce_dtype, FsdpUnit& unit) {
+  const int64_t world = unit.world;
+  const int64_t numel = info.shape.Numel({});
+  const int64_t rows = info.shape.dims().empty() ? 1 : info.shape.dims()[0].value;
+  const int64_t per_row = rows > 0 ? numel / rows : 0;
+  const int64_t chunk = (rows + world - 1) / world;
+  const int64_t shard_numel = chunk * per_row;
+  const int64_t gathered = numel > 0 ? shard_numel * (gathered_bytes / numel) : 0;
+  const int64_t stored = StorageBytes(state.stored_dtype, shard_numel);
+  unit.unsharded_bytes.push_back(world * gathered);
+  unit.flat_bytes += world * gathered;
+  if (state.dtype != state.stored_dtype) unit.gather_cast_bytes += gathered;
+  if (state.requires_grad) {
+    unit.trainable = true;
+    const DType reduce = reduce_dtype.value_or(state.stored_dtype);
+    unit.reduce_input_bytes += world * StorageBytes(reduce, shard_numel);
+    unit.reduce_output_bytes += StorageBytes(reduce, shard_numel);
+    if (reduce != state.stored_dtype) unit.sharded_grad_cast_bytes += stored;
+    if (rows % world != 0) unit.pad_copy_bytes.push_back(world * gathered);
+  }
+  return {chunk, stored};
+}
+
 // FSDP2 on rank 0 (the busiest: torch.chunk gives it full rows, and every rank stores
 // padded shards, so only the optimizer states of trailing ranks can be smaller).
 void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
@@ -160,32 +194,13 @@ void LayoutFsdp(const OpGraph& graph, const TensorStates& states,
   layout.local_param_bytes.assign(parameters.size(), 0);
   layout.local_rows.assign(parameters.size(), 0);
   for (size_t i = 0; i < parameters.size(); ++i) {
-    const TensorInfo& info = graph.tensor(parameters[i]);
-    const int64_t numel = info.shape.Numel({});
-    const int64_t rows = info.shape.dims().empty() ? 1 : info.shape.dims()[0].value;
-    const int64_t per_row = rows > 0 ? numel / rows : 0;
-    const int64_t chunk = (rows + world - 1) / world;
-    // The shard is stored in the parameter's own dtype and gathered in param_dtype when a
-    // MixedPrecisionPolicy casts it; the reduce-scatter runs in reduce_dtype (unset: the
-    // shard's, as torch 2.15 follows grad_dtype).
-    const TensorState& state = states[parameters[i]];
-    const int64_t shard_numel = chunk * per_row;
-    const int64_t gathered = numel > 0 ? shard_numel * (bytes[parameters[i].value] / numel) : 0;
-    const int64_t stored = StorageBytes(state.stored_dtype, shard_numel);
-    layout.local_param_bytes[i] = stored;
-    layout.local_rows[i] = chunk;
     FsdpUnit& unit = layout.fsdp_units[plan.unit_of[i]];
     unit.params.push_back(i);
-    unit.unsharded_bytes.push_back(world * gathered);
-    unit.flat_bytes += world * gathered;
-    if (state.dtype != state.stored_dtype) unit.gather_cast_bytes += gathered;
-    if (!state.requires_grad) continue;
-    unit.trainable = true;
-    const DType reduce = states.target().fsdp_reduce_dtype.value_or(state.stored_dtype);
-    unit.reduce_input_bytes += world * StorageBytes(reduce, shard_numel);
-    unit.reduce_output_bytes += StorageBytes(reduce, shard_numel);
-    if (reduce != state.stored_dtype) unit.sharded_grad_cast_bytes += stored;
-    if (rows % world != 0) unit.pad_copy_bytes.push_back(world * gathered);
+    const Shard shard =
+        AddShard(graph.tensor(parameters[i]), states[parameters[i]], bytes[parameters[i].value],
+                 states.target().fsdp_reduce_dtype, unit);
+    layout.local_param_bytes[i] = shard.stored_bytes;
+    layout.local_rows[i] = shard.rows;
   }
   // Where each unit's hooks fire: a block's segment; the embedding's and the tail's ops.
   for (int b = 0; b < num_blocks; ++b) {
