@@ -85,16 +85,14 @@ void AddStackFlags(CLI::App& cmd, PlanFlags& f) {
       ->check(CLI::PositiveNumber);
 }
 
-// FSDP2's MixedPrecisionPolicy: bf16, fp16 or fp32 each.
+// FSDP2's MixedPrecisionPolicy. The flags parse a dtype; which dtypes a policy takes is
+// ValidateParallelism's (plan files go through it too).
 void AddFsdpPolicyFlags(CLI::App& cmd, PlanFlags& f) {
   const auto mp_dtype = [](std::optional<DType>& out) {
     return [&out](const std::string& text) { out = ParseDType(text); };
   };
   const auto mp_check = [](std::string& text) {
-    const std::optional<DType> d = ParseDType(text);
-    return d && (*d == DType::kBF16 || *d == DType::kF16 || *d == DType::kF32)
-               ? std::string()
-               : "'" + text + "' is not bf16, fp16 or fp32";
+    return ParseDType(text) ? std::string() : "'" + text + "' is not a dtype (bf16, fp16, fp32)";
   };
   cmd.add_option_function<std::string>(
          "--fsdp-param-dtype", mp_dtype(f.fsdp_param_dtype),

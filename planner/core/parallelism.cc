@@ -35,8 +35,9 @@ std::optional<Error> ValidateParallelism(const Parallelism& p) {
         "--fsdp-reduce-dtype is part of a mixed-precision policy: give --fsdp-param-dtype"};
   for (auto dtype : {p.fsdp_param_dtype, p.fsdp_reduce_dtype}) {
     if (dtype && *dtype != DType::kBF16 && *dtype != DType::kF16 && *dtype != DType::kF32)
-      return Error{fmt::format("an FSDP mixed-precision dtype is bf16, fp16 or fp32 (got {})",
-                               DTypeName(*dtype))};
+      return Error{
+          fmt::format("--fsdp-param-dtype and --fsdp-reduce-dtype take bf16, fp16 or fp32 (got {})",
+                      DTypeName(*dtype))};
   }
   if (p.fsdp_param_dtype && p.sharding != Sharding::kNone && !p.fsdp())
     return Error{

@@ -23,6 +23,12 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
     out.search = solve.gpu_count ? SearchGpuCount(graph, request.config, request.device, solve,
                                                   *solve.gpu_count)
                                  : SearchPlan(graph, request.config, request.device, solve);
+    if (!out.search->feasible && solve.exact_global_batch && solve.gpu_count &&
+        !solve.gpu_count->only_count) {
+      std::string note =
+          NearestGlobalBatchesNote(graph, request.config, request.device, solve, *solve.gpu_count);
+      if (!note.empty()) out.search->batch_note = std::move(note);
+    }
     out.options = options;
     out.margin = options->margin;
     out.usable_bytes = out.search->usable_bytes;

@@ -357,15 +357,16 @@ nlohmann::json PredictionJson(const ReportInputs& in) {
                            {"allocated_bytes", p.allocated_peak_bytes},
                            {"reserved_bytes", p.reserved_peak_bytes},
                            {"device_bytes", p.device_peak_bytes}};
-  j["estimate"] = {{"step_seconds", in.time.step_seconds},
-                   {"tokens_per_second", in.time.tokens_per_second},
-                   {"tokens_per_second_per_gpu", in.time.tokens_per_second_per_gpu},
-                   {"communication_seconds", in.time.communication_seconds},
-                   {"forward_seconds", in.time.forward_seconds},
-                   {"backward_seconds", in.time.backward_seconds},
-                   {"recompute_seconds", in.time.recompute_seconds},
-                   {"optimizer_seconds", in.time.optimizer_seconds}};
-  if (!in.device.speed_basis) j["estimate"] = nullptr;  // a --gpu-mem budget: no time
+  j["estimate"] = nullptr;  // a --gpu-mem budget: no time
+  if (in.device.speed_basis)
+    j["estimate"] = {{"step_seconds", in.time.step_seconds},
+                     {"tokens_per_second", in.time.tokens_per_second},
+                     {"tokens_per_second_per_gpu", in.time.tokens_per_second_per_gpu},
+                     {"communication_seconds", in.time.communication_seconds},
+                     {"forward_seconds", in.time.forward_seconds},
+                     {"backward_seconds", in.time.backward_seconds},
+                     {"recompute_seconds", in.time.recompute_seconds},
+                     {"optimizer_seconds", in.time.optimizer_seconds}};
   if (in.search) {
     j["solver"] = {{"seconds", in.search->solver_seconds},
                    {"usable_bytes", in.search->usable_bytes},

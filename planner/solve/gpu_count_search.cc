@@ -208,13 +208,9 @@ GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
   return sweep;
 }
 
-namespace {
-
-// When no count that divides the stated global batch fits: the nearest batches, below
-// and above, that a count which fits would run (whole sequences per GPU), each verified.
-std::string NearestBatchesNote(const OpGraph& graph, const TrainingConfig& base,
-                               const DeviceSpec& device, SearchOptions options,
-                               const GpuCountOptions& counts) {
+std::string NearestGlobalBatchesNote(const OpGraph& graph, const TrainingConfig& base,
+                                     const DeviceSpec& device, SearchOptions options,
+                                     const GpuCountOptions& counts) {
   const int64_t asked = options.global_batch;
   options.exact_global_batch = false;
   const GpuCountSweep any = SweepGpuCounts(graph, base, device, options, counts, false);
@@ -243,18 +239,12 @@ std::string NearestBatchesNote(const OpGraph& graph, const TrainingConfig& base,
       counts.max_gpus, asked, fmt::join(works, " or "));
 }
 
-}  // namespace
-
 SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
                             const DeviceSpec& device, const SearchOptions& options,
                             const GpuCountOptions& counts) {
   const auto start = std::chrono::steady_clock::now();
   auto finish = [&](SearchResult r) {
     r.schemes_note = UnmodelledSchemesNote(base, counts.schemes);
-    if (!r.feasible && options.exact_global_batch && !counts.only_count) {
-      const std::string note = NearestBatchesNote(graph, base, device, options, counts);
-      if (!note.empty()) r.batch_note = note;
-    }
     r.solver_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;

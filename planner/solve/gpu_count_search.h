@@ -39,6 +39,14 @@ GpuCountSweep SweepGpuCounts(const OpGraph& graph, const TrainingConfig& base,
                              const DeviceSpec& device, const SearchOptions& options,
                              const GpuCountOptions& counts, bool every_count);
 
+// When no count that divides the stated global batch fits (an exact SearchGpuCount found
+// nothing): the nearest batches, below and above, that a count which fits would run in
+// whole sequences per GPU, each verified by a solve; empty when none does. Only `plan`
+// reports it, so the searches the advice runs do not pay for it.
+std::string NearestGlobalBatchesNote(const OpGraph& graph, const TrainingConfig& base,
+                                     const DeviceSpec& device, SearchOptions options,
+                                     const GpuCountOptions& counts);
+
 // The solver's result at the fewest ranks that fit (its plan's config carries them), or
 // the solve at max_gpus with the scheme that comes closest when none fits.
 SearchResult SearchGpuCount(const OpGraph& graph, const TrainingConfig& base,
