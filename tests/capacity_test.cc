@@ -3,12 +3,15 @@
 // numbers (the price file's rules are price_catalog_test.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "planner/core/gpu_catalog.h"
+#include "planner/core/parallelism.h"
 #include "planner/core/price_catalog.h"
 #include "planner/plan/capacity_sweep.h"
 #include "planner/report/capacity_html.h"
@@ -209,6 +212,36 @@ TEST(CapacityReport, CsvFieldsAreEscaped) {
   const std::string csv = CapacityCsv(report);
   EXPECT_NE(csv.find("\n\"'=HYPERLINK(\"\"x\"\")\",1,true,true,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\n\"a,b\",2,false,true,"), std::string::npos) << csv;
+}
+
+TEST(CapacityReport, EachCountPrintsTheLinksItsTimeAssumes) {
+  CapacityReport report;
+  report.rows = {Row("h100-80gb", 1, 40, 100), Row("h100-80gb", 4, 11, 110),
+                 Row("h100-80gb", 16, 3, 130)};
+  for (CapacityRow& r : report.rows) {
+    r.plan.config.parallel.gpus = r.gpus;
+    r.plan.config.parallel.nodes = DefaultNodes(r.gpus);
+  }
+  const DeviceSpec h100 = *FindGpu("h100-80gb");
+  const std::string text =
+      FormatCapacityText({.model = "m", .training = "t"}, report, PriceCatalog{});
+  EXPECT_NE(text.find(fmt::format("1x4 @ {:g} GB/s", h100.link_gbps)), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("2x8 @ {:g}/{:g} GB/s", h100.link_gbps, h100.network_gbps)),
+            std::string::npos)
+      << text;
+  const nlohmann::json rows =
+      CapacityJson({.model = "m", .training = "t"}, report, PriceCatalog{})["configurations"];
+  EXPECT_TRUE(rows[0]["plan"]["interconnect"].is_null());  // one GPU: no links
+  EXPECT_TRUE(rows[1]["plan"]["interconnect"]["network_gbps"].is_null());
+  EXPECT_EQ(rows[2]["plan"]["interconnect"]["nodes"], 2);
+  EXPECT_EQ(rows[2]["plan"]["interconnect"]["gpus_per_node"], 8);
+  EXPECT_EQ(rows[2]["plan"]["interconnect"]["network_gbps"], h100.network_gbps);
+  const std::string csv = CapacityCsv(report);
+  EXPECT_NE(csv.find(fmt::format(",2,8,{:g},{:g}\n", h100.link_gbps, h100.network_gbps)),
+            std::string::npos)
+      << csv;
+  for (size_t at = 0; at < csv.size(); at = csv.find('\n', at) + 1)  // every line 19 fields
+    EXPECT_EQ(std::count(csv.begin() + at, csv.begin() + csv.find('\n', at), ','), 18) << csv;
 }
 
 }  // namespace

@@ -58,9 +58,19 @@ nlohmann::json OrNull(const std::optional<double>& v) {
 
 const char* BasisName(PriceBasis b) { return b == PriceBasis::kCloud ? "cloud" : "owned"; }
 
+nlohmann::json InterconnectJson(const CapacityRow& r) {
+  const std::optional<Interconnect> i = InterconnectOf(r);
+  if (!i) return nullptr;
+  return {{"nodes", i->nodes},
+          {"gpus_per_node", i->gpus_per_node},
+          {"link_gbps", i->link_gbps},
+          {"network_gbps", i->network_gbps ? nlohmann::json(*i->network_gbps) : nullptr}};
+}
+
 nlohmann::json PlanJsonOf(const CapacityRow& r) {
   const TrainingConfig& c = r.plan.config;
   return {{"sharding", std::string(ShardingName(c.parallel.sharding))},
+          {"interconnect", InterconnectJson(r)},
           {"micro_batch", c.micro_batch},
           {"grad_accum", c.grad_accum_steps},
           {"global_batch", r.plan.global_batch},
@@ -137,11 +147,30 @@ std::vector<std::string> GpuTypesOf(const CapacityReport& report) {
   return types;
 }
 
+std::optional<Interconnect> InterconnectOf(const CapacityRow& r) {
+  const Parallelism& p = r.plan.config.parallel;
+  if (p.gpus <= 1) return std::nullopt;
+  const Result<DeviceSpec> device = FindGpu(r.gpu);
+  if (!device.ok()) return std::nullopt;
+  Interconnect out{
+      .nodes = p.nodes, .gpus_per_node = p.gpus_per_node(), .link_gbps = device->link_gbps};
+  if (p.nodes > 1) out.network_gbps = device->network_gbps;
+  return out;
+}
+
+std::string InterconnectText(const Interconnect& i) {
+  return i.network_gbps ? fmt::format("{}x{} @ {:g}/{:g} GB/s", i.nodes, i.gpus_per_node,
+                                      i.link_gbps, *i.network_gbps)
+                        : fmt::format("{}x{} @ {:g} GB/s", i.nodes, i.gpus_per_node, i.link_gbps);
+}
+
 std::string PlanSummary(const CapacityRow& r) {
   const TrainingConfig& c = r.plan.config;
-  return fmt::format("{}, mb {} x {}, {}, ckpt {}/{}", ShardingName(c.parallel.sharding),
-                     c.micro_batch, c.grad_accum_steps, PrecisionName(c.precision),
-                     r.plan.num_checkpointed(), r.plan.num_blocks());
+  const std::optional<Interconnect> links = InterconnectOf(r);
+  return fmt::format("{}{}, mb {} x {}, {}, ckpt {}/{}", ShardingName(c.parallel.sharding),
+                     links ? ", " + InterconnectText(*links) : "", c.micro_batch,
+                     c.grad_accum_steps, PrecisionName(c.precision), r.plan.num_checkpointed(),
+                     r.plan.num_blocks());
 }
 
 std::string CapacityHeadline(const CapacityReport& report) {
@@ -195,6 +224,9 @@ std::string FormatCapacityText(const CapacitySubject& subject, const CapacityRep
                        FixedOrDash(r.time.step_seconds, 2), FixedOrDash(100 * r.time.mfu, 0),
                        Hours(r.known_hours()), Usd(r.known_cost()), PlanSummary(r));
   }
+  out +=
+      "\nplan: NODESxGPUS @ GB/s per GPU and direction within a node (/ between nodes), "
+      "as the step time assumes them\n";
   out += "\nfewest GPUs per type:";
   for (const auto& [gpu, n] : report.min_gpus) out += fmt::format(" {} {};", gpu, n);
   out += "\nlimits at the fewest GPUs (every block checkpointed):\n";
@@ -244,21 +276,27 @@ nlohmann::json CapacityJson(const CapacitySubject& subject, const CapacityReport
 std::string CapacityCsv(const CapacityReport& report) {
   std::string out =
       "gpu,gpus,fits,within_limits,sharding,micro_batch,grad_accum,precision,checkpointed_blocks,"
-      "peak_device_bytes,tokens_per_second,step_seconds,mfu,hours,cost_usd\n";
+      "peak_device_bytes,tokens_per_second,step_seconds,mfu,hours,cost_usd,nodes,gpus_per_node,"
+      "link_gbps,network_gbps\n";
   for (const CapacityRow& r : report.rows) {
     out += fmt::format("{},{},{},{}", CsvField(r.gpu), r.gpus, r.fits, r.within_limits);
     if (!r.fits) {
-      out += fmt::format(",,,,,,{},,,,,\n", r.solved ? std::to_string(r.peak_device_bytes) : "");
+      out +=
+          fmt::format(",,,,,,{},,,,,,,,,\n", r.solved ? std::to_string(r.peak_device_bytes) : "");
       continue;
     }
     const TrainingConfig& c = r.plan.config;
     const std::optional<double> hours = r.known_hours(), cost = r.known_cost();
+    const std::optional<Interconnect> links = InterconnectOf(r);
     out += fmt::format(
-        ",{},{},{},{},{},{},{},{},{},{},{}\n", CsvField(ShardingName(c.parallel.sharding)),
+        ",{},{},{},{},{},{},{},{},{},{},{},{}\n", CsvField(ShardingName(c.parallel.sharding)),
         c.micro_batch, c.grad_accum_steps, CsvField(PrecisionName(c.precision)),
         r.plan.num_checkpointed(), r.peak_device_bytes, FixedOrEmpty(r.time.tokens_per_second, 1),
         FixedOrEmpty(r.time.step_seconds, 4), FixedOrEmpty(r.time.mfu, 4),
-        hours ? fmt::format("{:.4f}", *hours) : "", cost ? fmt::format("{:.2f}", *cost) : "");
+        hours ? fmt::format("{:.4f}", *hours) : "", cost ? fmt::format("{:.2f}", *cost) : "",
+        links ? fmt::format("{},{},{:g},{}", links->nodes, links->gpus_per_node, links->link_gbps,
+                            links->network_gbps ? fmt::format("{:g}", *links->network_gbps) : "")
+              : ",,,");
   }
   return out;
 }
