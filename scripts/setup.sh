@@ -52,6 +52,11 @@ if [ $with_torch -eq 1 ] && ! python3 -c "import accelerate, deepspeed; assert (
   echo "setup: installing accelerate and deepspeed from PyPI (for the export checks)"
   python3 -m pip install --quiet "accelerate==1.15.0" "deepspeed==0.19.8"
 fi
+if [ $with_torch -eq 1 ] && ! python3 -c "import bitsandbytes; assert bitsandbytes.__version__ == '0.50.2'" 2>/dev/null; then
+  # QLoRA's reference: bitsandbytes' NF4 on its CPU backend (tests/reference, mode qlora).
+  echo "setup: installing bitsandbytes from PyPI (for the QLoRA reference)"
+  python3 -m pip install --quiet "bitsandbytes==0.50.2"
+fi
 if [ $with_torch -eq 1 ] && ! python3 -c "import lizard" 2>/dev/null; then
   # The test suite's function-length check (Style.NoFunctionOver60Lines).
   echo "setup: installing lizard from PyPI (for the function-length check)"

@@ -171,8 +171,10 @@ Autocast AutocastOf(OpKind kind) {
 }  // namespace
 
 int64_t Nf4StorageBytes(int64_t numel) {
+  constexpr int64_t kQuantStateCodeBytes = 4 * 16 + 4 * 256 + 4;  // codes and offset
   const int64_t blocks = (numel + 63) / 64;
-  return StorageBytes(DType::kNF4, numel) + blocks + 4 * ((blocks + 255) / 256);
+  return StorageBytes(DType::kNF4, numel) + blocks + 4 * ((blocks + 255) / 256) +
+         kQuantStateCodeBytes;
 }
 
 CostTarget CostTargetOf(const TrainingConfig& config) {

@@ -37,7 +37,7 @@ class Case:
     overrides: dict = dataclasses.field(default_factory=dict)  # config.json fields replaced
     task: str = "causal-lm"     # causal-lm | seq-cls
     precision: str = "fp32"     # fp32 | amp-bf16 | bf16
-    mode: str = "full"          # full | lora
+    mode: str = "full"          # full | lora | qlora (bitsandbytes NF4, bf16 quant storage)
     lora_rank: int = 8
     lora_targets: tuple = ("q_proj", "v_proj")
     base_dtype: str = "bf16"    # LoRA: the dtype the frozen base is loaded in (amp-bf16)
@@ -65,9 +65,11 @@ class Case:
                  "--stack", "pytorch"]
         if self.optimizer == "adamw":
             flags += ["--optimizer-impl", self.optimizer_impl]
-        if self.mode == "lora":
+        if self.mode in ("lora", "qlora"):
             flags += ["--lora-rank", str(self.lora_rank),
                       "--lora-targets", ",".join(self.lora_targets)]
+            if self.mode == "qlora":
+                flags += ["--qlora"]
             if self.precision == "amp-bf16":
                 flags += ["--base-dtype", self.base_dtype]
         return flags
@@ -115,6 +117,7 @@ GPT2_QKV = ("c_attn",)
 PHI3_QKV = ("qkv_proj",)
 PHI3_ALL = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
+LLAMA_ALL = LLAMA_QKVO + ("gate_proj", "up_proj", "down_proj")
 BERT_QV = ("query", "value")
 
 CASES = [
@@ -182,6 +185,14 @@ CASES = [
          precision="amp-bf16", mode="lora", base_dtype="fp32", micro_batch=2),
     Case("tiny-llama fp32 lora sgd ckpt-all eager mb3", "llama-3.2-1b.json", TINY_LLAMA,
          mode="lora", optimizer="sgd", checkpoint="all", attention="eager", micro_batch=3),
+    # QLoRA: bitsandbytes' NF4 base on its CPU backend (bf16 quant storage), LoRA on top.
+    Case("tiny-llama bf16 qlora adamw sdpa mb2", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="bf16", mode="qlora", micro_batch=2),
+    Case("tiny-llama bf16 qlora all ckpt-all mb2 k2", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="bf16", mode="qlora", lora_targets=LLAMA_ALL, checkpoint="all",
+         micro_batch=2, grad_accum=2),
+    Case("tiny-qwen2 amp-bf16 qlora qkvo mb3", "qwen2.5-0.5b.json", TINY_QWEN2,
+         precision="amp-bf16", mode="qlora", lora_targets=LLAMA_QKVO, micro_batch=3),
     Case("tiny-llama fp32 sgd ckpt-all sdpa mb2", "llama-3.2-1b.json", TINY_LLAMA,
          optimizer="sgd", checkpoint="all", micro_batch=2),
     Case("tiny-llama bf16 sgd eager mb2", "llama-3.2-1b.json", TINY_LLAMA, precision="bf16",

@@ -27,8 +27,29 @@ def build_model(case, hf_config):
         dtype = torch.bfloat16
     elif case["mode"] == "lora" and case["precision"] == "amp-bf16":
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[case["base_dtype"]]
-    model = auto.from_config(hf_config, attn_implementation=case["attention"], dtype=dtype)
+    if case["mode"] == "qlora":
+        model = quantized_model(auto, hf_config, case)
+    else:
+        model = auto.from_config(hf_config, attn_implementation=case["attention"], dtype=dtype)
     return prepare_for_training(model, case)
+
+
+def quantized_model(auto, hf_config, case):
+    """QLoRA's base as PEFT's and accelerate's guides load it: bitsandbytes NF4 with double
+    quantization, bf16 compute and bf16 quantized storage (`bnb_4bit_quant_storage`, which
+    FSDP needs to shard it), the rest in bf16. from_pretrained quantizes while loading, so
+    random weights are saved first (outside the measured region)."""
+    import tempfile
+
+    import transformers
+
+    quantization = transformers.BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
+    with tempfile.TemporaryDirectory() as weights:
+        auto.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(weights)
+        return auto.from_pretrained(weights, quantization_config=quantization,
+                                    attn_implementation=case["attention"], dtype=torch.bfloat16)
 
 
 def prepare_for_training(model, case):
@@ -37,7 +58,7 @@ def prepare_for_training(model, case):
     model.train()
     if case["checkpoint"] == "all":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if case["mode"] == "lora":
+    if case["mode"] in ("lora", "qlora"):
         import peft
 
         task = peft.TaskType.SEQ_CLS if case["task"] == "seq-cls" else peft.TaskType.CAUSAL_LM
