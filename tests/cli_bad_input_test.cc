@@ -328,7 +328,6 @@ std::vector<BadInput> PlanCases() {
       {kFixed + "--gpus 2 --sharding zero2 --rank 2", "--rank"},
       {kFixed + "--gpus 2 --sharding zero2 --ds-reduce-bucket-size 0", "--ds-reduce-bucket-size"},
       {kFixed + "--gpus 2 --sharding zero2 --ds-overlap-comm maybe", "--ds-overlap-comm"},
-      {kFixed + "--qlora --precision bf16 --gpus 2 --sharding fsdp", "QLoRA"},
       {kFixed + "--qlora --precision bf16 --gpus 2 --sharding zero3", "QLoRA"},
       {"plan --model tiny-llama --micro-batch 1 --gpu a100-80gb --gpu-mem 24GiB", "--gpu-mem"},
       {"plan --model tiny-llama --micro-batch 1 --gpu a100-80gb --device cpu", "--device"},

@@ -197,13 +197,11 @@ OpGraph MaskedSdpa(AttentionKernel kernel) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 48);
   const SymShape heads{Dim::B(), Dim::C(2), Dim::S(), Dim::C(8)};
-  TensorId mask = g.AddOp({.kind = OpKind::kWindowMask,
-                           .name = "window",
-                           .inputs = {x},
-                           .sliding_window = 2},
-                          {{.name = "mask",
-                            .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
-                            .fixed_dtype = DType::kBool}})[0];
+  TensorId mask =
+      g.AddOp({.kind = OpKind::kWindowMask, .name = "window", .inputs = {x}, .sliding_window = 2},
+              {{.name = "mask",
+                .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
+                .fixed_dtype = DType::kBool}})[0];
   auto qkv = SplitQkv(g, x, heads, heads);
   g.AddOp({.kind = OpKind::kSdpa,
            .name = "sdpa",
@@ -252,17 +250,18 @@ TEST(OpCost, MaskedSdpaSavesTheAdditiveMaskOfItsKernel) {
 }
 
 TEST(OpCost, RepeatingOneKvHeadForAFusedKernelIsAView) {
-  for (auto [kv_heads, kernel, view] :
-       {std::tuple{1, AttentionKernel::kCpuFlash, true}, {1, AttentionKernel::kEager, false},
-        {2, AttentionKernel::kCudnn, false}}) {
+  for (auto [kv_heads, kernel, view] : {std::tuple{1, AttentionKernel::kCpuFlash, true},
+                                        {1, AttentionKernel::kEager, false},
+                                        {2, AttentionKernel::kCudnn, false}}) {
     OpGraph g;
     TensorId x = TrainableActivation(g, 8);
     TensorId k = g.AddOp({.kind = OpKind::kView, .name = "k", .inputs = {x}},
                          {{.name = "k",
                            .shape = {Dim::B(), Dim::C(kv_heads), Dim::S(), Dim::C(8)},
                            .alias_of = x}})[0];
-    g.AddOp({.kind = OpKind::kRepeatKv, .name = "repeat", .inputs = {k}, .attention_kernel = kernel},
-            {{.name = "k4", .shape = {Dim::B(), Dim::C(4), Dim::S(), Dim::C(8)}}});
+    g.AddOp(
+        {.kind = OpKind::kRepeatKv, .name = "repeat", .inputs = {k}, .attention_kernel = kernel},
+        {{.name = "k4", .shape = {Dim::B(), Dim::C(4), Dim::S(), Dim::C(8)}}});
     const TensorStates states(g, RegimeOf(Precision::kFp32));
     EXPECT_EQ(CostForward(g, LastOp(g), states, kEnv, true).output_aliases_input, view)
         << kv_heads << " " << AttentionKernelName(kernel);
@@ -295,15 +294,16 @@ TEST(OpCost, QloraLinearDequantizesPerCall) {
   g.AddOp({.kind = OpKind::kLinear, .name = "fc", .inputs = {x, w}},
           {{.name = "y", .shape = Tokens(64)}});
   const TensorStates states(g, RegimeOf(Precision::kBf16));
-  // 8192 weights: 4096 B of NF4, 128 one-byte absmax, one fp32 second-level absmax.
-  EXPECT_EQ(states.Bytes(g, w, kEnv), 4096 + 128 + 4);
+  // 8192 weights: 4096 B of NF4, 128 one-byte absmax, one fp32 second-level absmax, and
+  // the QuantState's codes (16 and 256 fp32) and offset (one fp32).
+  EXPECT_EQ(states.Bytes(g, w, kEnv), 4096 + 128 + 4 + (16 + 256 + 1) * 4);
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   ASSERT_EQ(f.internals.size(), 1u);
-  EXPECT_EQ(f.internals[0].bytes, 8192 * 2);  // bf16 dequantized weight
+  EXPECT_EQ(f.internals[0].bytes, 8192 * 2 + 128 * 4);  // bf16 weight, fp32 absmax per block
   EXPECT_EQ(f.saves_input, (std::vector<bool>{false, false}));
   const BackwardCost b = CostBackward(g, LastOp(g), states, kEnv);
   EXPECT_EQ(b.input_grads, (std::vector<GradFlow>{GradFlow::kNew, GradFlow::kNone}));
-  EXPECT_EQ(b.workspace_bytes, 8192 * 2);
+  EXPECT_EQ(b.workspace_bytes, 8192 * 2 + 128 * 4);
 }
 
 TEST(OpCost, AddPassesGradientThroughUnlessBroadcast) {
@@ -506,11 +506,9 @@ TEST(OpCost, RestoringTheOrderCopiesTheExpandedGradientOfTheSum) {
   OpGraph g;
   TensorId x = TrainableActivation(g, 4);
   TensorId perm = g.AddInput("perm", Pairs(), DType::kI64);
-  TensorId rows = g.AddOp({.kind = OpKind::kGatherRows,
-                           .name = "gather",
-                           .inputs = {x, perm},
-                           .row_divisor = kTopK},
-                          {{.name = "rows", .shape = PairRows(4)}})[0];
+  TensorId rows = g.AddOp(
+      {.kind = OpKind::kGatherRows, .name = "gather", .inputs = {x, perm}, .row_divisor = kTopK},
+      {{.name = "rows", .shape = PairRows(4)}})[0];
   const OpId gather{g.num_ops() - 1};
   TensorId restored = g.AddOp({.kind = OpKind::kGatherRows,
                                .name = "restore",

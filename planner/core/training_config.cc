@@ -81,10 +81,6 @@ std::optional<Error> UnmodelledScheme(const TrainingConfig& c) {
         "gradient scaler, or DeepSpeed-style master weights); use amp-bf16, bf16 or fp32",
         PrecisionName(c.precision)));
   if (c.fine_tune.mode != FineTuneMode::kQLora) return std::nullopt;
-  if (c.parallel.fsdp())
-    return MakeError(
-        "--sharding fsdp with QLoRA (FSDP2 over 4-bit NF4 weights) is not modelled; use "
-        "--lora-rank, or --sharding ddp");
   if (c.parallel.sharding == Sharding::kZero3)
     return MakeError(
         "--sharding zero3 with QLoRA (ZeRO-3 partitioning 4-bit NF4 weights) is not modelled; "

@@ -124,18 +124,27 @@ struct CostRule<OpKind::kEmbedding> : FlopsOfClass {
   static void Backward(BackwardRule& r) { r.cost.input_grads[0] = GradFlow::kNone; }
 };
 
+// bitsandbytes' per-call dequantization of an NF4 weight with double quantization: the
+// blocks' fp32 absmax first (`dequantize_blockwise` + offset), then the weight in the
+// compute dtype, both live until the matmul has run (`_gemm_4bit_default_impl`,
+// backends/default/ops.py, in the forward; `functional.dequantize_4bit` in the backward).
+int64_t Nf4DequantizedBytes(const OpView& v) {
+  const int64_t blocks = (v.in_numel(1) + 63) / 64;
+  return StorageBytes(v.states.regime().compute_dtype, v.in_numel(1)) +
+         StorageBytes(DType::kF32, blocks);
+}
+
 template <>
 struct CostRule<OpKind::kLinear> {
   static void Forward(ForwardRule& r) {
     if (r.v.quantized_weight()) {
       // bitsandbytes dequantizes the NF4 weight into a compute-dtype buffer per call
       // and saves only the quantized state.
-      r.cost.internals.push_back(
-          {.label = "NF4 dequantized weight",
-           .bytes = StorageBytes(r.v.states.regime().compute_dtype, r.v.in_numel(1)),
-           .lifetime = Lifetime::kTransient,
-           .weight_copy = true,
-           .per_sample = false});
+      r.cost.internals.push_back({.label = "NF4 dequantized weight",
+                                  .bytes = Nf4DequantizedBytes(r.v),
+                                  .lifetime = Lifetime::kTransient,
+                                  .weight_copy = true,
+                                  .per_sample = false});
       return;
     }
     SavesOperandsForEachOther::Forward(r);  // x for dW, W for dx
@@ -143,8 +152,7 @@ struct CostRule<OpKind::kLinear> {
   static void Backward(BackwardRule& r) {
     if (!r.v.quantized_weight()) return;
     r.cost.input_grads[1] = GradFlow::kNone;
-    if (r.v.grad(0))
-      r.cost.workspace_bytes = StorageBytes(r.v.states.regime().compute_dtype, r.v.in_numel(1));
+    if (r.v.grad(0)) r.cost.workspace_bytes = Nf4DequantizedBytes(r.v);
     r.cost.workspace_per_sample = false;
   }
   static OpFlops Flops(const OpView& v) {

@@ -156,8 +156,25 @@ struct Shard {
 // is stored in the parameter's own dtype and gathered in param_dtype when a
 // MixedPrecisionPolicy casts it; the reduce-scatter runs in reduce_dtype (unset: the
 // shard's, as torch 2.15 follows grad_dtype).
+// QLoRA's NF4 weight as bitsandbytes stores it for FSDP (`bnb_4bit_quant_storage=bf16`,
+// `Params4bit`): a [packed bytes / 2, 1] bf16 tensor of packed 4-bit pairs, sharded and
+// gathered as such. Its QuantState (absmax, codes) is a module attribute that FSDP never
+// sees: whole on every rank. Frozen: no reduction.
+Shard AddNf4Shard(const TensorInfo& info, FsdpUnit& unit) {
+  constexpr int64_t kQuantStorageBytes = 2;  // bf16
+  const int64_t numel = info.shape.Numel({});
+  const int64_t packed = StorageBytes(DType::kNF4, numel);
+  const int64_t rows = (packed + kQuantStorageBytes - 1) / kQuantStorageBytes;
+  const int64_t chunk = (rows + unit.world - 1) / unit.world;
+  const int64_t gathered = unit.world * chunk * kQuantStorageBytes;
+  unit.unsharded_bytes.push_back(gathered);
+  unit.flat_bytes += gathered;
+  return {chunk, chunk * kQuantStorageBytes + Nf4StorageBytes(numel) - packed};
+}
+
 Shard AddShard(const TensorInfo& info, const TensorState& state, int64_t gathered_bytes,
                std::optional<DType> reduce_dtype, FsdpUnit& unit) {
+  if (state.stored_dtype == DType::kNF4) return AddNf4Shard(info, unit);
   const int64_t world = unit.world;
   const int64_t numel = info.shape.Numel({});
   const int64_t rows = info.shape.dims().empty() ? 1 : info.shape.dims()[0].value;

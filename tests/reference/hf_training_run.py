@@ -9,6 +9,7 @@ per case so that nothing from an earlier case is live or cached.
 
 import contextlib
 import json
+import os
 import sys
 import time
 
@@ -46,10 +47,19 @@ def quantized_model(auto, hf_config, case):
     quantization = transformers.BitsAndBytesConfig(
         load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
-    with tempfile.TemporaryDirectory() as weights:
-        auto.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(weights)
+    def load(weights):
         return auto.from_pretrained(weights, quantization_config=quantization,
                                     attn_implementation=case["attention"], dtype=torch.bfloat16)
+
+    if torch.distributed.is_initialized():
+        # transformers saves on rank 0 alone (`should_save_on_this_rank`): one folder for all.
+        weights = os.path.join(case["config_dir"], "bnb-weights")
+        auto.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(weights)
+        torch.distributed.barrier()
+        return load(weights)
+    with tempfile.TemporaryDirectory() as weights:
+        auto.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(weights)
+        return load(weights)
 
 
 def prepare_for_training(model, case):

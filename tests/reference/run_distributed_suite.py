@@ -23,6 +23,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fork_server  # noqa: E402
+from cases import LLAMA_ALL as ALL_LINEAR  # noqa: E402
+from cases import LLAMA_QKVO as QKVO  # noqa: E402
 from cases import TINY_GPT2, TINY_LLAMA, TINY_QWEN2, Case, write_config  # noqa: E402
 from run_reference_suite import predict, suite_env  # noqa: E402
 
@@ -64,6 +66,9 @@ KNOB_NAMES = {"reduce_bucket_size": "reduce", "stage3_prefetch_bucket_size": "pr
 GPT2 = ("gpt2.json", TINY_GPT2)
 LLAMA = ("llama-3.2-1b.json", TINY_LLAMA)
 QWEN2 = ("qwen2.5-0.5b.json", TINY_QWEN2)
+WIDE_LLAMA = ("llama-3.2-1b.json", dict(TINY_LLAMA, hidden_size=512, num_attention_heads=8,
+                                        num_key_value_heads=4, head_dim=64,
+                                        intermediate_size=2048))
 
 
 def case(family, name, **kw):
@@ -119,6 +124,23 @@ CASES = [
                          checkpoint="all"), "fsdp", 4, mp=("bf16", None)),
     DistributedCase(case(LLAMA, "tiny-llama fp32 adamw sdpa mb2 k2", grad_accum=2), "fsdp", 2,
                     mp=("bf16", "bf16")),
+    # QLoRA over FSDP2 as PEFT + accelerate run it: bitsandbytes' NF4 base with bf16 quant
+    # storage (CPU backend), sharded and gathered per block like any bf16 parameter, its
+    # QuantState whole on every rank; LoRA adapters in fp32.
+    DistributedCase(case(LLAMA, "tiny-llama bf16 qlora adamw sdpa mb2", precision="bf16",
+                         mode="qlora"), "fsdp", 2),
+    DistributedCase(case(LLAMA, "tiny-llama bf16 qlora all ckpt-all sdpa mb2", precision="bf16",
+                         mode="qlora", lora_targets=ALL_LINEAR, checkpoint="all"), "fsdp", 4),
+    DistributedCase(case(QWEN2, "tiny-qwen2 bf16 qlora qkvo sdpa mb2 k2", precision="bf16",
+                         mode="qlora", lora_targets=QKVO, grad_accum=2), "fsdp-no-reshard", 2),
+    DistributedCase(case(LLAMA, "tiny-llama amp-bf16 qlora sdpa mb2", precision="amp-bf16",
+                         mode="qlora"), "fsdp", 2, mp=("bf16", "fp32")),
+    # Wide and short, so that the 4-bit shards and gathers outweigh the activations.
+    DistributedCase(case(WIDE_LLAMA, "wide-llama bf16 qlora all sdpa mb1 s16", precision="bf16",
+                         mode="qlora", lora_targets=ALL_LINEAR, micro_batch=1, seq_len=16),
+                    "fsdp", 4),
+    DistributedCase(case(WIDE_LLAMA, "wide-llama bf16 qlora sdpa mb1 s16", precision="bf16",
+                         mode="qlora", micro_batch=1, seq_len=16), "fsdp-no-reshard", 2),
     # DeepSpeed ZeRO-2 with the config headroom exports: its defaults (the 5e8-element
     # gradient bucket dominates a tiny model), and buckets small enough that the model's
     # own gradients, partitions and reductions decide the peak.
