@@ -382,6 +382,11 @@ TEST(CliManyGpus, QloraIsShardedByFsdpAndNeverByZero3) {
       EXPECT_EQ(ranks, 4);
     }
   }
+  // The export says how the base must be loaded for the plan to hold.
+  const CommandResult exported =
+      RunCli("plan " + qlora + " --gpus 4 --sharding fsdp --emit accelerate-fsdp");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(exported.out.find("bnb_4bit_quant_storage=torch.bfloat16"), std::string::npos);
   const CommandResult zero3 = RunCli("plan " + qlora + " --gpus 4 --sharding zero3");
   EXPECT_EQ(zero3.exit_code, 2);
   EXPECT_NE(zero3.err.find("not modelled"), std::string::npos) << zero3.err;

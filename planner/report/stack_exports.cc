@@ -113,6 +113,13 @@ int DeepSpeedStage(Sharding sharding) {
 std::string AccelerateFsdpConfig(const TrainingConfig& c, bool checkpoint_all) {
   const Parallelism& p = c.parallel;
   std::string out;
+  if (c.fine_tune.mode == FineTuneMode::kQLora) {
+    // FSDP shards bitsandbytes' 4-bit weights only when stored as bf16; the plan assumes it.
+    out +=
+        "# QLoRA: load the base with transformers.BitsAndBytesConfig(load_in_4bit=True,\n"
+        "#   bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True,\n"
+        "#   bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)\n";
+  }
   out += "compute_environment: LOCAL_MACHINE\n";
   out += "distributed_type: FSDP\n";
   out += "fsdp_config:\n";
