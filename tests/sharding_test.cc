@@ -402,6 +402,26 @@ TEST(CliManyGpus, QloraIsShardedByFsdpAndNeverByZero3) {
   }
 }
 
+// HF Trainer's ZeRO is DeepSpeed's: bf16 parameters with fp32 master weights, as
+// --emit deepspeed plans it, and a search for --emit hf tries no ZeRO scheme.
+TEST(CliManyGpus, HfTrainerZeroRunsDeepSpeedsPrecision) {
+  const std::string request =
+      "plan --model llama-3-8b --gpu h100-80gb --seq-len 2048 --gpus 8 --precision amp-bf16";
+  const CommandResult hf = RunCli(request + " --sharding zero2 --emit hf");
+  ASSERT_EQ(hf.exit_code, 0) << hf.err;
+  EXPECT_NE(hf.err.find("planned with mixed-bf16"), std::string::npos) << hf.err;
+  const auto args = nlohmann::json::parse(hf.out);
+  EXPECT_TRUE(args["bf16"].get<bool>());
+  EXPECT_TRUE(args["deepspeed"]["bf16"]["enabled"].get<bool>());
+  const CommandResult ds = RunCli(request + " --sharding zero2 --emit deepspeed");
+  ASSERT_EQ(ds.exit_code, 0) << ds.err;
+  EXPECT_EQ(nlohmann::json::parse(ds.out)["train_micro_batch_size_per_gpu"],
+            args["per_device_train_batch_size"]);
+  const CommandResult searched = RunCli(request + " --emit hf");
+  ASSERT_EQ(searched.exit_code, 0) << searched.err;
+  EXPECT_FALSE(nlohmann::json::parse(searched.out).contains("deepspeed")) << searched.out;
+}
+
 // accelerate sets FSDP2's MixedPrecisionPolicy from its mixed_precision: HF Trainer's
 // bf16=True (amp-bf16 here) runs bf16 gathers over fp32 shards, without torch.autocast;
 // a bare PyTorch loop has no policy unless one is given (--fsdp-param-dtype).
