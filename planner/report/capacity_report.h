@@ -28,7 +28,6 @@ struct CapacitySubject {
 std::string CapacityHeadline(const CapacityReport& report);
 // The GPU types of a report's rows, each once, in the order of the rows.
 std::vector<std::string> GpuTypesOf(const CapacityReport& report);
-// A row's plan in a few words: "fsdp, 2x8 @ 450/50 GB/s, mb 1 x 16, amp-bf16, ckpt 61/80".
 // The links a row's step time assumes: none for one GPU.
 struct Interconnect {
   int64_t nodes = 1;
@@ -38,7 +37,7 @@ struct Interconnect {
 };
 std::optional<Interconnect> InterconnectOf(const CapacityRow& row);
 std::string InterconnectText(const Interconnect& links);  // "2x8 @ 450/50 GB/s"
-
+// A row's plan in a few words: "fsdp, 2x8 @ 450/50 GB/s, mb 1 x 16, amp-bf16, ckpt 61/80".
 std::string PlanSummary(const CapacityRow& row);
 
 std::string FormatCapacityText(const CapacitySubject& subject, const CapacityReport& report,

@@ -152,10 +152,6 @@ struct Shard {
   int64_t stored_bytes = 0;
 };
 
-// Adds one parameter's shard to its unit: what is gathered, cast and reduced. The shard
-// is stored in the parameter's own dtype and gathered in param_dtype when a
-// MixedPrecisionPolicy casts it; the reduce-scatter runs in reduce_dtype (unset: the
-// shard's, as torch 2.15 follows grad_dtype).
 // QLoRA's NF4 weight as bitsandbytes stores it for FSDP (`bnb_4bit_quant_storage=bf16`,
 // `Params4bit`): a [packed bytes / 2, 1] bf16 tensor of packed 4-bit pairs, sharded and
 // gathered as such. Its QuantState (absmax, codes) is a module attribute that FSDP never
@@ -172,6 +168,10 @@ Shard AddNf4Shard(const TensorInfo& info, FsdpUnit& unit) {
   return {chunk, chunk * kQuantStorageBytes + Nf4StorageBytes(numel) - packed};
 }
 
+// Adds one parameter's shard to its unit: what is gathered, cast and reduced. The shard
+// is stored in the parameter's own dtype and gathered in param_dtype when a
+// MixedPrecisionPolicy casts it; the reduce-scatter runs in reduce_dtype (unset: the
+// shard's, as torch 2.15 follows grad_dtype).
 Shard AddShard(const TensorInfo& info, const TensorState& state, int64_t gathered_bytes,
                std::optional<DType> reduce_dtype, FsdpUnit& unit) {
   if (state.stored_dtype == DType::kNF4) return AddNf4Shard(info, unit);
