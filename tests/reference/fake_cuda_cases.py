@@ -19,7 +19,7 @@ class FakeCase:
     overrides: dict = dataclasses.field(default_factory=dict)
     task: str = "causal-lm"     # causal-lm | seq-cls
     precision: str = "fp32"     # fp32 | bf16 | amp-bf16 | amp-fp16
-    mode: str = "full"          # full | lora
+    mode: str = "full"          # full | lora | qlora (fake_nf4.py: bf16 quant storage)
     lora_rank: int = 8
     lora_targets: tuple = ("q_proj", "v_proj")
     base_dtype: str = ""        # LoRA under AMP: fp32 | bf16 | fp16 (default: the AMP dtype)
@@ -37,7 +37,7 @@ class FakeCase:
 
     def effective_base_dtype(self):
         """The dtype the model is loaded in (what from_config gets)."""
-        if self.precision == "bf16":
+        if self.precision == "bf16" or self.mode == "qlora":
             return "bf16"
         if self.mode == "lora" and self.amp_dtype():
             return self.base_dtype or self.amp_dtype()
@@ -48,9 +48,10 @@ class FakeCase:
                  "--micro-batch", str(self.micro_batch), "--grad-accum", "1",
                  "--precision", self.precision, "--attention", self.attention,
                  "--checkpoint", self.checkpoint, "--optimizer", "adamw"]
-        if self.mode == "lora":
+        if self.mode in ("lora", "qlora"):
             flags += ["--lora-rank", str(self.lora_rank),
                       "--lora-targets", ",".join(self.lora_targets)]
+            flags += ["--qlora"] if self.mode == "qlora" else []
             if self.amp_dtype():
                 flags += ["--base-dtype", self.effective_base_dtype()]
         return flags

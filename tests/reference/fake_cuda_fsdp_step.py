@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fork_server  # noqa: E402
 import fake_cuda_step  # noqa: E402
-from fake_cuda_step_cases import StepCase  # noqa: E402
+from fake_cuda_step_cases import LLAMA_ALL, StepCase  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -86,6 +86,13 @@ CASES = [
     fsdp("llama-3-70b fp32 lora adamw-foreach ckpt-all s2048", "llama-3-70b.json",
          "fsdp-no-reshard", 16, mp=("bf16", "bf16"), mode="lora", checkpoint="all",
          seq_len=2048),
+    # QLoRA over FSDP2: bitsandbytes' 4-bit storage and allocations on fake tensors
+    # (fake_nf4.py), the real PEFT and FSDP2 around them.
+    fsdp("llama-3-8b bf16 qlora all adamw-foreach ckpt-all mb2 s2048", "llama-3-8b.json",
+         "fsdp", 2, precision="bf16", mode="qlora", lora_targets=LLAMA_ALL, checkpoint="all",
+         micro_batch=2, seq_len=2048),
+    fsdp("llama-3-70b bf16 qlora adamw-foreach ckpt-all s2048", "llama-3-70b.json", "fsdp", 4,
+         precision="bf16", mode="qlora", checkpoint="all", seq_len=2048),
 ]
 
 

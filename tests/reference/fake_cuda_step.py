@@ -230,6 +230,9 @@ def build_model(case, fake):
         torch.manual_seed(0)
         model = auto.from_config(hf_config, attn_implementation=case["attention"],
                                  dtype=dtypes[case["base_dtype"]])
+        if case["mode"] == "qlora":  # bitsandbytes' storage and allocations (fake_nf4.py)
+            import fake_nf4
+            model = fake_nf4.quantize_linears(model)
         return prepare_for_training(model, case), hf_config
 
 
