@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <fmt/format.h>
@@ -172,6 +175,33 @@ TEST(StackExports, HuggingFaceAndDeepSpeedFields) {
   EXPECT_EQ(ds["fp16"]["initial_scale_power"], 16);
   EXPECT_EQ(ds["fp16"]["loss_scale_window"], 2000);
   EXPECT_EQ(ds["zero_optimization"]["stage"], 0);
+}
+
+// Found by scripts/fuzz.sh (plan_file, 2026-12-04): a NUL inside a phase name read, but
+// did not write back as it was read, so the plan could not be read again. YAML allows no
+// C0 control but tab and line breaks: the file is refused, naming the line and the byte.
+// Without the NUL, the same file reads, writes back and reads again to the same text.
+TEST(PlanFile, ControlCharactersAreRefusedAndWhatReadsWritesBack) {
+  const std::string path = std::string(HEADROOM_TEST_DATA_DIR) + "/plan_fuzz_roundtrip.yaml";
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t nul = text.find('\0');
+  ASSERT_NE(nul, std::string::npos) << path;
+  const Result<PlanFile> refused = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_FALSE(refused.ok());
+  const auto line = std::count(text.begin(), text.begin() + nul, '\n') + 1;
+  EXPECT_EQ(refused.error().message.find(fmt::format("plan.yaml:{}: a control character (byte "
+                                                     "0x00)",
+                                                     line)),
+            0u)
+      << refused.error().message;
+  text.erase(nul, 1);
+  const Result<PlanFile> plan = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const std::string written = WritePlanYaml(*plan);
+  const Result<PlanFile> again = ParsePlanYaml(written, "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.error().message << "\n" << written;
+  EXPECT_EQ(WritePlanYaml(*again), written);
 }
 
 }  // namespace

@@ -32,6 +32,14 @@ size_t Utf8Length(std::string_view s) {
 
 }  // namespace
 
+std::optional<size_t> FirstNonPrintableByte(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) return i;
+  }
+  return std::nullopt;
+}
+
 bool IsUtf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const size_t n = Utf8Length(text.substr(i));

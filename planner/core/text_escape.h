@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 namespace headroom {
@@ -18,6 +20,10 @@ std::string MarkupEscaped(std::string_view text);
 // Whether `text` is UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past
 // U+10FFFF): what a file that headroom reads and writes back must hold.
 bool IsUtf8(std::string_view text);
+// The offset of the first byte YAML does not allow in a document (`c-printable`, YAML 1.2
+// 5.1: the C0 controls but tab, newline and carriage return, and DEL), if any. yaml-cpp
+// reads them into strings, and a string holding one does not write back as it was read.
+std::optional<size_t> FirstNonPrintableByte(std::string_view text);
 
 // One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, with
 // quotes doubled; a field a spreadsheet would read as a formula (first character = + - @,

@@ -1,5 +1,6 @@
 #include "planner/plan/plan_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -292,6 +293,13 @@ Result<PlanFile> ParsePlanYaml(std::string_view text, std::string_view origin) {
   // Names and phases are written back as read: bytes that are not UTF-8 would come back
   // escaped, another plan (found by fuzz/plan_file_fuzzer.cc).
   if (!IsUtf8(text)) return MakeError(fmt::format("{}: not UTF-8 text", origin));
+  if (const std::optional<size_t> at = FirstNonPrintableByte(text)) {
+    const auto line = std::count(text.begin(), text.begin() + *at, '\n') + 1;
+    return MakeError(
+        fmt::format("{}:{}: a control character (byte 0x{:02x}) that YAML does not "
+                    "allow",
+                    origin, line, static_cast<unsigned char>(text[*at])));
+  }
   Result<YAML::Node> root = LoadPlanRoot(text, origin);
   if (!root) return root.error();
   PlanFile p;
