@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "models/python_json.h"
 #include "planner/core/limits.h"
 
 namespace headroom {
@@ -190,7 +191,8 @@ Result<ModelSpec> ImportLlamaLike(const FieldReader& f, const std::string& type,
   if (type == "mistral") {
     // Every Mistral layer attends within sliding_window when it is set (modeling_mistral.py:355;
     // MistralConfig defaults it to 4096, configuration_mistral.py:79; v0.2 and later write null).
-    const bool null_window = f.root().contains("sliding_window") && f.root()["sliding_window"].is_null();
+    const bool null_window =
+        f.root().contains("sliding_window") && f.root()["sliding_window"].is_null();
     HEADROOM_ASSIGN_OR_RETURN(spec.sliding_window,
                               null_window ? Result<int64_t>(0) : f.IntOr("sliding_window", 4096));
   }
@@ -312,7 +314,7 @@ Result<ModelSpec> ImportBert(const FieldReader& f, const json& root, ModelSpec s
 Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view origin) {
   json root;
   try {
-    root = json::parse(json_text);
+    root = ParsePythonJson(json_text);  // as transformers writes it: Infinity, NaN
   } catch (const json::parse_error& e) {
     return MakeError(
         fmt::format("{}: malformed JSON at byte {}: not a valid config.json", origin, e.byte));

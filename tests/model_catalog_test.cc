@@ -114,6 +114,35 @@ TEST(HfConfig, LlamaConfigGivesExactCount) {
   EXPECT_EQ(CountParams(*spec), 6'738'415'616);
 }
 
+// transformers' save_pretrained writes Python's JSON: Infinity, -Infinity and NaN as bare
+// literals (Granite-4's and Nemotron-H's "time_step_limit": [0.0, Infinity]). They read as
+// the numbers Python means, inside strings they stay text, and a field headroom uses must
+// still be finite.
+TEST(HfConfig, PythonsNonFiniteLiteralsReadAsTransformersReadsThem) {
+  const std::string fields = R"("vocab_size": 32000, "hidden_size": 4096,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+    "intermediate_size": 11008, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": false)";
+  const auto plain = ParseHfConfigJson(R"({"model_type": "llama", )" + fields + "}", "a.json");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  const auto python = ParseHfConfigJson(
+      R"({"model_type": "llama", "time_step_limit": [0.0, Infinity], "floor": -Infinity,
+          "unset": NaN, "_name_or_path": "NaN \"Infinity\" org/model", )" +
+          fields + "}",
+      "b.json");
+  ASSERT_TRUE(python.ok()) << python.error().message;
+  EXPECT_EQ(python->name, "NaN \"Infinity\" org/model");  // a string keeps its text
+  EXPECT_EQ(CountParams(*python), CountParams(*plain));
+  const auto non_finite = ParseHfConfigJson(
+      R"({"model_type": "llama", "rope_theta": Infinity, )" + fields + "}", "c.json");
+  ASSERT_FALSE(non_finite.ok());
+  EXPECT_NE(non_finite.error().message.find("rope"), std::string::npos)
+      << non_finite.error().message;
+  EXPECT_FALSE(
+      ParseHfConfigJson(R"({"model_type": "llama", "x": Infinityx, )" + fields + "}", "d.json")
+          .ok());
+}
+
 TEST(HfConfig, MistralQwenGpt2BertImport) {
   auto mistral =
       ParseHfConfigJson(R"({"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096,
