@@ -67,9 +67,14 @@ void RestoreLiterals(nlohmann::json& value) {
   if (!value.is_string()) return;
   const std::string& s = value.get_ref<const std::string&>();
   if (!s.starts_with(kMark)) return;
-  const std::string_view name = std::string_view(s).substr(kMark.size());
-  for (const Literal& l : kLiterals)
-    if (name == l.name) value = l.value;
+  // A copy: assigning the number frees the string the name was read from.
+  const std::string name = s.substr(kMark.size());
+  for (const Literal& l : kLiterals) {
+    if (name == l.name) {
+      value = l.value;
+      return;
+    }
+  }
 }
 
 }  // namespace
