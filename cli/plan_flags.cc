@@ -428,24 +428,6 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   return r;
 }
 
-namespace {
-
-// HF Trainer runs ZeRO through DeepSpeed, whose bf16/fp16 sections keep 16-bit parameters
-// with fp32 master weights (mixed-*), not autocast: with --emit hf, a ZeRO scheme is
-// planned in DeepSpeed's precisions, and a search tries DDP and FSDP2 (through accelerate)
-// only, whose precisions are HF Trainer's own.
-ExportTarget HfEngine(ExportTarget target, std::optional<Sharding> sharding, SearchOptions& o) {
-  if (target != ExportTarget::kHuggingFace) return target;
-  if (sharding && (*sharding == Sharding::kZero1 || *sharding == Sharding::kZero2 ||
-                   *sharding == Sharding::kZero3))
-    return ExportTarget::kDeepSpeed;
-  if (o.gpu_count && !sharding)
-    o.gpu_count->schemes = {Sharding::kDdp, Sharding::kFsdpNoReshard, Sharding::kFsdp};
-  return target;
-}
-
-}  // namespace
-
 Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const PlanRequest& r) {
   const bool solving =
       f.auto_plan || !f.micro_batch || f.emit || f.gpus_auto || (f.gpus > 1 && !f.sharding);
@@ -488,8 +470,8 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
         *o.fixed_micro_batch, o.global_batch));
   }
   if (f.emit) {
-    const std::string note = NarrowToExportable(HfEngine(*f.emit, f.sharding, o),
-                                                r.config.precision, r.device.supports_bf16(), o);
+    const std::string note =
+        NarrowToExportable(*f.emit, f.sharding, r.config.precision, r.device.supports_bf16(), o);
     if (!note.empty()) fmt::print(stderr, "headroom: note: {}\n", note);
   }
   return std::optional<SearchOptions>(o);

@@ -3,7 +3,6 @@
 #include <array>
 #include <limits>
 #include <string>
-#include <utility>
 
 namespace headroom {
 namespace {
@@ -41,8 +40,12 @@ std::string Rewritten(std::string_view text) {
       in_string = true;
     } else {
       const Literal* found = nullptr;
-      for (const Literal& l : kLiterals)
-        if (text.substr(i).starts_with(l.text)) found = &l;
+      for (const Literal& l : kLiterals) {
+        if (text.substr(i).starts_with(l.text)) {
+          found = &l;
+          break;
+        }
+      }
       if (found) {
         out += "\"\\u0001";
         out += kMark.substr(1);

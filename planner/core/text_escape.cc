@@ -30,13 +30,17 @@ size_t Utf8Length(std::string_view s) {
   return 0;
 }
 
+// The C0 controls but tab, newline and carriage return, and DEL: what neither XML 1.0's
+// Char nor YAML 1.2's c-printable allows in a document.
+bool IsDocumentControl(unsigned char c) {
+  return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F;
+}
+
 }  // namespace
 
 std::optional<size_t> FirstNonPrintableByte(std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) return i;
-  }
+  for (size_t i = 0; i < text.size(); ++i)
+    if (IsDocumentControl(static_cast<unsigned char>(text[i]))) return i;
   return std::nullopt;
 }
 
@@ -87,7 +91,7 @@ std::string MarkupEscaped(std::string_view text) {
         out += static_cast<char>(c);
         break;
       default:
-        out += c < 0x20 || c == 0x7F ? std::string(kReplacement) : std::string(1, c);
+        out += IsDocumentControl(c) ? std::string(kReplacement) : std::string(1, c);
     }
     ++i;
   }

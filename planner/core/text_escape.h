@@ -4,10 +4,9 @@
 // spreadsheet, or move the cursor and rewrite what the terminal shows.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
-
-#include <optional>
 
 #include <nlohmann/json.hpp>
 

@@ -121,9 +121,14 @@ StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome) {
   return out;
 }
 
-std::string NarrowToExportable(ExportTarget target, Precision requested, bool bf16_supported,
-                               SearchOptions& options) {
+std::string NarrowToExportable(ExportTarget target, std::optional<Sharding> sharding,
+                               Precision requested, bool bf16_supported, SearchOptions& options) {
   options.all_or_none = true;
+  if (target == ExportTarget::kHuggingFace && sharding && HfRunsDeepSpeed(*sharding)) {
+    target = ExportTarget::kDeepSpeed;
+  } else if (target == ExportTarget::kHuggingFace && !sharding && options.gpu_count) {
+    options.gpu_count->schemes = {Sharding::kDdp, Sharding::kFsdpNoReshard, Sharding::kFsdp};
+  }
   const std::vector<Precision> wanted =
       options.precisions.empty() ? std::vector<Precision>{requested} : options.precisions;
   options.precisions = ExportablePrecisions(target, wanted, bf16_supported);

@@ -5,6 +5,7 @@
 
 #include "planner/report/layer.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,10 @@ struct StackExport {
 StackExport ExportPlan(ExportTarget target, const PlanOutcome& outcome);
 
 // Narrows the solver's precisions to those `target` runs; the note says what changed
-// (empty when nothing did).
-std::string NarrowToExportable(ExportTarget target, Precision requested, bool bf16_supported,
-                               SearchOptions& options);
+// (empty when nothing did). For Hugging Face, the engine under the Trainer decides: a ZeRO
+// `sharding` runs DeepSpeed's precisions, and a search without one tries DDP and FSDP2
+// (through accelerate) only, whose precisions are the Trainer's own.
+std::string NarrowToExportable(ExportTarget target, std::optional<Sharding> sharding,
+                               Precision requested, bool bf16_supported, SearchOptions& options);
 
 }  // namespace headroom

@@ -62,6 +62,11 @@ std::vector<Precision> ExportablePrecisions(ExportTarget target,
   return out;
 }
 
+bool HfRunsDeepSpeed(Sharding sharding) {
+  return sharding == Sharding::kZero1 || sharding == Sharding::kZero2 ||
+         sharding == Sharding::kZero3;
+}
+
 nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
                                    int64_t global_batch) {
   nlohmann::json j = {
@@ -83,7 +88,7 @@ nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
                         {"reshard_after_forward", c.parallel.sharding == Sharding::kFsdp},
                         {"activation_checkpointing", checkpoint_all}};
     j["gradient_checkpointing"] = false;
-  } else if (c.parallel.sharding == Sharding::kZero1 || c.parallel.deepspeed_zero()) {
+  } else if (HfRunsDeepSpeed(c.parallel.sharding)) {
     j["deepspeed"] = DeepSpeedConfig(
         c, global_batch > 0 ? global_batch : c.micro_batch * c.grad_accum_steps * c.parallel.gpus);
     j["deepspeed"]["train_batch_size"] = "auto";

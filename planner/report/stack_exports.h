@@ -36,6 +36,9 @@ std::vector<Precision> ExportablePrecisions(ExportTarget target,
                                             const std::vector<Precision>& wanted,
                                             bool bf16_supported);
 
+// Whether HF Trainer runs `sharding` through DeepSpeed (ZeRO stages 1-3), whose bf16/fp16
+// sections keep 16-bit parameters with fp32 master weights rather than autocast.
+bool HfRunsDeepSpeed(Sharding sharding);
 // TrainingArguments; with --sharding, `fsdp`/`fsdp_config` (FSDP2) or `deepspeed`
 // (zero1: ZeRO stage 1) set as transformers reads them.
 nlohmann::json HfTrainingArguments(const TrainingConfig& config, bool checkpoint_all,

@@ -129,9 +129,8 @@ struct CostRule<OpKind::kEmbedding> : FlopsOfClass {
 // compute dtype, both live until the matmul has run (`_gemm_4bit_default_impl`,
 // backends/default/ops.py, in the forward; `functional.dequantize_4bit` in the backward).
 int64_t Nf4DequantizedBytes(const OpView& v) {
-  const int64_t blocks = (v.in_numel(1) + 63) / 64;
   return StorageBytes(v.states.regime().compute_dtype, v.in_numel(1)) +
-         StorageBytes(DType::kF32, blocks);
+         StorageBytes(DType::kF32, Nf4Blocks(v.in_numel(1)));
 }
 
 template <>

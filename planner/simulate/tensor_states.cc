@@ -170,9 +170,11 @@ Autocast AutocastOf(OpKind kind) {
 
 }  // namespace
 
+int64_t Nf4Blocks(int64_t numel) { return (numel + 63) / 64; }
+
 int64_t Nf4StorageBytes(int64_t numel) {
   constexpr int64_t kQuantStateCodeBytes = 4 * 16 + 4 * 256 + 4;  // codes and offset
-  const int64_t blocks = (numel + 63) / 64;
+  const int64_t blocks = Nf4Blocks(numel);
   return StorageBytes(DType::kNF4, numel) + blocks + 4 * ((blocks + 255) / 256) +
          kQuantStateCodeBytes;
 }

@@ -108,5 +108,7 @@ class TensorStates {
 // and its offset (an fp32 scalar) (`Params4bit` / `QuantState`, bitsandbytes
 // nn/modules.py, functional.py; measured on tiny Llama: 1,088 + 4 bytes per linear).
 int64_t Nf4StorageBytes(int64_t numel);
+// Its blocks of 64 weights, each with one absmax (bitsandbytes' default blocksize).
+int64_t Nf4Blocks(int64_t numel);
 
 }  // namespace headroom
