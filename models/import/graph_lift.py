@@ -1,0 +1,307 @@
+"""Lifts recordings of one training micro-batch (step_recorder.StepRecorder, one per
+sample (b, s)) to a headroom graph file (docs/graph-file.md): sizes fitted exactly in
+b and s, the ops split into prologue, one template per decoder-layer type and
+epilogue, Python's references turned into holds.
+
+Every recording must be the same program (the same ops on the same tensors in the
+same order); only sizes may differ. Anything that cannot be lifted raises
+UnliftableOp naming the op, its module and the reason: nothing is guessed.
+"""
+
+from size_fit import NoExactFit, fit, fit_shape
+from step_recorder import UnliftableOp
+
+ACCUMULATE_GRAD = 2 ** 64 - 1  # the sequence number of AccumulateGrad nodes
+
+DTYPE_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int64": "i64",
+               "int32": "i32", "bool": "bool", "float64": "f64", "int8": "i8",
+               "uint8": "u8", "complex64": "c64"}
+
+OP_CLASSES = {
+    "mm": "matmul", "addmm": "matmul", "bmm": "matmul", "baddbmm": "matmul",
+    "_grouped_mm": "matmul",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "_scaled_dot_product_flash_attention": "attention",
+    "_scaled_dot_product_efficient_attention": "attention",
+    "_scaled_dot_product_cudnn_attention": "attention",
+}
+LAYOUT_OPS = {"view", "_unsafe_view", "t", "transpose", "permute", "unsqueeze", "squeeze",
+              "expand", "slice", "select", "split", "split_with_sizes", "alias", "detach",
+              "as_strided", "unbind", "chunk", "narrow", "reshape", "_reshape_alias"}
+
+
+def _dtype(d):
+    return DTYPE_NAMES.get(str(d).replace("torch.", ""), str(d).replace("torch.", ""))
+
+
+def _where(rec, op):
+    return f"aten.{op.aten} (module {op.module or '<top>'})"
+
+
+class Lifter:
+    def __init__(self, recordings, points, layer_prefix, layer_types):
+        self.recs = recordings
+        self.points = points
+        self.base = recordings[0]
+        self.layer_prefix = layer_prefix  # "model.layers." (qualified, with its dot)
+        self.layer_types = layer_types    # per traced layer: its template name
+        self._check_same_program()
+        self.section_of_op = [self._section_of(op) for op in self.base.ops]
+        self._check_sections_contiguous()
+        self.owner = self._tensor_sections()
+
+    # ---- the program ------------------------------------------------------------------
+    def _check_same_program(self):
+        for rec, point in zip(self.recs[1:], self.points[1:]):
+            if len(rec.ops) != len(self.base.ops):
+                raise UnliftableOp(f"the forward runs {len(rec.ops)} ops at b={point[0]}, "
+                                   f"s={point[1]} and {len(self.base.ops)} at "
+                                   f"b={self.points[0][0]}, s={self.points[0][1]}: the "
+                                   f"program depends on the sizes")
+            for a, b in zip(self.base.ops, rec.ops):
+                if (a.aten, a.module, a.inputs, a.outputs) != (b.aten, b.module, b.inputs,
+                                                               b.outputs):
+                    raise UnliftableOp(f"{_where(self.base, a)} differs at b={point[0]}, "
+                                       f"s={point[1]} (aten.{b.aten} in {b.module}): the "
+                                       f"program depends on the sizes")
+
+    def _section_of(self, op):
+        module = op.module + "."
+        if module.startswith(self.layer_prefix):
+            return int(module[len(self.layer_prefix):].split(".", 1)[0])
+        return None
+
+    def _check_sections_contiguous(self):
+        layers = len(self.layer_types)
+        current = -1  # -1 prologue, k layer k, layers epilogue
+        resolved = []
+        for op, section in zip(self.base.ops, self.section_of_op):
+            if section is None:
+                section = -1 if current == -1 else layers if current >= layers - 1 else None
+                if section is None:
+                    raise UnliftableOp(f"{_where(self.base, op)} runs between decoder layers "
+                                       f"{current} and {current + 1}")
+            if section < current:
+                raise UnliftableOp(f"{_where(self.base, op)} runs after a later layer")
+            current = section
+            resolved.append(section)
+        self.section_of_op = resolved
+
+    def _tensor_sections(self):
+        """The section each tensor belongs to: its producer's, or its first reader's."""
+        owner = {}
+        for t in self.base.tensors:
+            if t.producer is not None:
+                owner[t.index] = self.section_of_op[t.producer]
+            elif t.consumers and t.role != "literal":
+                owner[t.index] = self.section_of_op[t.consumers[0]]
+        return owner
+
+    # ---- sizes --------------------------------------------------------------------------
+    def _fit(self, what, values, monomial=False):
+        try:
+            return fit_shape(self.points, values) if monomial else fit(self.points, values)
+        except NoExactFit as e:
+            raise UnliftableOp(f"{what}: no exact size in b and s ({e})") from None
+
+    def numel(self, index):
+        op = self.base.ops[self.base.tensors[index].producer] \
+            if self.base.tensors[index].producer is not None else None
+        what = _where(self.base, op) if op else self.base.tensors[index].name
+        return self._fit(f"{what}, tensor {index}", [r.tensors[index].numel for r in self.recs],
+                         monomial=True)
+
+    # ---- sections -----------------------------------------------------------------------
+    def sections(self):
+        layers = len(self.layer_types)
+        out = {"prologue": self._section(-1)}
+        templates = {}
+        for k, kind in enumerate(self.layer_types):
+            section = self._section(k)
+            if kind in templates and templates[kind] != section:
+                raise UnliftableOp(f"decoder layers of type '{kind}' differ between traced "
+                                   f"layers ({self._first_difference(templates[kind], section)})")
+            templates[kind] = section
+        out["templates"] = templates
+        out["epilogue"] = self._section(layers)
+        return out
+
+    @staticmethod
+    def _first_difference(a, b):
+        for key in ("tensors", "ops", "holds"):
+            for i, (x, y) in enumerate(zip(a.get(key, []), b.get(key, []))):
+                if x != y:
+                    return f"{key}[{i}]: {x} vs {y}"
+        return "their lengths"
+
+    def _section(self, k):
+        layers = len(self.layer_types)
+        op_ids = [i for i, s in enumerate(self.section_of_op) if s == k]
+        tensor_ids = sorted(t for t, s in self.owner.items() if s == k)
+        local = {t: n for n, t in enumerate(tensor_ids)}
+        local_op = {o: n for n, o in enumerate(op_ids)}
+        section_input = None
+        if k >= 0:
+            section_input = self.base.layer_io[k - 1][1] if k > 0 else self.base.layer_io[0][0]
+            if k == layers:
+                section_input = self.base.layer_io[layers - 1][1]
+
+        def ref(t, where):
+            if t in local:
+                return ["local", local[t]]
+            if section_input is not None and self._same_value(t, section_input):
+                return ["input"]
+            if self.owner.get(t) == -1:
+                return ["shared", self._prologue_index(t)]
+            raise UnliftableOp(f"{where} reads tensor {t} of section {self.owner.get(t)}, "
+                               f"neither its own, its input, nor the prologue's")
+
+        self._ref = ref
+        prefix = f"{self.layer_prefix}{k}." if 0 <= k < layers else ""
+        self._prefix = prefix
+        section = {"tensors": [self._tensor(t, ref, prefix) for t in tensor_ids],
+                   "ops": [self._op(o, ref) for o in op_ids]}
+        if k < layers:
+            output = self.base.layer_io[k][1] if k >= 0 else self.base.layer_io[0][0]
+            if output not in local:
+                raise UnliftableOp(f"the output of section {k} is not made there")
+            section["output"] = local[output]
+        section["holds"] = self._holds(op_ids, local_op, ref)
+        if k == layers:
+            section["loss"] = ref(self.base.loss_index, "the loss")[1]
+        if k == -1 and self.base.input_embeddings is not None:
+            section["input_embeddings"] = local[self.base.input_embeddings]
+        return section
+
+    def _same_value(self, t, section_input):
+        return t == section_input
+
+    def _prologue_index(self, t):
+        return sorted(x for x, s in self.owner.items() if s == -1).index(t)
+
+    def _tensor(self, t, ref, prefix):
+        rec = self.base.tensors[t]
+        entry = {"name": rec.name[len(prefix):] if prefix and rec.name.startswith(prefix)
+                 else rec.name,
+                 "role": rec.role, "shape": self.numel(t), "dtype": _dtype(rec.dtype)}
+        if rec.role == "parameter":
+            entry["trainable"] = rec.requires_grad
+            entry["lora"] = "lora_" in rec.name
+        owner = self.base.storages[rec.storage].owner
+        entry["alias_of"] = ref(owner, f"tensor {t}") if owner != t and owner >= 0 else None
+        return entry
+
+    def _op(self, o, ref):
+        op = self.base.ops[o]
+        where = _where(self.base, op)
+        inputs = [i for i in op.inputs if self.base.tensors[i].role != "literal"]
+        out_storages = {self.base.tensors[t].storage for t in op.outputs}
+        in_storages = [self.base.tensors[i].storage for i in inputs]
+        saved = set(op.saved)
+        module = op.module
+        if self._prefix and (module + ".").startswith(self._prefix):
+            module = module[len(self._prefix):]
+        entry = {"name": f"{module}/{op.aten}", "aten": op.aten,
+                 "class": self._class(op, inputs),
+                 "inputs": [ref(i, where) for i in inputs],
+                 "outputs": [ref(t, where)[1] for t in op.outputs],
+                 "aliases_input": bool(inputs) and all(
+                     self.base.tensors[t].storage == in_storages[0] for t in op.outputs),
+                 "saves_inputs": [s in saved for s in in_storages],
+                 "saved_outputs": [self.base.tensors[t].storage in saved for t in op.outputs]}
+        extra = [k for k in dict.fromkeys(op.saved)
+                 if k not in out_storages and k not in in_storages]
+        entry["saved_extra"] = [self._fit(f"{where}: saved storage",
+                                          [self._nth_saved_bytes(r, o, n, op) for r in self.recs])
+                                for n in range(len(extra))]
+        entry["grads"] = self._grads(op, inputs, where)
+        entry["backward_workspace"] = self._fit(
+            f"{where}: backward workspace",
+            [max(0, r.ops[o].backward_peak - r.ops[o].backward_new_grad_bytes)
+             for r in self.recs])
+        entry["flops"] = {
+            "forward": self._fit(f"{where}: flops", [r.ops[o].flops for r in self.recs]),
+            "backward": self._fit(f"{where}: backward flops",
+                                  [r.ops[o].backward_flops for r in self.recs])}
+        return entry
+
+    @staticmethod
+    def _nth_saved_bytes(rec, o, n, base_op):
+        op = rec.ops[o]
+        ins = {rec.tensors[i].storage for i in op.inputs}
+        outs = {rec.tensors[t].storage for t in op.outputs}
+        extra = [k for k in dict.fromkeys(op.saved) if k not in ins and k not in outs]
+        return rec.storages[extra[n]].nbytes
+
+    def _class(self, op, inputs):
+        if op.aten in OP_CLASSES:
+            return OP_CLASSES[op.aten]
+        if op.aten in LAYOUT_OPS:
+            return "layout"
+        if not inputs:
+            return "constant"
+        return "elementwise"
+
+    def _grads(self, op, inputs, where):
+        """Per input: what the op's backward hands on for it. The node's edges are matched
+        to the inputs that require grad in order (an activation by its producer's node, a
+        parameter by AccumulateGrad)."""
+        if op.grads is None:
+            if op.node_seq is not None and op.grad_mode:
+                # The node never ran: nothing downstream needed a gradient from it.
+                return ["none"] * len(inputs)
+            return ["none"] * len(inputs)
+        flows, edges = op.grads
+        seqs = [None if n is None else n._sequence_nr() for n in edges]
+        result = []
+        cursor = 0
+        for i in inputs:
+            t = self.base.tensors[i]
+            if not self._requires_grad(t):
+                result.append("none")
+                continue
+            expected = ACCUMULATE_GRAD if t.producer is None else \
+                self.base.ops[t.producer].node_seq
+            match = next((e for e in range(cursor, len(seqs)) if seqs[e] == expected), None)
+            if match is None:
+                raise UnliftableOp(f"{where}: no gradient edge for input tensor {i}")
+            result.append(flows[match])
+            cursor = match + 1
+        return result
+
+    def _requires_grad(self, t):
+        """An activation requires grad when its op made an autograd node (inside the
+        dispatch its output had no autograd metadata yet) and it is floating-point."""
+        if t.producer is None:
+            return t.requires_grad
+        return self.base.ops[t.producer].node_seq is not None and t.dtype.is_floating_point
+
+    # ---- Python's references --------------------------------------------------------------
+    def _holds(self, op_ids, local_op, ref):
+        """Storages that outlive their last reader in the forward without autograd saving
+        them: a Python variable (or autocast's cache, or the model output) holds them until
+        the op after which they die."""
+        holds = []
+        last_forward_op = self.base.forward_end_op
+        readers = {}
+        for t in self.base.tensors:
+            for c in t.consumers:
+                readers[t.storage] = max(readers.get(t.storage, -1), c)
+        for key, st in self.base.storages.items():
+            if st.owner is None or st.owner < 0 or st.saved_by:
+                continue
+            owner = self.base.tensors[st.owner]
+            if owner.role in ("parameter", "buffer", "literal") or st.owner == self.base.loss_index:
+                continue
+            freed = st.freed_after_op if st.freed_phase == "forward" else None
+            if freed is None:
+                if st.freed_phase is None and owner.role != "input":
+                    raise UnliftableOp(f"tensor {st.owner} ({owner.name or 'activation'}) is "
+                                       f"still alive after the step")
+                continue  # freed in the backward: held by autograd through a view, or input
+            last = readers.get(key, owner.producer if owner.producer is not None else -1)
+            if freed > last and freed in local_op:
+                holds.append({"tensor": ref(st.owner, f"the hold of tensor {st.owner}"),
+                              "until_op": local_op[freed]})
+        del last_forward_op
+        return holds

@@ -1,0 +1,216 @@
+"""headroom import: a model's training step recorded from its own transformers code.
+
+    python3 headroom_import.py CONFIG.json --out GRAPH.json [--precision bf16]
+        [--lora-rank 8 --lora-targets q_proj,v_proj] [--attention sdpa]
+
+Runs the model at a small depth (one period of its layer pattern, plus one layer) on
+fake tensors at a few micro-batches and sequence lengths, records every op, storage,
+save and gradient (step_recorder.py), lifts the recordings to a graph file
+(graph_lift.py, docs/graph-file.md) and writes it atomically. Exit 2, with the op, the
+module and the model_type named, when something cannot be lifted.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+FORMAT_VERSION = 1
+# (b, s) traced: the first six determine the fit in b and s, the last checks it. A
+# micro-batch of one runs another program (a [1, s] slice is contiguous, so transformers'
+# loss makes no copy of the shifted labels): it is traced at its own points, fitted in s.
+SAMPLE_POINTS = [(2, 32), (3, 32), (2, 48), (3, 48), (2, 80), (3, 80), (4, 112)]
+SINGLE_SAMPLE_POINTS = [(1, 32), (1, 48), (1, 80), (1, 112)]
+
+
+def load_config(path):
+    import transformers
+
+    with open(path, encoding="utf-8") as f:
+        fields = json.loads(f.read())  # Python's json: Infinity and NaN as transformers reads
+    model_type = fields.pop("model_type", None)
+    if model_type is None:
+        raise SystemExit(f"{path}: no model_type")
+    if fields.get("auto_map") or fields.get("trust_remote_code"):
+        raise SystemExit(f"{path}: model_type '{model_type}' needs trust_remote_code; "
+                         f"headroom import runs only transformers' own code")
+    return model_type, transformers.AutoConfig.for_model(model_type, **fields)
+
+
+def layer_kinds(config):
+    """Per decoder layer, what makes layers differ: config.layer_types and every other
+    per-layer list (SmolLM3's no_rope_layers, ...), joined into a template name."""
+    n = config.num_hidden_layers
+    lists = {key: value for key, value in sorted(vars(config).items())
+             if isinstance(value, list) and len(value) == n and key != "layer_types"}
+    kinds = []
+    for k in range(n):
+        parts = [str(config.layer_types[k])] if getattr(config, "layer_types", None) else []
+        parts += [f"{key}={value[k]}" for key, value in lists.items()]
+        kinds.append("/".join(parts) or "decoder")
+    return kinds, sorted(lists) + (["layer_types"] if getattr(config, "layer_types", None) else [])
+
+
+def traced_depth(kinds):
+    """One period of the layer pattern plus one layer (the whole model when it has none)."""
+    n = len(kinds)
+    for period in range(1, n):
+        if all(kinds[k] == kinds[k % period] for k in range(n)):
+            return min(n, period + 1)
+    return n
+
+
+def truncated(config, depth, per_layer_keys):
+    import copy
+
+    small = copy.deepcopy(config)
+    for key in per_layer_keys:
+        setattr(small, key, list(getattr(config, key))[:depth])
+    small.num_hidden_layers = depth
+    return small
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("config", help="a config.json (transformers' format)")
+    p.add_argument("--out", required=True, help="the graph file to write")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "amp-bf16"])
+    p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tune)")
+    p.add_argument("--lora-alpha", type=int, default=0, help="default: twice the rank")
+    p.add_argument("--lora-targets", default="q_proj,v_proj")
+    p.add_argument("--attention", default="sdpa", choices=["sdpa", "eager"])
+    p.add_argument("--device", default="cpu", choices=["cpu"])
+    p.add_argument("--quiet", action="store_true")
+    return p.parse_args(argv)
+
+
+def regime_of(args):
+    regime = {"device": args.device, "precision": args.precision,
+              "mode": "lora" if args.lora_rank > 0 else "full",
+              "attention": args.attention, "stack": "pytorch"}
+    if args.lora_rank > 0:
+        regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
+                      lora_targets=[t for t in args.lora_targets.split(",") if t])
+    return regime
+
+
+def write_atomically(path, text):
+    """Through a symlink to its target, via an exclusive temporary in the same folder."""
+    target = os.path.realpath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix=".headroom-graph-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def import_graph(args, log):
+    import torch
+    import transformers
+
+    from graph_lift import Lifter
+    from trace_step import record_step
+
+    model_type, config = load_config(args.config)
+    kinds, per_layer_keys = layer_kinds(config)
+    depth = traced_depth(kinds)
+    small = truncated(config, depth, per_layer_keys)
+    regime = regime_of(args)
+
+    def lifted(points):
+        recordings = []
+        for b, s in points:
+            start = time.time()
+            recordings.append(record_step(small, regime, b, s))
+            log(f"traced {depth} of {len(kinds)} layers at b={b}, s={s}: "
+                f"{len(recordings[-1].ops)} ops ({time.time() - start:.1f} s)")
+        return Lifter(recordings, points, recordings[0].layer_prefix, kinds[:depth]).sections(), \
+            recordings[0].layer_prefix
+
+    sections, layer_prefix = lifted(SAMPLE_POINTS)
+    single, _ = lifted(SINGLE_SAMPLE_POINTS)
+    if _program(single) != _program(sections):
+        sections["micro_batch_1"] = single
+    with open(args.config, "rb") as f:
+        config_sha = hashlib.sha256(f.read()).hexdigest()
+    peft_version = None
+    if regime["mode"] == "lora":
+        import peft
+        peft_version = peft.__version__
+    graph = {
+        "format": "headroom-graph", "version": FORMAT_VERSION,
+        "model_type": model_type,
+        "name": getattr(config, "_name_or_path", "") or os.path.basename(
+            os.path.dirname(os.path.abspath(args.config))) or model_type,
+        "source": {"transformers": transformers.__version__, "torch": torch.__version__,
+                   "peft": peft_version, "config_sha256": config_sha},
+        "regime": regime,
+        "config": {"vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+                   "num_layers": config.num_hidden_layers,
+                   "num_heads": getattr(config, "num_attention_heads", 0) or 0,
+                   "max_positions": getattr(config, "max_position_embeddings", 0) or 0},
+        "valid_seq_len": [0, max_valid_seq_len(config)],
+        "layer_prefix": layer_prefix,
+        "layer_types": kinds,
+        **sections,
+    }
+    return graph
+
+
+def _program(sections):
+    """The ops of each section, without sizes: equal when two variants run the same code."""
+    def ops(section):
+        return [(op["aten"], op["name"], op["inputs"], op["outputs"]) for op in section["ops"]]
+    return (ops(sections["prologue"]), {k: ops(v) for k, v in sections["templates"].items()},
+            ops(sections["epilogue"]))
+
+
+def max_valid_seq_len(config):
+    """The longest sequence the recorded program holds for: transformers changes what it
+    builds once a sequence outgrows a sliding window or an attention chunk, which the
+    traces (at most SAMPLE_POINTS' longest) never reach."""
+    limits = [getattr(config, key, None) for key in ("sliding_window", "attention_chunk_size")]
+    limits = [v for v in limits if isinstance(v, int) and v > 0]
+    max_pos = getattr(config, "max_position_embeddings", 0) or 0
+    return min(limits + [max_pos]) if limits or max_pos else 0
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    def log(line):
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    from step_recorder import UnliftableOp
+
+    start = time.time()
+    try:
+        graph = import_graph(args, log)
+    except UnliftableOp as e:
+        model_type = "?"
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                model_type = json.load(f).get("model_type", "?")
+        except (OSError, ValueError):
+            pass
+        print(f"headroom import: model_type '{model_type}': {e}", file=sys.stderr)
+        return 2
+    write_atomically(args.out, json.dumps(graph, separators=(",", ":")) + "\n")
+    log(f"wrote {args.out} ({time.time() - start:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Runs one training micro-batch of a transformers model (+ PEFT) on fake tensors, as a
+user's loop runs it (from_config, get_peft_model, forward with labels, backward), and
+returns what step_recorder.StepRecorder saw. Nothing is allocated: FakeTensorMode
+gives every tensor its real shape and dtype and no memory.
+"""
+
+import contextlib
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from step_recorder import StepRecorder
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@contextlib.contextmanager
+def fake_tensor_artefacts_patched():
+    """Where transformers or torch behave differently on fake tensors than on real ones,
+    make them behave as a real run does."""
+    from transformers import masking_utils
+
+    original_find_packed = masking_utils.find_packed_sequence_indices
+
+    def find_packed_sequence_indices(position_ids):
+        # transformers' is_tracing() is true for any FakeTensor, so the data-dependent
+        # check that returns None for one sequence per row (masking_utils.py,
+        # find_packed_sequence_indices) is skipped and a [b, 1, s, s] mask is built that
+        # a real run never builds. The loop passes no position_ids (one sequence a row).
+        mask = original_find_packed(position_ids)
+        if mask is not None and isinstance(mask, FakeTensor):
+            (mask[:, -1] == 0).all()
+            return None
+        return mask
+
+    original_module_to = torch.nn.Module.to
+
+    def module_to(self, *args, **kwargs):
+        # PEFT moves each adapter with .to(device, dtype). On FakeTensors Module._apply
+        # takes the swap_tensors path, which refuses tensors FakeTensorMode holds weak
+        # references to. This does what _apply does on real tensors: Tensor.to per
+        # parameter and buffer, the result replacing the original when it differs.
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
+        for module in self.modules():
+            for table in (module._parameters, module._buffers):
+                for key, t in table.items():
+                    if t is None:
+                        continue
+                    floating = t.is_floating_point() or t.is_complex()
+                    with torch.no_grad():
+                        new = t.to(device, dtype if floating else None, non_blocking)
+                    if new is t:
+                        continue
+                    if table is module._parameters:
+                        new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+                    table[key] = new
+        return self
+
+    masking_utils.find_packed_sequence_indices = find_packed_sequence_indices
+    torch.nn.Module.to = module_to
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = original_find_packed
+        torch.nn.Module.to = original_module_to
+
+
+def build_model(hf_config, regime):
+    import transformers
+
+    dtype = DTYPES["bf16" if regime["precision"] == "bf16" else "fp32"]
+    model = transformers.AutoModelForCausalLM.from_config(
+        hf_config, attn_implementation=regime["attention"], dtype=dtype)
+    model.train()
+    if regime["mode"] == "lora":
+        import peft
+
+        lora = peft.LoraConfig(r=regime["lora_rank"], lora_alpha=regime["lora_alpha"],
+                               lora_dropout=0.0, target_modules=list(regime["lora_targets"]),
+                               task_type=peft.TaskType.CAUSAL_LM)
+        model = peft.get_peft_model(model, lora)
+    return model
+
+
+def record_step(hf_config, regime, micro_batch, seq_len):
+    """The recorder after one forward and backward at (micro_batch, seq_len)."""
+    torch.manual_seed(0)
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake_tensor_artefacts_patched(), fake_mode:
+        model = build_model(hf_config, regime)
+        names = {id(m): name for name, m in model.named_modules()}
+        recorder = StepRecorder(names)
+        for name, p in model.named_parameters():
+            recorder.name_tensor(p, "parameter", name)
+        for name, b in model.named_buffers():
+            recorder.name_tensor(b, "buffer", name)
+        ids = torch.randint(0, hf_config.vocab_size, (micro_batch, seq_len))
+        recorder.name_tensor(ids, "input", "input_ids")
+        autocast = regime["precision"] == "amp-bf16"
+        layers_name, layers = decoder_layers(model, hf_config.num_hidden_layers)
+        recorder.layer_prefix = layers_name + "."
+        recorder.layer_io = [[None, None] for _ in layers]
+        hooks = [h for k, layer in enumerate(layers) for h in layer_io_hooks(recorder, k, layer)]
+        embeddings = model.get_input_embeddings()
+        recorder.input_embeddings = None
+
+        def embedding_output(_module, _args, out):
+            recorder.input_embeddings = recorder.by_object[out].index
+
+        hooks.append(embeddings.register_forward_hook(embedding_output))
+        with recorder, recorder.module_tracking(), recorder.saved_tensors_hooks():
+            recorder.phase = "forward"
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                output = model(input_ids=ids, labels=ids)
+            loss = output.loss
+            recorder.loss_index = recorder.by_object[loss].index
+            del output
+            recorder.forward_end_op = len(recorder.ops) - 1
+            recorder.resolve_pending_saves()
+            recorder.hook_nodes(loss.grad_fn)
+            recorder.phase = "backward"
+            loss.backward()
+            recorder.phase = "done"
+            del loss
+        for h in hooks:
+            h.remove()
+        recorder.parameters = {name: (tuple(p.shape), p.dtype, p.requires_grad)
+                               for name, p in model.named_parameters()}
+    return recorder
+
+
+def decoder_layers(model, num_layers):
+    """The ModuleList of the decoder layers: the one with num_hidden_layers entries whose
+    name ends in "layers" (PEFT prefixes base_model.model.)."""
+    found = [(name, m) for name, m in model.named_modules()
+             if isinstance(m, torch.nn.ModuleList) and len(m) == num_layers
+             and name.rsplit(".", 1)[-1] in ("layers", "h", "blocks", "layer")]
+    if len(found) != 1:
+        raise RuntimeError(f"cannot tell the decoder layers: {[n for n, _ in found]}")
+    return found[0]
+
+
+def layer_io_hooks(recorder, k, layer):
+    """Hooks recording decoder layer k's hidden-state input and output tensors."""
+
+    def pre(_module, args, kwargs):
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        recorder.layer_io[k][0] = recorder.by_object[hidden].index
+
+    def post(_module, _args, _kwargs, out):
+        hidden = out[0] if isinstance(out, (tuple, list)) else out
+        recorder.layer_io[k][1] = recorder.by_object[hidden].index
+
+    return (layer.register_forward_pre_hook(pre, with_kwargs=True),
+            layer.register_forward_hook(post, with_kwargs=True))
