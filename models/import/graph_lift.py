@@ -38,11 +38,23 @@ def _where(rec, op):
     return f"aten.{op.aten} (module {op.module or '<top>'})"
 
 
+def _program(section):
+    """A section without what autograd decides (saves, gradients, backward sizes) and
+    without its holds: the first layer's input is also the model's `inputs_embeds`, which
+    holds it longer than a layer's caller holds its input (a hold in the epilogue)."""
+    return (section["tensors"],
+            [(op["aten"], op["name"], op["inputs"], op["outputs"]) for op in section["ops"]],
+            section.get("output"))
+
+
 class Lifter:
-    def __init__(self, recordings, points, layer_prefix, layer_types):
+    def __init__(self, recordings, points, layer_prefix, layer_types, no_grad_recording):
         self.recs = recordings
         self.points = points
         self.base = recordings[0]
+        # The same forward under torch.no_grad() at points[0]: where autograd saves a
+        # tensor, only this run shows how long Python's own references keep it.
+        self.python = no_grad_recording
         self.layer_prefix = layer_prefix  # "model.layers." (qualified, with its dot)
         self.layer_types = layer_types    # per traced layer: its template name
         self._check_same_program()
@@ -52,6 +64,10 @@ class Lifter:
 
     # ---- the program ------------------------------------------------------------------
     def _check_same_program(self):
+        forward = [(op.aten, op.module, op.inputs, op.outputs) for op in self.base.ops]
+        if [(op.aten, op.module, op.inputs, op.outputs) for op in self.python.ops] != forward:
+            raise UnliftableOp("the forward runs other ops under torch.no_grad() (a "
+                               "checkpointed layer's first forward) than with autograd")
         for rec, point in zip(self.recs[1:], self.points[1:]):
             if len(rec.ops) != len(self.base.ops):
                 raise UnliftableOp(f"the forward runs {len(rec.ops)} ops at b={point[0]}, "
@@ -115,10 +131,13 @@ class Lifter:
     def sections(self):
         layers = len(self.layer_types)
         out = {"prologue": self._section(-1)}
+        # The last traced layer of each type is its template: the first layer's input may
+        # not require grad (a frozen embedding), which changes what autograd saves and
+        # hands on there, not the program; the program must be the same in all.
         templates = {}
         for k, kind in enumerate(self.layer_types):
             section = self._section(k)
-            if kind in templates and templates[kind] != section:
+            if kind in templates and _program(templates[kind]) != _program(section):
                 raise UnliftableOp(f"decoder layers of type '{kind}' differ between traced "
                                    f"layers ({self._first_difference(templates[kind], section)})")
             templates[kind] = section
@@ -128,11 +147,16 @@ class Lifter:
 
     @staticmethod
     def _first_difference(a, b):
-        for key in ("tensors", "ops", "holds"):
-            for i, (x, y) in enumerate(zip(a.get(key, []), b.get(key, []))):
+        for key, x_list, y_list in zip(("tensors", "ops", "output"), _program(a),
+                                       _program(b)):
+            if not isinstance(x_list, list):
+                x_list, y_list = [x_list], [y_list]
+            for i, (x, y) in enumerate(zip(x_list, y_list)):
                 if x != y:
                     return f"{key}[{i}]: {x} vs {y}"
-        return "their lengths"
+            if len(x_list) != len(y_list):
+                return f"{key}: {len(x_list)} vs {len(y_list)} entries"
+        return "nothing"
 
     def _section(self, k):
         layers = len(self.layer_types)
@@ -166,7 +190,8 @@ class Lifter:
             if output not in local:
                 raise UnliftableOp(f"the output of section {k} is not made there")
             section["output"] = local[output]
-        section["holds"] = self._holds(op_ids, local_op, ref)
+        self._current = k
+        section["holds"], section["held_until_forward_end"] = self._holds(op_ids, local_op, ref)
         if k == layers:
             section["loss"] = ref(self.base.loss_index, "the loss")[1]
         if k == -1 and self.base.input_embeddings is not None:
@@ -278,30 +303,35 @@ class Lifter:
 
     # ---- Python's references --------------------------------------------------------------
     def _holds(self, op_ids, local_op, ref):
-        """Storages that outlive their last reader in the forward without autograd saving
-        them: a Python variable (or autocast's cache, or the model output) holds them until
-        the op after which they die."""
-        holds = []
-        last_forward_op = self.base.forward_end_op
+        """Storages that outlive their last reader in the forward: a Python variable (or
+        autocast's cache) holds them until the op after which they die. Read from the
+        forward under no_grad, where no save hides a Python reference. Those that die only
+        when the forward returns (the model output, the KV cache) are held until then."""
+        holds, until_end = [], []
+        rec = self.python
         readers = {}
-        for t in self.base.tensors:
+        for t in rec.tensors:
             for c in t.consumers:
                 readers[t.storage] = max(readers.get(t.storage, -1), c)
-        for key, st in self.base.storages.items():
-            if st.owner is None or st.owner < 0 or st.saved_by:
+        for key, st in rec.storages.items():
+            if st.owner is None or st.owner < 0:
                 continue
-            owner = self.base.tensors[st.owner]
-            if owner.role in ("parameter", "buffer", "literal") or st.owner == self.base.loss_index:
+            owner = rec.tensors[st.owner]
+            if owner.role in ("parameter", "buffer", "literal") or st.owner == rec.loss_index:
                 continue
             freed = st.freed_after_op if st.freed_phase == "forward" else None
             if freed is None:
-                if st.freed_phase is None and owner.role != "input":
-                    raise UnliftableOp(f"tensor {st.owner} ({owner.name or 'activation'}) is "
-                                       f"still alive after the step")
-                continue  # freed in the backward: held by autograd through a view, or input
+                if owner.role != "input":
+                    raise UnliftableOp(f"tensor {st.owner} ({owner.name or 'activation'}) "
+                                       f"outlives the forward without autograd holding it")
+                continue
             last = readers.get(key, owner.producer if owner.producer is not None else -1)
-            if freed > last and freed in local_op:
+            if freed <= last:
+                continue
+            if freed == rec.forward_end_op:
+                if self.owner.get(st.owner) == self._current:
+                    until_end.append(ref(st.owner, f"tensor {st.owner}"))
+            elif freed in local_op:
                 holds.append({"tensor": ref(st.owner, f"the hold of tensor {st.owner}"),
                               "until_op": local_op[freed]})
-        del last_forward_op
-        return holds
+        return holds, until_end

@@ -107,6 +107,9 @@ def write_atomically(path, text):
     target = os.path.realpath(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix=".headroom-graph-")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 is for the temporary, not the file
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, target)
@@ -135,8 +138,9 @@ def import_graph(args, log):
             recordings.append(record_step(small, regime, b, s))
             log(f"traced {depth} of {len(kinds)} layers at b={b}, s={s}: "
                 f"{len(recordings[-1].ops)} ops ({time.time() - start:.1f} s)")
-        return Lifter(recordings, points, recordings[0].layer_prefix, kinds[:depth]).sections(), \
-            recordings[0].layer_prefix
+        no_grad = record_step(small, regime, *points[0], grad=False)
+        lifter = Lifter(recordings, points, recordings[0].layer_prefix, kinds[:depth], no_grad)
+        return lifter.sections(), recordings[0].layer_prefix
 
     sections, layer_prefix = lifted(SAMPLE_POINTS)
     single, _ = lifted(SINGLE_SAMPLE_POINTS)

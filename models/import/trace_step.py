@@ -82,8 +82,10 @@ def build_model(hf_config, regime):
     return model
 
 
-def record_step(hf_config, regime, micro_batch, seq_len):
-    """The recorder after one forward and backward at (micro_batch, seq_len)."""
+def record_step(hf_config, regime, micro_batch, seq_len, grad=True):
+    """The recorder after one forward and backward at (micro_batch, seq_len). With
+    grad=False, only the forward, under torch.no_grad(): autograd saves nothing, so each
+    storage dies when the last Python reference to it goes (graph_lift's holds)."""
     torch.manual_seed(0)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with fake_tensor_artefacts_patched(), fake_mode:
@@ -110,16 +112,18 @@ def record_step(hf_config, regime, micro_batch, seq_len):
         hooks.append(embeddings.register_forward_hook(embedding_output))
         with recorder, recorder.module_tracking(), recorder.saved_tensors_hooks():
             recorder.phase = "forward"
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
+                    torch.set_grad_enabled(grad):
                 output = model(input_ids=ids, labels=ids)
             loss = output.loss
             recorder.loss_index = recorder.by_object[loss].index
             del output
             recorder.forward_end_op = len(recorder.ops) - 1
             recorder.resolve_pending_saves()
-            recorder.hook_nodes(loss.grad_fn)
-            recorder.phase = "backward"
-            loss.backward()
+            if grad:
+                recorder.hook_nodes(loss.grad_fn)
+                recorder.phase = "backward"
+                loss.backward()
             recorder.phase = "done"
             del loss
         for h in hooks:
