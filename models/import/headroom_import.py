@@ -88,6 +88,9 @@ def parse_args(argv):
     p.add_argument("--lora-targets", default="q_proj,v_proj")
     p.add_argument("--attention", default="sdpa", choices=["sdpa", "eager"])
     p.add_argument("--device", default="cpu", choices=["cpu"])
+    p.add_argument("--checkpointing", action="store_true",
+                   help="trace the program gradient checkpointing runs: transformers' "
+                        "checkpointed layers get no KV cache (modeling_layers.py)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -95,7 +98,10 @@ def parse_args(argv):
 def regime_of(args):
     regime = {"device": args.device, "precision": args.precision,
               "mode": "lora" if args.lora_rank > 0 else "full",
-              "attention": args.attention, "stack": "pytorch"}
+              "attention": args.attention, "stack": "pytorch",
+              # transformers' forward in training fills a DynamicCache unless checkpointing
+              # drops it (modeling_layers.py, forward_with_checkpointing: use_cache=False).
+              "kv_cache": not args.checkpointing}
     if args.lora_rank > 0:
         regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
                       lora_targets=[t for t in args.lora_targets.split(",") if t])

@@ -114,7 +114,7 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True):
             recorder.phase = "forward"
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
                     torch.set_grad_enabled(grad):
-                output = model(input_ids=ids, labels=ids)
+                output = model(input_ids=ids, labels=ids, use_cache=regime["kv_cache"])
             loss = output.loss
             recorder.loss_index = recorder.by_object[loss].index
             del output

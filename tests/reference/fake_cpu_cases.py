@@ -54,6 +54,18 @@ CASES = [
     FakeCase("llama-3-8b fp32 lora qkvo sgd ckpt-all mb4 s1024", "llama-3-8b.json",
              mode="lora", lora_targets=LLAMA_QKVO, optimizer="sgd", checkpoint="all",
              micro_batch=4, seq_len=1024),
+    # Families planned from their own code (headroom import, docs/graph-file.md):
+    # SmolLM3-3B (3.08B, tied; NoPE every fourth layer), OLMo 3 7B (7.30B; sliding
+    # windows of 4096 with a full layer every fourth, QK norms).
+    FakeCase("smollm3-3b bf16 lora qkvo s1024", "smollm3-3b.json", precision="bf16",
+             mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
+    FakeCase("smollm3-3b amp-bf16 adamw ckpt-all mb2 s1024", "smollm3-3b.json",
+             precision="amp-bf16", checkpoint="all", micro_batch=2, seq_len=1024),
+    FakeCase("olmo3-7b bf16 lora r16 all-linear ckpt-all s2048", "olmo3-7b.json",
+             precision="bf16", mode="lora", lora_rank=16, lora_targets=LLAMA_ALL,
+             checkpoint="all", seq_len=2048),
+    FakeCase("olmo3-7b amp-bf16 adamw mb2 s512", "olmo3-7b.json", precision="amp-bf16",
+             micro_batch=2, seq_len=512),
 ]
 
 # Small real runs: the fake count against PeakMeter.
