@@ -54,6 +54,11 @@ CASES = [
     FakeCase("llama-3-8b fp32 lora qkvo sgd ckpt-all mb4 s1024", "llama-3-8b.json",
              mode="lora", lora_targets=LLAMA_QKVO, optimizer="sgd", checkpoint="all",
              micro_batch=4, seq_len=1024),
+]
+
+# Families planned from their own code (headroom import, docs/graph-file.md); run by
+# `fake_cpu_step.py --imported` once `plan --model config.json` imports them.
+IMPORTED_CASES = [
     # Families planned from their own code (headroom import, docs/graph-file.md):
     # SmolLM3-3B (3.08B, tied; NoPE every fourth layer), OLMo 3 7B (7.30B; sliding
     # windows of 4096 with a full layer every fourth, QK norms).

@@ -8,7 +8,7 @@ memory at all. This harness runs exactly the training loop of hf_training_run.py
 ATen op makes (live bytes over time, the peak and the phase that holds it), and compares
 the peak with `headroom plan --device cpu --stack pytorch --json`.
 
-    python3 fake_cpu_step.py HEADROOM [--only SUBSTR] [--bound-pct 1] [--check-real]
+    python3 fake_cpu_step.py HEADROOM [--only SUBSTR] [--bound-pct 1] [--check-real] [--imported]
     python3 fake_cpu_step.py --real-only [--only tiny]      # only the fake-vs-real check
 
 --check-real first runs a small real GPT-2 step under PeakMeter (oneDNN pinned to
@@ -299,8 +299,8 @@ def payload_of(case, config_dir):
 
 def case_result(case_name):
     """One fake case, in the process that measures it (fresh or forked)."""
-    from fake_cpu_cases import CASES, REAL_CHECKS
-    case = next(c for c in CASES + REAL_CHECKS if c.name == case_name)
+    from fake_cpu_cases import CASES, IMPORTED_CASES, REAL_CHECKS
+    case = next(c for c in CASES + IMPORTED_CASES + REAL_CHECKS if c.name == case_name)
     with tempfile.TemporaryDirectory() as tmp:
         config_dir, _ = write_config(case, tmp, 0)
         torch.set_num_threads(1)
@@ -438,6 +438,8 @@ def main():
     parser.add_argument("--check-real", action="store_true",
                         help="first compare the fake count with PeakMeter on small GPT-2 runs")
     parser.add_argument("--real-only", action="store_true", help="only the fake-vs-real check")
+    parser.add_argument("--imported", action="store_true",
+                        help="run the families planned by import instead of the built ones")
     parser.add_argument("--real-bound-bytes", type=int, default=1024,
                         help="largest |fake - real| the check accepts (default 1024)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
@@ -465,8 +467,8 @@ def run_cases(args, server):
               f"{'  OUT OF BOUND' if real_failed else ''}", flush=True)
         if args.real_only:
             return 1 if real_failed else 0
-    from fake_cpu_cases import CASES
-    cases = [c for c in CASES if args.only in c.name]
+    from fake_cpu_cases import CASES, IMPORTED_CASES
+    cases = [c for c in (IMPORTED_CASES if args.imported else CASES) if args.only in c.name]
     failures = 0
     rows = []
     begin = time.time()
