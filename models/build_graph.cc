@@ -2,9 +2,16 @@
 
 #include <fmt/format.h>
 
+#include "models/model_import.h"
+
 namespace headroom {
 
 Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
+  if (spec.family == ModelFamily::kImported) {
+    auto graph = spec.imported->GraphFor(TraceRegimeOf(options));
+    if (!graph) return graph.error();
+    return ExpandImportedGraph(**graph, options);
+  }
   std::set<std::string> lora_roles;
   if (options.fine_tune.mode != FineTuneMode::kFull) {
     if (options.fine_tune.lora_rank <= 0) {
@@ -36,6 +43,8 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
     case ModelFamily::kGemma2:
     case ModelFamily::kGemma3:
       BuildGemmaGraph(spec, layers);
+      break;
+    case ModelFamily::kImported:
       break;
   }
   graph.CheckWellFormed();

@@ -6,8 +6,12 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "models/hf_config.h"
 #include "models/hub_config.h"
+#include "models/model_import.h"
+#include "models/python_json.h"
 #include "planner/core/file_io.h"
 #include "planner/core/name_suggest.h"
 
@@ -67,6 +71,23 @@ Result<ModelSpec> ResolveHubModel(std::string_view hub_id) {
   return spec;
 }
 
+// A config.json (built, or imported when no builder plans its model_type) or a graph
+// file `headroom import` wrote.
+Result<ModelSpec> ModelOfJson(const std::string& text, const std::filesystem::path& path) {
+  nlohmann::json root;
+  try {
+    root = ParsePythonJson(text);
+  } catch (const nlohmann::json::exception&) {
+    return ParseHfConfigJson(text, path.string());  // which says what is malformed
+  }
+  if (root.is_object() && root.value("format", "") == "headroom-graph")
+    return LoadGraphFile(text, path);
+  if (root.is_object() && root.contains("model_type") && root["model_type"].is_string() &&
+      !HasGraphBuilder(root["model_type"].get<std::string>()))
+    return ImportableModel(text, path, root["model_type"].get<std::string>());
+  return ParseHfConfigJson(text, path.string());
+}
+
 }  // namespace
 
 Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
@@ -85,7 +106,7 @@ Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
   if (fs::is_directory(path, ec)) path /= "config.json";
   Result<std::string> text = ReadRegularFile(path);
   if (!text) return MakeError("--model: " + text.error().message);
-  if (path.extension() == ".json") return ParseHfConfigJson(*text, path.string());
+  if (path.extension() == ".json") return ModelOfJson(*text, path);
   return ParseModelSpecYaml(*text, path.string());
 }
 

@@ -17,7 +17,11 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .peft_casts = python,
           .hold_model_outputs = python,
           .python_references = python,
-          .seq_len = config.seq_len};
+          .seq_len = config.seq_len,
+          .precision = config.precision,
+          .stack = config.stack,
+          .base_dtype = config.base_dtype,
+          .single_sample = config.micro_batch == 1};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -360,6 +364,8 @@ std::vector<std::string> DefaultLoraTargets(ModelFamily family) {
   // PEFT has no default for phi3 (it asks for target_modules); the fused qkv_proj is what
   // q,v means there.
   if (family == ModelFamily::kGpt2 || family == ModelFamily::kPhi3) return {"qkv"};
+  // An imported model's targets go to PEFT as they are: module names.
+  if (family == ModelFamily::kImported) return {"q_proj", "v_proj"};
   return {"q", "v"};
 }
 
@@ -369,6 +375,10 @@ Result<std::set<std::string>> ResolveLoraRoles(const ModelSpec& spec,
   std::map<std::string, std::vector<std::string>> names;
   const std::vector<std::string> defaults = DefaultLoraTargets(spec.family);
   switch (spec.family) {
+    case ModelFamily::kImported: {  // PEFT resolves the module names when it is imported
+      const std::vector<std::string>& named = targets.empty() ? defaults : targets;
+      return std::set<std::string>(named.begin(), named.end());
+    }
     case ModelFamily::kLlama:
     case ModelFamily::kQwen3:
     case ModelFamily::kGemma2:

@@ -44,6 +44,14 @@ struct GraphOptions {
   // The sequence length the graph is built for; 0: not known. Shapes stay symbolic in s,
   // but whether transformers builds an SDPA sliding-window mask depends on it.
   int64_t seq_len = 0;
+  // What an imported graph was recorded under (models/graph_file.h): the built graphs
+  // take dtypes from the precision at simulation time and ignore these.
+  Precision precision = Precision::kFp32;
+  Stack stack = Stack::kPytorch;
+  std::optional<DType> base_dtype;
+  // A micro-batch of one: transformers runs a slightly different program (a [1, s] slice
+  // is contiguous), which an import records separately.
+  bool single_sample = false;
   bool operator==(const GraphOptions&) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include "models/layer.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -25,7 +26,8 @@ enum class ModelFamily {
   kGemma2,
   kGemma3,
   kQwen3Moe,
-  kMixtral
+  kMixtral,
+  kImported,  // no builder: the graph recorded from the model's own code (model_import.h)
 };
 
 inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
@@ -33,7 +35,7 @@ inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
     {ModelFamily::kBert, "bert"},    {ModelFamily::kQwen3, "qwen3"},
     {ModelFamily::kPhi3, "phi3"},    {ModelFamily::kGemma2, "gemma2"},
     {ModelFamily::kGemma3, "gemma3"}, {ModelFamily::kQwen3Moe, "qwen3_moe"},
-    {ModelFamily::kMixtral, "mixtral"}};
+    {ModelFamily::kMixtral, "mixtral"}, {ModelFamily::kImported, "imported"}};
 inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
 
 // Decoders in transformers' Llama mould: RMSNorm, rotary embeddings, grouped-query
@@ -47,6 +49,8 @@ inline bool IsLlamaLike(ModelFamily family) {
 inline bool IsGemma(ModelFamily family) {
   return family == ModelFamily::kGemma2 || family == ModelFamily::kGemma3;
 }
+
+class ImportedModel;
 
 struct ModelSpec {
   std::string name;
@@ -90,6 +94,9 @@ struct ModelSpec {
   int64_t num_experts_per_tok = 0;
   int64_t moe_intermediate_size = 0;
   bool norm_topk_prob = false;
+  // kImported: its graphs, and the model_type they were imported for.
+  std::shared_ptr<const ImportedModel> imported;
+  std::string model_type;
 
   bool operator==(const ModelSpec&) const = default;
   int64_t kv_dim() const { return num_kv_heads * head_dim; }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <torch/torch.h>
@@ -341,6 +343,19 @@ template <>
 struct Kernel<OpKind::kSumTopK> {
   static Outputs Run(const KernelCall& c) { return {c.in[0].sum(-2)}; }
 };
+// An imported op carries its recorded costs, not its maths: `train` refuses it by name.
+// OpNode::name is "<module>/<aten op>" (docs/graph-file.md).
+template <>
+struct Kernel<OpKind::kTraced> {
+  static Outputs Run(const KernelCall& c) {
+    const std::string& name = c.op.name;
+    const size_t slash = name.rfind('/');
+    const std::string module = slash == std::string::npos ? name : name.substr(0, slash);
+    const std::string aten = c.op.traced ? c.op.traced->aten : "?";
+    throw std::runtime_error("train cannot run the imported op aten." + aten + " (module " +
+                             module + ")");
+  }
+};
 
 }  // namespace
 
@@ -362,11 +377,8 @@ RoutingSeen Summarize(const ExpertLoad& load) {
 
 std::vector<int64_t> KernelCall::out_sizes(size_t k) const {
   std::vector<int64_t> sizes;
-  for (const Dim& d : graph.tensor(op.outputs.at(k)).shape.dims()) {
-    sizes.push_back(d.kind == Dim::Kind::kBatch ? micro_batch
-                    : d.kind == Dim::Kind::kSeq ? seq_len
-                                                : d.value);
-  }
+  for (const Dim& d : graph.tensor(op.outputs.at(k)).shape.dims())
+    sizes.push_back(SizeIn(d, {.micro_batch = micro_batch, .seq_len = seq_len}));
   return sizes;
 }
 

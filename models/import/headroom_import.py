@@ -86,6 +86,8 @@ def parse_args(argv):
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tune)")
     p.add_argument("--lora-alpha", type=int, default=0, help="default: twice the rank")
     p.add_argument("--lora-targets", default="q_proj,v_proj")
+    p.add_argument("--base-dtype", choices=["fp32", "bf16"],
+                   help="LoRA: the frozen base as loaded (default: fp32 under fp32, else bf16)")
     p.add_argument("--attention", default="sdpa", choices=["sdpa", "eager"])
     p.add_argument("--device", default="cpu", choices=["cpu"])
     p.add_argument("--checkpointing", action="store_true",
@@ -104,7 +106,9 @@ def regime_of(args):
               "kv_cache": not args.checkpointing}
     if args.lora_rank > 0:
         regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
-                      lora_targets=[t for t in args.lora_targets.split(",") if t])
+                      lora_targets=[t for t in args.lora_targets.split(",") if t],
+                      base_dtype=args.base_dtype or ("fp32" if args.precision == "fp32"
+                                                     else "bf16"))
     return regime
 
 

@@ -68,7 +68,9 @@ def fake_tensor_artefacts_patched():
 def build_model(hf_config, regime):
     import transformers
 
-    dtype = DTYPES["bf16" if regime["precision"] == "bf16" else "fp32"]
+    # LoRA loads the frozen base in regime["base_dtype"] (PEFT keeps the adapters in
+    # fp32); a full fine-tune loads the precision's weights (amp: fp32).
+    dtype = DTYPES[regime.get("base_dtype") or ("bf16" if regime["precision"] == "bf16" else "fp32")]
     model = transformers.AutoModelForCausalLM.from_config(
         hf_config, attn_implementation=regime["attention"], dtype=dtype)
     model.train()

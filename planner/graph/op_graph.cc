@@ -109,6 +109,28 @@ std::vector<TensorId> OpGraph::Parameters() const {
   return out;
 }
 
+TensorId OpGraph::InputEmbeddingTable() const {
+  if (!input_embeddings_.valid()) return {};
+  OpId lookup = tensor(input_embeddings_).producer;
+  // Built graphs: embedding(ids, table), or Gemma's scale of it. Traced ones: the op's
+  // parameter input (aten.embedding(table, ids)), else that of the op making its input 0
+  // (a scaled embedding module).
+  for (int depth = 0; depth < 2 && lookup.valid(); ++depth) {
+    const OpNode& l = op(lookup);
+    if (l.kind == OpKind::kEmbedding) return l.inputs.at(1);
+    if (l.kind == OpKind::kTraced) {
+      for (TensorId in : l.inputs) {
+        if (tensor(in).role == TensorRole::kParameter) return in;
+      }
+    } else if (l.kind != OpKind::kScale) {
+      return {};
+    }
+    if (l.inputs.empty()) return {};
+    lookup = tensor(l.inputs[0]).producer;
+  }
+  return {};
+}
+
 TensorId OpGraph::StorageOf(TensorId id) const {
   const TensorInfo& t = tensors_.at(id.value);
   return t.alias_of ? *t.alias_of : id;
@@ -130,10 +152,14 @@ void OpGraph::CheckWellFormed() const {
       for (TensorId in : graph_[op].inputs) {
         const TensorInfo& t = tensors_[in.value];
         const bool inside = t.producer.valid() && t.producer.value >= b.first_op.value;
+        // An imported graph's prologue makes its tables with traced ops (rotary cos/sin,
+        // masks, position ids), which the layers read as shared tensors.
         const bool per_forward_table =
             t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
                                    graph_[t.producer.value].kind == OpKind::kCausalMask ||
-                                   graph_[t.producer.value].kind == OpKind::kWindowMask);
+                                   graph_[t.producer.value].kind == OpKind::kWindowMask ||
+                                   (graph_[t.producer.value].kind == OpKind::kTraced &&
+                                    graph_[t.producer.value].block == -1));
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
                              t.role == TensorRole::kBuffer || t.role == TensorRole::kInput ||
                              per_forward_table;

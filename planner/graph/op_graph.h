@@ -14,6 +14,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "planner/core/dtype.h"
 #include "planner/graph/op_kinds.h"
 #include "planner/graph/sym_shape.h"
+#include "planner/graph/traced_op.h"
 
 namespace headroom {
 
@@ -106,7 +108,14 @@ struct OpNode {
   // kLinear: the weight is stored [in, out] and multiplied as addmm(b, x, W) (GPT-2's
   // transformers Conv1D), so its gradient is x^T @ dY, not (dY^T @ x)^T.
   bool weight_in_out = false;
+  // kTraced: the recorded op, shared by the layers expanded from one template.
+  std::shared_ptr<const TracedOp> traced;
 };
+
+// The op's compute class: the table's for its kind, a traced op's own.
+inline OpClass ClassOfOp(const OpNode& op) {
+  return op.kind == OpKind::kTraced && op.traced ? op.traced->op_class : OpClassOf(op.kind);
+}
 
 // A transformer block: the checkpointable segment [first_op, last_op] whose only
 // input from outside is `input` and whose result is `output`.
@@ -141,6 +150,9 @@ class OpGraph {
   // returns): enable_input_require_grads() hooks it.
   void MarkInputEmbeddings(TensorId t) { input_embeddings_ = t; }
   TensorId input_embeddings() const { return input_embeddings_; }
+  // The table input_embeddings() was looked up in (through Gemma's scale), or an invalid
+  // id when no parameter made it.
+  TensorId InputEmbeddingTable() const;
 
   const TensorInfo& tensor(TensorId id) const { return tensors_.at(id.value); }
   const OpNode& op(OpId id) const { return graph_[id.value]; }

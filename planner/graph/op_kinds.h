@@ -60,7 +60,8 @@ enum class OpClass {
   X(ExpertSort, "expert_sort", kElementwise) /* (indices) -> perm, offsets, sorted ids (int) */ \
   X(GatherRows, "gather_rows", kElementwise) /* (x, perm) -> x[perm // k] (or x[perm^-1]) */    \
   X(GroupedMm, "grouped_mm", kMatmul)        /* (x, w [E, out, in], offsets) -> x @ w[e]^T */   \
-  X(SumTopK, "sum_top_k", kElementwise)      /* [.., k, n] -> [.., n]: sum over the experts */
+  X(SumTopK, "sum_top_k", kElementwise)      /* [.., k, n] -> [.., n]: sum over the experts */ \
+  X(Traced, "traced", kElementwise) /* an imported ATen op: its class and costs in OpNode::traced */
 
 enum class OpKind {
 #define HEADROOM_OP_ENUM(name, text, op_class) k##name,

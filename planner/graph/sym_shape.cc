@@ -1,5 +1,6 @@
 #include "planner/graph/sym_shape.h"
 
+#include <set>
 #include <tuple>
 
 #include "planner/core/checked_math.h"
@@ -7,9 +8,17 @@
 namespace headroom {
 
 int64_t SizeIn(const Dim& d, const ShapeEnv& env) {
-  return d.kind == Dim::Kind::kConst   ? d.value
-         : d.kind == Dim::Kind::kBatch ? env.micro_batch
-                                       : env.seq_len;
+  switch (d.kind) {
+    case Dim::Kind::kConst:
+      return d.value;
+    case Dim::Kind::kBatch:
+      return env.micro_batch;
+    case Dim::Kind::kSeq:
+      return env.seq_len;
+    case Dim::Kind::kSeqPlus:
+      return CheckedAdd(env.seq_len, d.value, "a dimension s + N");
+  }
+  return d.value;
 }
 
 int64_t SymShape::Numel(const ShapeEnv& env) const {
@@ -42,13 +51,15 @@ bool SymShape::SameNumel(const SymShape& other) const {
     struct {
       int64_t constant = 1;
       int batch = 0, seq = 0;
+      std::multiset<int64_t> seq_plus;
     } p;
     for (const Dim& d : shape.dims_) {
       if (d.kind == Dim::Kind::kConst) p.constant *= d.value;
+      if (d.kind == Dim::Kind::kSeqPlus) p.seq_plus.insert(d.value);
       p.batch += d.kind == Dim::Kind::kBatch ? 1 : 0;
       p.seq += d.kind == Dim::Kind::kSeq ? 1 : 0;
     }
-    return std::tuple(p.constant, p.batch, p.seq);
+    return std::tuple(p.constant, p.batch, p.seq, p.seq_plus);
   };
   return powers(*this) == powers(other);
 }
@@ -66,6 +77,9 @@ std::string SymShape::ToString() const {
         break;
       case Dim::Kind::kSeq:
         out += "s";
+        break;
+      case Dim::Kind::kSeqPlus:
+        out += "s+" + std::to_string(dims_[i].value);
         break;
     }
   }

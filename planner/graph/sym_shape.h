@@ -1,5 +1,6 @@
 // Tensor shapes symbolic in micro-batch `b` and sequence length `s`: every dimension
-// is a constant, b, or s, so a shape's element count is c * b^i * s^j.
+// is a constant, b, s, or s + N (an imported graph's labels padded by one), so a shape's
+// element count is c * b^i * s^j times its (s + N) factors.
 #pragma once
 
 #include "planner/graph/layer.h"
@@ -7,18 +8,20 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace headroom {
 
 struct Dim {
-  enum class Kind { kConst, kBatch, kSeq };
+  enum class Kind { kConst, kBatch, kSeq, kSeqPlus };
   Kind kind = Kind::kConst;
-  int64_t value = 1;  // used when kind == kConst
+  int64_t value = 1;  // kConst: the size; kSeqPlus: N
 
   static Dim C(int64_t v) { return {Kind::kConst, v}; }
   static Dim B() { return {Kind::kBatch, 1}; }
   static Dim S() { return {Kind::kSeq, 1}; }
+  static Dim SPlus(int64_t n) { return {Kind::kSeqPlus, n}; }
 };
 
 // The concrete sizes a symbolic shape is evaluated at.
@@ -34,6 +37,7 @@ class SymShape {
  public:
   SymShape() = default;
   SymShape(std::initializer_list<Dim> dims) : dims_(dims) {}
+  explicit SymShape(std::vector<Dim> dims) : dims_(std::move(dims)) {}
 
   const std::vector<Dim>& dims() const { return dims_; }
   // Throws SizeOverflow past 2^63; NumelBound cannot overflow, for size checks.
@@ -44,7 +48,7 @@ class SymShape {
   // True when the element count is proportional to the micro-batch (one dimension b).
   bool ScalesWithBatch() const;
   // True when both shapes have the same element count at every (b, s): the same
-  // constant factor and powers of b and s. (Equal counts at one (b, s) can be a
+  // constant factor, powers of b and s, and s + N factors. (Equal counts at one (b, s) can be a
   // coincidence: [s, n] and [b, s, n] at b = 1.)
   bool SameNumel(const SymShape& other) const;
   std::string ToString() const;  // e.g. "[b, s, 4096]"

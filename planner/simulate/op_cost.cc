@@ -5,6 +5,7 @@
 
 #include "planner/simulate/internal/cost_rule_parts.h"
 #include "planner/simulate/internal/moe_cost_rules.h"
+#include "planner/simulate/internal/traced_cost_rule.h"
 
 namespace headroom {
 namespace cost_rules {
@@ -61,6 +62,13 @@ BrgemmProduct ProductOf(const OpView& v, bool input_gradient, CpuBf16 kernel) {
 void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
   const OpNode& op = v.op;
   if (op.kind == OpKind::kGroupedMm) return;  // measured: no scratch
+  if (op.kind == OpKind::kTraced) {
+    // oneDNN's scratch rules are per built kind; an imported graph is refused under any
+    // kernel but ATen's (ExpandImportedGraph), which has none.
+    if (const auto kernel = v.cpu_bf16_matmul(); kernel && *kernel != CpuBf16::kAtenGemm)
+      throw std::logic_error("no oneDNN scratch rule for the imported product " + op.name);
+    return;
+  }
   if (const auto kernel = v.cpu_bf16_matmul(); kernel && IsBrgemm(*kernel)) {
     cost.brgemm = ProductOf(v, false, *kernel);
   }
@@ -80,7 +88,7 @@ void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
 
 void AddCpuBf16BackwardScratch(const OpView& v, BackwardCost& cost) {
   const OpNode& op = v.op;
-  if (op.kind == OpKind::kGroupedMm) return;
+  if (op.kind == OpKind::kGroupedMm || op.kind == OpKind::kTraced) return;  // as the forward
   if (const auto kernel = v.cpu_bf16_matmul(); kernel && IsBrgemm(*kernel)) {
     // The input gradient dY @ W: the forward's product with the output width inner.
     if (cost.input_grads[0] == GradFlow::kNew) cost.input_grad_brgemm = ProductOf(v, true, *kernel);

@@ -54,6 +54,9 @@ struct BackwardCost {
   std::vector<GradFlow> input_grads;  // per input, activations and parameters alike
   int64_t workspace_bytes = 0;        // transient during the op's backward
   bool workspace_per_sample = true;   // false for a dequantized weight
+  // Held beside workspace_bytes, never scaled with the micro-batch: the part of a traced
+  // op's recorded workspace that does not grow with b.
+  int64_t workspace_fixed_bytes = 0;
   // Transient while the input's gradient product (dY @ W) runs: after the input
   // gradient exists and before any parameter gradient does (autograd's formulas for
   // mm/addmm compute the input's gradient first). Scales with the micro-batch.

@@ -94,11 +94,7 @@ FsdpUnitPlan PlanFsdpUnits(const OpGraph& graph, const std::vector<TensorId>& pa
     // whatever is left (a position embedding).
     const int first_block_op = graph.blocks().front().first_op.value;
     const int last_block_op = graph.blocks().back().last_op.value;
-    const TensorId e = graph.input_embeddings();
-    OpId lookup = e.valid() ? graph.tensor(e).producer : OpId{};
-    if (lookup.valid() && graph.op(lookup).kind == OpKind::kScale)
-      lookup = graph.tensor(graph.op(lookup).inputs[0]).producer;
-    const TensorId embedding = lookup.valid() ? graph.op(lookup).inputs[1] : TensorId{};
+    const TensorId embedding = graph.InputEmbeddingTable();
     std::vector<uint8_t> in_tail(parameters.size(), 0);
     bool any_tail = false, untied_embedding = false;
     for (size_t i = 0; i < parameters.size(); ++i) {

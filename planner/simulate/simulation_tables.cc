@@ -87,13 +87,10 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
     ++forward_uses[t.value];
     released_after_op[op.value].push_back(t);
   }
-  // The hook's output is a leaf when the embedding weight (the lookup's input 1) is frozen.
-  // The embedding module's output is the lookup's, or (Gemma) the lookup scaled.
+  // The hook's output is a leaf when the embedding table is frozen (or none made it).
   const TensorId e = g.input_embeddings();
-  OpId lookup = e.valid() ? g.tensor(e).producer : OpId{};
-  if (lookup.valid() && g.op(lookup).kind == OpKind::kScale)
-    lookup = g.tensor(g.op(lookup).inputs[0]).producer;
-  if (e.valid() && states[e].requires_grad && !states[g.op(lookup).inputs[1]].requires_grad) {
+  const TensorId table = g.InputEmbeddingTable();
+  if (e.valid() && states[e].requires_grad && !(table.valid() && states[table].requires_grad)) {
     grad_leaf = e;
     ++forward_uses[e.value];  // the autograd graph's reference, dropped when backward ends
   }
@@ -131,7 +128,7 @@ void SimulationTables::Impl::TabulateOps() {
     backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
                               cost.weight_grad_scratch_bytes, cost.input_grad_scratch_bytes,
                               cost.workspace_per_sample, cost.input_grad_brgemm,
-                              cost.weight_grad_brgemm});
+                              cost.weight_grad_brgemm, cost.workspace_fixed_bytes});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
   }
 }

@@ -465,9 +465,7 @@ class StepSimulator {
         if (input_grads[i] != GradFlow::kNone && IsParam(op.inputs[i]))
           ParamGradient(op_id, op, i, i == 1 ? weight_scratch : 0);
       }
-      if (cost.workspace_bytes > 0) {
-        Release(Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample));
-      }
+      BackwardWorkspace(cost);
     }
     op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
     for (TensorId out : op.outputs) {
@@ -491,6 +489,19 @@ class StepSimulator {
       GradientArrives(out.param, grad, /*owned=*/out.cast || op.kind != OpKind::kLinear);
     }
     param_grads_out_.clear();
+  }
+
+  // The workspace at the backward's height: both parts live at once.
+  void BackwardWorkspace(const SimulationTables::Impl::OpBackward& cost) {
+    const int64_t scaled =
+        cost.workspace_bytes > 0
+            ? Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample)
+            : kNoBuffer;
+    const int64_t fixed = cost.workspace_fixed_bytes > 0
+                              ? Acquire(cost.workspace_fixed_bytes, Category::kTemporaries)
+                              : kNoBuffer;
+    if (scaled != kNoBuffer) Release(scaled);
+    if (fixed != kNoBuffer) Release(fixed);
   }
 
   void ActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {

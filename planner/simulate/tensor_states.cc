@@ -163,6 +163,15 @@ struct DTypeRule<OpKind::kGroupedMm> {
 };
 template <>
 struct DTypeRule<OpKind::kSumTopK> : KeepsInputDType {};
+// An imported op: autocast's casts were recorded as ops of their own, and every output
+// carries the dtype it was recorded with (TensorInfo::fixed_dtype), which wins over this.
+template <>
+struct DTypeRule<OpKind::kTraced> {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+  static DType Output(const DTypeRuleInputs& r) {
+    return r.op.inputs.empty() ? DType::kF32 : r.in(0);
+  }
+};
 
 Autocast AutocastOf(OpKind kind) {
   return VisitOpKind(kind, []<OpKind K>() { return DTypeRule<K>::kAutocast; });
@@ -230,7 +239,7 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
     const OpNode& op = graph.op(OpId{o});
     bool any_grad = false;
     for (TensorId in : op.inputs) any_grad = any_grad || states_[in.value].requires_grad;
-    if (OpClassOf(op.kind) == OpClass::kConstant) any_grad = false;
+    if (ClassOfOp(op) == OpClass::kConstant) any_grad = false;
     const DType dtype = OutputDType(op);
     for (TensorId out : op.outputs) {
       const TensorInfo& t = graph.tensor(out);

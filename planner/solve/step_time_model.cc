@@ -10,8 +10,8 @@ namespace headroom {
 namespace {
 
 // Products run at the device's matrix rate; the rest is bound by memory bandwidth.
-bool IsMatmul(OpKind k) {
-  return OpClassOf(k) == OpClass::kMatmul || OpClassOf(k) == OpClass::kAttention;
+bool IsMatmul(const OpNode& op) {
+  return ClassOfOp(op) == OpClass::kMatmul || ClassOfOp(op) == OpClass::kAttention;
 }
 
 // On a CPU without AVX-512, bf16 products go through ATen's own gemm, far slower than
@@ -75,7 +75,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
     const OpNode& op = graph.op(OpId{o});
     // Views, and casts to the dtype a tensor already has (`.to()` returns it), launch no
     // kernel.
-    if (OpClassOf(op.kind) == OpClass::kLayout ||
+    if (ClassOfOp(op) == OpClass::kLayout ||
         CostForward(graph, op, states, env, true).output_aliases_input)
       continue;
     const OpFlops flops = CostFlops(graph, op, states, env);
@@ -83,7 +83,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
     for (TensorId t : op.inputs) bytes += tensor_bytes[t.value];
     for (TensorId t : op.outputs) bytes += tensor_bytes[t.value];
     const double compute_rate =
-        IsMatmul(op.kind) ? flops_per_s : bytes_per_s * 4;  // elementwise: memory-bound
+        IsMatmul(op) ? flops_per_s : bytes_per_s * 4;  // elementwise: memory-bound
     const double fwd =
         std::max(flops.forward / compute_rate, bytes / bytes_per_s) + kKernelOverheadSeconds;
     // Backward reads the saved tensors and output gradients and writes input gradients:

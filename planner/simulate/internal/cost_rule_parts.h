@@ -43,7 +43,7 @@ struct OpView {
   }
   // The CPU kernel a bf16 matrix multiply runs, if this op is one.
   std::optional<CpuBf16> cpu_bf16_matmul() const {
-    if (OpClassOf(op.kind) != OpClass::kMatmul || states[op.outputs.at(0)].dtype != DType::kBF16)
+    if (ClassOfOp(op) != OpClass::kMatmul || states[op.outputs.at(0)].dtype != DType::kBF16)
       return std::nullopt;
     return states.target().cpu_bf16_matmul;
   }
@@ -115,7 +115,7 @@ struct GradientPassesThrough {  // x + c, a copy, cat([empty, x]): backward narr
 };
 struct FlopsOfClass {  // by the op's class in the op table
   static OpFlops Flops(const OpView& v) {
-    switch (OpClassOf(v.op.kind)) {
+    switch (ClassOfOp(v.op)) {
       case OpClass::kLayout:
       case OpClass::kConstant:
         return {};

@@ -85,6 +85,7 @@ struct SimulationTables::Impl {
     int64_t input_grad_scratch_bytes;
     bool workspace_per_sample;
     BrgemmProduct input_grad_brgemm, weight_grad_brgemm;
+    int64_t workspace_fixed_bytes;
   };
   std::vector<OpForward> forward_costs[2];  // [grad_mode]
   std::vector<InternalBuffer> internals;

@@ -1,0 +1,328 @@
+#include "models/graph_file.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "models/python_json.h"
+
+namespace headroom {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kFormatVersion = 1;
+
+// A malformed file: caught at the top and returned with the file's name.
+struct FileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const json& Field(const json& object, const char* key, const std::string& where) {
+  if (!object.is_object() || !object.contains(key))
+    throw FileError(fmt::format("{}: missing '{}'", where, key));
+  return object[key];
+}
+
+int64_t IntField(const json& object, const char* key, const std::string& where) {
+  const json& v = Field(object, key, where);
+  if (!v.is_number_integer()) throw FileError(fmt::format("{}: '{}' must be an integer", where, key));
+  return v.get<int64_t>();
+}
+
+std::string StringField(const json& object, const char* key, const std::string& where) {
+  const json& v = Field(object, key, where);
+  if (!v.is_string()) throw FileError(fmt::format("{}: '{}' must be a string", where, key));
+  return v.get<std::string>();
+}
+
+int IndexOr(const json& object, const char* key, int fallback) {
+  return object.contains(key) && object[key].is_number_integer() ? object[key].get<int>()
+                                                                  : fallback;
+}
+
+DType DTypeOf(const std::string& name, const std::string& where) {
+  static const std::pair<const char*, DType> kNames[] = {
+      {"f32", DType::kF32},   {"bf16", DType::kBF16}, {"f16", DType::kF16}, {"i64", DType::kI64},
+      {"i32", DType::kI32},   {"bool", DType::kBool}, {"u8", DType::kU8}};
+  for (const auto& [text, dtype] : kNames) {
+    if (name == text) return dtype;
+  }
+  throw FileError(fmt::format("{}: dtype '{}' is not one headroom plans", where, name));
+}
+
+TensorRole RoleOf(const std::string& name, const std::string& where) {
+  if (name == "input") return TensorRole::kInput;
+  if (name == "parameter") return TensorRole::kParameter;
+  if (name == "buffer") return TensorRole::kBuffer;
+  if (name == "activation") return TensorRole::kActivation;
+  throw FileError(fmt::format("{}: unknown role '{}'", where, name));
+}
+
+OpClass ClassOf(const std::string& name, const std::string& where) {
+  if (name == "matmul") return OpClass::kMatmul;
+  if (name == "attention") return OpClass::kAttention;
+  if (name == "elementwise") return OpClass::kElementwise;
+  if (name == "layout") return OpClass::kLayout;
+  if (name == "constant") return OpClass::kConstant;
+  throw FileError(fmt::format("{}: unknown op class '{}'", where, name));
+}
+
+// "b", "s", "s+N" or an integer.
+Dim DimOf(const json& d, const std::string& where) {
+  if (d.is_number_integer() && d.get<int64_t>() >= 0) return Dim::C(d.get<int64_t>());
+  if (d.is_string()) {
+    const std::string text = d.get<std::string>();
+    if (text == "b") return Dim::B();
+    if (text == "s") return Dim::S();
+    if (text.starts_with("s+")) {
+      const std::string digits = text.substr(2);
+      if (!digits.empty() && digits.size() < 10 &&
+          digits.find_first_not_of("0123456789") == std::string::npos)
+        return Dim::SPlus(std::stoll(digits));
+    }
+  }
+  throw FileError(fmt::format("{}: bad dimension {}", where, d.dump()));
+}
+
+SymShape ShapeOf(const json& dims, const std::string& where) {
+  if (!dims.is_array()) throw FileError(where + ": a shape must be a list");
+  std::vector<Dim> out;
+  for (const json& d : dims) out.push_back(DimOf(d, where));
+  return SymShape(std::move(out));
+}
+
+// [[c, i, j], ...]: c * b^i * s^j with i in {0, 1}, j in {0, 1, 2}.
+SymSize SizeOf(const json& terms, const std::string& where) {
+  if (!terms.is_array()) throw FileError(where + ": a size must be a list of monomials");
+  SymSize out;
+  for (const json& t : terms) {
+    if (!t.is_array() || t.size() != 3 || !t[0].is_number() || !t[1].is_number_integer() ||
+        !t[2].is_number_integer())
+      throw FileError(fmt::format("{}: bad monomial {}", where, t.dump()));
+    const int b = t[1].get<int>(), s = t[2].get<int>();
+    if (b < 0 || b > 1 || s < 0 || s > 2)
+      throw FileError(fmt::format("{}: monomial {} is outside b^0..1 s^0..2", where, t.dump()));
+    out.terms.push_back({t[0].get<double>(), b, s});
+  }
+  return out;
+}
+
+SectionRef RefOf(const json& r, const std::string& where) {
+  if (r.is_array() && r.size() == 1 && r[0] == "input") return {SectionRef::Kind::kInput, 0};
+  if (r.is_array() && r.size() == 2 && r[1].is_number_integer() && r[1].get<int>() >= 0) {
+    if (r[0] == "local") return {SectionRef::Kind::kLocal, r[1].get<int>()};
+    if (r[0] == "shared") return {SectionRef::Kind::kShared, r[1].get<int>()};
+  }
+  throw FileError(fmt::format("{}: bad reference {}", where, r.dump()));
+}
+
+std::vector<bool> BoolList(const json& object, const char* key, size_t n,
+                           const std::string& where) {
+  const json& v = Field(object, key, where);
+  if (!v.is_array() || v.size() != n)
+    throw FileError(fmt::format("{}: '{}' must list {} booleans", where, key, n));
+  std::vector<bool> out;
+  for (const json& b : v) out.push_back(b.is_boolean() && b.get<bool>());
+  return out;
+}
+
+TracedGrad GradOf(const json& g, const std::string& where) {
+  if (g == "new") return TracedGrad::kNew;
+  if (g == "pass") return TracedGrad::kPass;
+  if (g == "none") return TracedGrad::kNone;
+  throw FileError(fmt::format("{}: bad gradient flow {}", where, g.dump()));
+}
+
+ImportedTensor TensorOf(const json& t, const std::string& where) {
+  ImportedTensor out;
+  out.name = StringField(t, "name", where);
+  const std::string at = where + " tensor '" + out.name + "'";
+  out.role = RoleOf(StringField(t, "role", at), at);
+  out.shape = ShapeOf(Field(t, "shape", at), at);
+  out.dtype = DTypeOf(StringField(t, "dtype", at), at);
+  out.trainable = t.value("trainable", false);
+  out.lora = t.value("lora", false);
+  if (t.contains("alias_of") && !t["alias_of"].is_null()) out.alias_of = RefOf(t["alias_of"], at);
+  return out;
+}
+
+ImportedOp OpOf(const json& o, const std::string& where) {
+  ImportedOp out;
+  out.name = StringField(o, "name", where);
+  const std::string at = where + " op '" + out.name + "'";
+  auto traced = std::make_shared<TracedOp>();
+  traced->aten = StringField(o, "aten", at);
+  const size_t slash = out.name.rfind('/');
+  traced->module = slash == std::string::npos ? "" : out.name.substr(0, slash);
+  traced->op_class = ClassOf(StringField(o, "class", at), at);
+  for (const json& r : Field(o, "inputs", at)) out.inputs.push_back(RefOf(r, at));
+  for (const json& k : Field(o, "outputs", at)) {
+    if (!k.is_number_integer()) throw FileError(at + ": outputs must be local indices");
+    out.outputs.push_back(k.get<int>());
+  }
+  if (out.outputs.size() > 32) throw FileError(at + ": more than 32 outputs");
+  traced->aliases_input = o.value("aliases_input", false);
+  traced->saves_input = BoolList(o, "saves_inputs", out.inputs.size(), at);
+  const std::vector<bool> saved_outputs = BoolList(o, "saved_outputs", out.outputs.size(), at);
+  for (size_t i = 0; i < saved_outputs.size(); ++i)
+    traced->saved_outputs |= saved_outputs[i] ? (1u << i) : 0u;
+  for (const json& s : Field(o, "saved_extra", at)) traced->saved_extra.push_back(SizeOf(s, at));
+  const json& grads = Field(o, "grads", at);
+  if (!grads.is_array() || grads.size() != out.inputs.size())
+    throw FileError(at + ": 'grads' must name one flow per input");
+  for (const json& g : grads) traced->grads.push_back(GradOf(g, at));
+  traced->backward_workspace = SizeOf(Field(o, "backward_workspace", at), at);
+  const json& flops = Field(o, "flops", at);
+  traced->flops_forward = SizeOf(Field(flops, "forward", at), at);
+  traced->flops_backward = SizeOf(Field(flops, "backward", at), at);
+  out.traced = std::move(traced);
+  return out;
+}
+
+// Every reference points at a tensor that exists when it is read: locals made earlier
+// (parameters, inputs and buffers at any point), shared ones of the prologue.
+void CheckSection(const ImportedSection& s, const std::string& where, size_t shared_tensors,
+                  bool has_input) {
+  const auto check = [&](const SectionRef& r, const std::string& what) {
+    const bool ok = r.kind == SectionRef::Kind::kLocal    ? r.index < int(s.tensors.size())
+                    : r.kind == SectionRef::Kind::kShared ? r.index < int(shared_tensors)
+                                                          : has_input;
+    if (!ok) throw FileError(fmt::format("{}: {} refers to a tensor that does not exist", where, what));
+  };
+  std::vector<bool> made(s.tensors.size(), false);
+  for (size_t k = 0; k < s.tensors.size(); ++k) {
+    made[k] = s.tensors[k].role != TensorRole::kActivation;
+    if (s.tensors[k].alias_of) check(*s.tensors[k].alias_of, "tensor " + s.tensors[k].name);
+  }
+  for (const ImportedOp& op : s.ops) {
+    for (const SectionRef& r : op.inputs) {
+      check(r, "op " + op.name);
+      if (r.kind == SectionRef::Kind::kLocal && !made[r.index])
+        throw FileError(fmt::format("{}: op {} reads a tensor before it is made", where, op.name));
+    }
+    for (int k : op.outputs) {
+      if (k < 0 || k >= int(s.tensors.size()) || made[k])
+        throw FileError(fmt::format("{}: op {} makes a bad or second output", where, op.name));
+      made[k] = true;
+    }
+  }
+  for (const auto& [t, until] : s.holds) {
+    check(t, "a hold");
+    if (until < 0 || until >= int(s.ops.size())) throw FileError(where + ": a hold ends at no op");
+  }
+  for (const SectionRef& t : s.held_until_forward_end) check(t, "a forward-end hold");
+  for (int k : {s.output, s.loss, s.input_embeddings}) {
+    if (k >= int(s.tensors.size())) throw FileError(where + ": an index past the tensors");
+  }
+}
+
+ImportedSection SectionOf(const json& j, const std::string& where) {
+  ImportedSection s;
+  for (const json& t : Field(j, "tensors", where)) s.tensors.push_back(TensorOf(t, where));
+  for (const json& o : Field(j, "ops", where)) s.ops.push_back(OpOf(o, where));
+  s.output = IndexOr(j, "output", -1);
+  s.loss = IndexOr(j, "loss", -1);
+  s.input_embeddings = IndexOr(j, "input_embeddings", -1);
+  if (j.contains("holds")) {
+    for (const json& h : j["holds"])
+      s.holds.emplace_back(RefOf(Field(h, "tensor", where), where), IntField(h, "until_op", where));
+  }
+  if (j.contains("held_until_forward_end")) {
+    for (const json& r : j["held_until_forward_end"]) s.held_until_forward_end.push_back(RefOf(r, where));
+  }
+  return s;
+}
+
+ImportedProgram ProgramOf(const json& j, const std::vector<std::string>& layer_types,
+                          const std::string& where) {
+  ImportedProgram p;
+  p.prologue = SectionOf(Field(j, "prologue", where), where + " prologue");
+  const json& templates = Field(j, "templates", where);
+  if (!templates.is_object()) throw FileError(where + ": 'templates' must be an object");
+  for (const auto& [name, section] : templates.items())
+    p.templates.emplace(name, SectionOf(section, where + " template '" + name + "'"));
+  p.epilogue = SectionOf(Field(j, "epilogue", where), where + " epilogue");
+  const size_t shared = p.prologue.tensors.size();
+  CheckSection(p.prologue, where + " prologue", 0, false);
+  for (const auto& [name, section] : p.templates) {
+    CheckSection(section, where + " template '" + name + "'", shared, true);
+    if (section.output < 0) throw FileError(where + " template '" + name + "': no output");
+  }
+  CheckSection(p.epilogue, where + " epilogue", shared, true);
+  if (p.prologue.output < 0) throw FileError(where + " prologue: no output");
+  if (p.epilogue.loss < 0) throw FileError(where + " epilogue: no loss");
+  for (const std::string& type : layer_types) {
+    if (!p.templates.contains(type))
+      throw FileError(fmt::format("{}: layer type '{}' has no template", where, type));
+  }
+  return p;
+}
+
+TraceRegime RegimeOf(const json& r, const std::string& where) {
+  TraceRegime out;
+  out.device = StringField(r, "device", where);
+  out.precision = StringField(r, "precision", where);
+  out.mode = StringField(r, "mode", where);
+  out.attention = StringField(r, "attention", where);
+  out.stack = StringField(r, "stack", where);
+  const json& kv = Field(r, "kv_cache", where);
+  out.kv_cache = kv.is_boolean() && kv.get<bool>();
+  if (out.mode == "lora") {
+    out.lora_rank = IntField(r, "lora_rank", where);
+    for (const json& t : Field(r, "lora_targets", where)) out.lora_targets.push_back(t.get<std::string>());
+  }
+  if (r.contains("base_dtype") && r["base_dtype"].is_string()) out.base_dtype = r["base_dtype"];
+  return out;
+}
+
+ImportedGraph GraphOf(const json& root, const std::string& where) {
+  if (root.value("format", "") != "headroom-graph")
+    throw FileError(where + ": not a headroom graph file (format is not \"headroom-graph\")");
+  if (IntField(root, "version", where) != kFormatVersion)
+    throw FileError(fmt::format("{}: graph file version {} (this headroom reads version {}): "
+                                "import the model again",
+                                where, root["version"].dump(), kFormatVersion));
+  ImportedGraph g;
+  g.model_type = StringField(root, "model_type", where);
+  g.name = root.value("name", g.model_type);
+  const json& source = Field(root, "source", where);
+  g.transformers_version = source.value("transformers", "");
+  g.config_sha256 = source.value("config_sha256", "");
+  g.regime = RegimeOf(Field(root, "regime", where), where + " regime");
+  const json& config = Field(root, "config", where);
+  g.vocab_size = IntField(config, "vocab_size", where);
+  g.hidden_size = IntField(config, "hidden_size", where);
+  g.num_layers = IntField(config, "num_layers", where);
+  g.num_heads = IntField(config, "num_heads", where);
+  g.max_positions = IntField(config, "max_positions", where);
+  const json& valid = Field(root, "valid_seq_len", where);
+  if (!valid.is_array() || valid.size() != 2 || !valid[1].is_number_integer())
+    throw FileError(where + ": 'valid_seq_len' must be [0, max]");
+  g.max_seq_len = valid[1].get<int64_t>();
+  g.layer_prefix = StringField(root, "layer_prefix", where);
+  for (const json& t : Field(root, "layer_types", where)) g.layer_types.push_back(t.get<std::string>());
+  if (int64_t(g.layer_types.size()) != g.num_layers)
+    throw FileError(fmt::format("{}: {} layer types for {} layers", where, g.layer_types.size(),
+                                g.num_layers));
+  g.program = ProgramOf(root, g.layer_types, where);
+  if (root.contains("micro_batch_1"))
+    g.micro_batch_1 = ProgramOf(root["micro_batch_1"], g.layer_types, where + " micro_batch_1");
+  return g;
+}
+
+}  // namespace
+
+Result<ImportedGraph> ParseImportedGraph(std::string_view text, std::string_view origin) {
+  try {
+    return GraphOf(ParsePythonJson(text), std::string(origin));
+  } catch (const FileError& e) {
+    return MakeError(e.what());
+  } catch (const json::exception& e) {
+    return MakeError(fmt::format("{}: malformed graph file: {}", origin, e.what()));
+  }
+}
+
+}  // namespace headroom

@@ -1,0 +1,102 @@
+// The graph file `headroom import` writes (docs/graph-file.md): a model's training
+// micro-batch recorded from its own transformers code, read without Python or LibTorch
+// and expanded to the model's depth as an OpGraph of traced ops.
+#pragma once
+
+#include "models/layer.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/layer_builder.h"
+#include "planner/core/result.h"
+#include "planner/graph/op_graph.h"
+
+namespace headroom {
+
+// What the recording ran: a plan is expanded from it only when it runs the same.
+struct TraceRegime {
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  std::string mode = "full";  // full, lora
+  int64_t lora_rank = 0;  // alpha only scales by a Python float: the same program
+  std::vector<std::string> lora_targets;
+  std::string attention = "sdpa";
+  std::string stack = "pytorch";
+  bool kv_cache = true;
+  std::string base_dtype;  // LoRA's frozen base as loaded; empty: the precision's
+  bool operator==(const TraceRegime&) const = default;
+};
+
+// The regime a plan's graph options ask for.
+TraceRegime TraceRegimeOf(const GraphOptions& options);
+// One line, for messages: "bf16, lora r8 (q_proj, v_proj), sdpa, KV cache".
+std::string DescribeRegime(const TraceRegime& regime);
+
+// A tensor or op reference from inside a section.
+struct SectionRef {
+  enum class Kind { kLocal, kInput, kShared };
+  Kind kind = Kind::kLocal;
+  int index = 0;
+};
+
+struct ImportedTensor {
+  std::string name;
+  TensorRole role = TensorRole::kActivation;
+  SymShape shape;
+  DType dtype = DType::kF32;
+  bool trainable = false;
+  bool lora = false;
+  std::optional<SectionRef> alias_of;
+};
+
+struct ImportedOp {
+  std::string name;  // "<module>/<aten op>", the module relative to its layer in a template
+  std::vector<SectionRef> inputs;
+  std::vector<int> outputs;  // local tensor indices
+  std::shared_ptr<const TracedOp> traced;
+};
+
+struct ImportedSection {
+  std::vector<ImportedTensor> tensors;
+  std::vector<ImportedOp> ops;
+  int output = -1;
+  std::vector<std::pair<SectionRef, int>> holds;  // tensor, until op (local)
+  std::vector<SectionRef> held_until_forward_end;
+  int loss = -1;
+  int input_embeddings = -1;
+};
+
+// The prologue, the layer templates and the epilogue of one program.
+struct ImportedProgram {
+  ImportedSection prologue;
+  std::map<std::string, ImportedSection> templates;
+  ImportedSection epilogue;
+};
+
+struct ImportedGraph {
+  std::string model_type;
+  std::string name;
+  std::string transformers_version;
+  std::string config_sha256;
+  TraceRegime regime;
+  int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, max_positions = 0;
+  int64_t max_seq_len = 0;  // valid_seq_len's bound; 0: none known
+  std::string layer_prefix;
+  std::vector<std::string> layer_types;  // one template name per layer
+  ImportedProgram program;
+  std::optional<ImportedProgram> micro_batch_1;  // the program at a micro-batch of one
+};
+
+// Parses and checks a graph file; errors name `origin` and what is wrong.
+Result<ImportedGraph> ParseImportedGraph(std::string_view text, std::string_view origin);
+
+// The full-depth graph of one micro-batch, when `options` run what the file recorded.
+Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options);
+
+}  // namespace headroom

@@ -1,0 +1,122 @@
+// ImportGraph: runs models/import/headroom_import.py for one regime and keeps what it
+// writes in a cache keyed by the config's bytes, the regime and the installed torch and
+// transformers versions, so that a second plan of the same model reads a file.
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "models/model_import.h"
+#include "models/subprocess.h"
+#include "planner/core/file_io.h"
+
+#ifndef HEADROOM_IMPORTER_SCRIPT
+#define HEADROOM_IMPORTER_SCRIPT "models/import/headroom_import.py"
+#endif
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kMaxGraphFileBytes = int64_t{1} << 30;
+
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+fs::path CacheDir() {
+  if (const char* v = std::getenv("HEADROOM_CACHE"); v && *v) return fs::path(v) / "graphs";
+  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v)
+    return fs::path(v) / "headroom" / "graphs";
+  return fs::path(EnvOr("HOME", ".")) / ".cache" / "headroom" / "graphs";
+}
+
+// FNV-1a: a cache key, not a checksum (the file's regime is checked on reading).
+uint64_t Fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The importer's arguments for `regime`, or an error for what it cannot record.
+Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
+  if (regime.device != "cpu") {
+    return MakeError(
+        "importing a model's graph for CUDA is not implemented: the import records on fake "
+        "CPU tensors; plan it with --device cpu");
+  }
+  if (regime.precision != "fp32" && regime.precision != "bf16" && regime.precision != "amp-bf16")
+    return MakeError(fmt::format("importing a model's graph under {} is not implemented "
+                                 "(fp32, bf16 and amp-bf16 are)",
+                                 regime.precision));
+  if (regime.stack != "pytorch")
+    return MakeError(fmt::format("importing a model's graph for the {} stack is not "
+                                 "implemented (a plain PyTorch loop, --stack pytorch, is)",
+                                 regime.stack));
+  if (regime.mode == "qlora") return MakeError("importing a model's graph for QLoRA is not implemented");
+  std::vector<std::string> args = {"--precision", regime.precision, "--attention", regime.attention};
+  if (regime.mode == "lora") {
+    args.insert(args.end(), {"--lora-rank", std::to_string(regime.lora_rank), "--lora-targets",
+                             fmt::format("{}", fmt::join(regime.lora_targets, ",")),
+                             "--base-dtype", regime.base_dtype});
+  }
+  if (!regime.kv_cache) args.push_back("--checkpointing");
+  return args;
+}
+
+}  // namespace
+
+Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view config_text,
+                                  const TraceRegime& regime) {
+  Result<std::vector<std::string>> regime_args = ImporterArgs(regime);
+  if (!regime_args) return regime_args.error();
+  const std::string python = EnvOr("HEADROOM_PYTHON", "python3");
+  const std::string script = EnvOr("HEADROOM_IMPORTER", HEADROOM_IMPORTER_SCRIPT);
+  Result<ProcessResult> versions = RunProcess(
+      {python, "-c",
+       "import importlib.metadata as m\n"
+       "print(*(m.version(p) for p in ('torch', 'transformers', 'peft')))"});
+  if (!versions || versions->exit_code != 0) {
+    return MakeError(fmt::format(
+        "importing this model needs {} with torch, transformers and peft installed "
+        "(bash scripts/setup.sh --torch){}",
+        python, versions ? ": " + versions->last_error_line : ": " + versions.error().message));
+  }
+  const uint64_t key = Fnv1a(DescribeRegime(regime) + "|" + regime.base_dtype,
+                             Fnv1a(versions->out, Fnv1a(config_text)));
+  const fs::path cached = CacheDir() / fmt::format("{:016x}.json", key);
+  if (Result<std::string> text = ReadRegularFile(cached, kMaxGraphFileBytes)) {
+    Result<ImportedGraph> graph = ParseImportedGraph(*text, cached.string());
+    if (graph && graph->regime == regime) return graph;
+  }
+  if (auto e = CreateParentDirectories(cached)) return *e;
+  const fs::path written = TemporaryNameBeside(cached);
+  std::vector<std::string> argv = {python, script, config.string(), "--out", written.string()};
+  argv.insert(argv.end(), regime_args->begin(), regime_args->end());
+  std::cerr << fmt::format("headroom: importing the graph of {} from its transformers code "
+                           "({})\n",
+                           config.string(), DescribeRegime(regime));
+  Result<ProcessResult> run = RunProcess(argv, [](std::string_view line) {
+    std::cerr << "  " << line << "\n";
+  });
+  std::error_code ec;
+  if (!run || run->exit_code != 0) {
+    fs::remove(written, ec);
+    return MakeError(run ? fmt::format("import failed (exit {}): {}", run->exit_code,
+                                       run->last_error_line)
+                         : run.error().message);
+  }
+  Result<std::string> text = ReadRegularFile(written, kMaxGraphFileBytes);
+  fs::remove(written, ec);
+  if (!text) return text.error();
+  Result<ImportedGraph> graph = ParseImportedGraph(*text, config.string() + " (imported)");
+  if (!graph) return graph.error();
+  if (auto e = WriteFileAtomically(cached, *text, AtSymlink::kReplace)) return *e;
+  return graph;
+}
+
+}  // namespace headroom

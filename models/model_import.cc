@@ -1,0 +1,103 @@
+#include "models/model_import.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "models/python_json.h"
+#include "planner/core/limits.h"
+
+namespace headroom {
+
+ImportedModel::ImportedModel(std::string model_type, Importer importer)
+    : model_type_(std::move(model_type)), importer_(std::move(importer)) {}
+
+ImportedModel::ImportedModel(ImportedGraph graph) : model_type_(graph.model_type) {
+  graphs_.push_back(std::make_shared<const ImportedGraph>(std::move(graph)));
+}
+
+Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(
+    const TraceRegime& regime) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& graph : graphs_) {
+    if (graph->regime == regime) return graph;
+  }
+  // A graph file holds its own regime only: ExpandImportedGraph says which it was.
+  if (!importer_) return graphs_.front();
+  Result<ImportedGraph> imported = importer_(regime);
+  if (!imported) return imported.error();
+  if (!(imported->regime == regime)) {
+    return MakeError(fmt::format("the import of {} recorded {}, not the {} asked for",
+                                 model_type_, DescribeRegime(imported->regime),
+                                 DescribeRegime(regime)));
+  }
+  graphs_.push_back(std::make_shared<const ImportedGraph>(std::move(*imported)));
+  return graphs_.back();
+}
+
+ModelSpec ImportedSpec(const ImportedGraph& graph, std::shared_ptr<const ImportedModel> model) {
+  ModelSpec spec;
+  spec.name = graph.name.empty() ? graph.model_type : graph.name;
+  spec.family = ModelFamily::kImported;
+  spec.model_type = graph.model_type;
+  spec.vocab_size = graph.vocab_size;
+  spec.hidden_size = graph.hidden_size;
+  spec.num_layers = graph.num_layers;
+  spec.num_heads = graph.num_heads;
+  spec.max_positions = graph.max_positions;
+  spec.imported = std::move(model);
+  return spec;
+}
+
+Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::path& path) {
+  Result<ImportedGraph> graph = ParseImportedGraph(text, path.string());
+  if (!graph) return graph.error();
+  auto model = std::make_shared<const ImportedModel>(*graph);
+  return ImportedSpec(*graph, std::move(model));
+}
+
+bool HasGraphBuilder(std::string_view model_type) {
+  // gemma3 (multimodal) is answered by hf_config.cc, which points to its text model.
+  static constexpr std::array<std::string_view, 12> kBuilt = {
+      "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "qwen3_moe",
+      "mixtral", "gpt2", "bert", "gemma3"};
+  return std::find(kBuilt.begin(), kBuilt.end(), model_type) != kBuilt.end();
+}
+
+Result<ModelSpec> ImportableModel(std::string_view config_text, const std::filesystem::path& path,
+                                  std::string_view model_type) {
+  // The sizes reports need come from the first import: the one the plan's own regime asks
+  // for is made when the plan builds its graph, so the spec is filled lazily from it.
+  auto model = std::make_shared<const ImportedModel>(
+      std::string(model_type),
+      [path, text = std::string(config_text)](const TraceRegime& regime) {
+        return ImportGraph(path, text, regime);
+      });
+  ModelSpec spec;
+  spec.name = path.parent_path().filename().string();
+  if (spec.name.empty()) spec.name = std::string(model_type);
+  spec.family = ModelFamily::kImported;
+  spec.model_type = std::string(model_type);
+  spec.imported = std::move(model);
+  // The sizes reports and checks read, from the config's standard fields (a multimodal
+  // config keeps them in text_config).
+  const nlohmann::json root = ParsePythonJson(config_text);
+  const nlohmann::json& text = root.contains("text_config") && root["text_config"].is_object()
+                                   ? root["text_config"]
+                                   : root;
+  const auto field = [&](const char* key) -> int64_t {
+    return text.contains(key) && text[key].is_number_integer() ? text[key].get<int64_t>() : 0;
+  };
+  spec.vocab_size = field("vocab_size");
+  spec.hidden_size = field("hidden_size");
+  spec.num_layers = field("num_hidden_layers");
+  spec.num_heads = field("num_attention_heads");
+  spec.max_positions = field("max_position_embeddings");
+  if (spec.max_positions <= 0) spec.max_positions = limits::kMaxPositions;
+  return spec;
+}
+
+}  // namespace headroom

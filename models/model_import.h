@@ -1,0 +1,60 @@
+// Models planned from their own transformers code: a config.json whose model_type has no
+// builder, or a graph file `headroom import` wrote. The import itself runs python3 with
+// torch and transformers (models/import/headroom_import.py) once per regime a plan asks
+// for, and is cached; the planner only reads the graph file it writes.
+#pragma once
+
+#include "models/layer.h"
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/graph_file.h"
+#include "models/model_spec.h"
+
+namespace headroom {
+
+// The graphs of one imported model, one per regime, imported when first asked for.
+class ImportedModel {
+ public:
+  using Importer = std::function<Result<ImportedGraph>(const TraceRegime&)>;
+  ImportedModel(std::string model_type, Importer importer);
+  // A graph file: the regime it was recorded under, and no other.
+  explicit ImportedModel(ImportedGraph graph);
+
+  const std::string& model_type() const { return model_type_; }
+  Result<std::shared_ptr<const ImportedGraph>> GraphFor(const TraceRegime& regime) const;
+
+ private:
+  std::string model_type_;
+  Importer importer_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::shared_ptr<const ImportedGraph>> graphs_;
+};
+
+// The spec of a model whose graph comes from `graph` (its sizes, for reports and checks).
+ModelSpec ImportedSpec(const ImportedGraph& graph, std::shared_ptr<const ImportedModel> model);
+
+// A graph file written by `headroom import`.
+Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::path& path);
+
+// A config.json of a model_type no builder plans: the spec imports its graph for each
+// regime a plan asks for (the first import of each takes seconds; later ones are read
+// from the cache).
+Result<ModelSpec> ImportableModel(std::string_view config_text, const std::filesystem::path& path,
+                                  std::string_view model_type);
+
+// True for the model types headroom builds by hand (models/hf_config.cc).
+bool HasGraphBuilder(std::string_view model_type);
+
+// Runs the importer for `config` under `regime`, through the cache
+// ($HEADROOM_CACHE, else $XDG_CACHE_HOME/headroom, else ~/.cache/headroom).
+Result<ImportedGraph> ImportGraph(const std::filesystem::path& config, std::string_view config_text,
+                                  const TraceRegime& regime);
+
+}  // namespace headroom

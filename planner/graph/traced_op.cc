@@ -1,0 +1,37 @@
+#include "planner/graph/traced_op.h"
+
+#include <cmath>
+
+#include "planner/core/checked_math.h"
+
+namespace headroom {
+namespace {
+
+SymSize TermsWithBatchPower(const SymSize& size, int b_pow) {
+  SymSize out;
+  for (const Monomial& m : size.terms) {
+    if (m.b_pow == b_pow) out.terms.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
+double SymSize::Evaluate(const ShapeEnv& env) const {
+  const double b = static_cast<double>(env.micro_batch), s = static_cast<double>(env.seq_len);
+  double sum = 0;
+  for (const Monomial& m : terms) sum += m.c * std::pow(b, m.b_pow) * std::pow(s, m.s_pow);
+  return sum;
+}
+
+int64_t SymSize::Bytes(const ShapeEnv& env) const {
+  constexpr double kMaxBytes = 4.611686018427387904e18;  // 2^62
+  const double bytes = std::ceil(Evaluate(env));
+  if (!(bytes <= kMaxBytes)) throw SizeOverflow("an imported op's bytes");
+  return static_cast<int64_t>(bytes);
+}
+
+SymSize SymSize::PerSample() const { return TermsWithBatchPower(*this, 1); }
+SymSize SymSize::Fixed() const { return TermsWithBatchPower(*this, 0); }
+
+}  // namespace headroom
