@@ -28,7 +28,11 @@ Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(
   // A graph file holds its own regime only: ExpandImportedGraph says which it was.
   if (!importer_) return graphs_.front();
   Result<ImportedGraph> imported = importer_(regime);
-  if (!imported) return imported.error();
+  if (!imported) {
+    return MakeError(fmt::format("model_type '{}' has no builder; its graph is imported from "
+                                 "its transformers code: {}",
+                                 model_type_, imported.error().message));
+  }
   if (!(imported->regime == regime)) {
     return MakeError(fmt::format("the import of {} recorded {}, not the {} asked for",
                                  model_type_, DescribeRegime(imported->regime),
