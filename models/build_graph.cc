@@ -8,7 +8,7 @@ namespace headroom {
 
 Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
   if (spec.family == ModelFamily::kImported) {
-    auto graph = spec.imported->GraphFor(TraceRegimeOf(options));
+    auto graph = spec.imported->GraphFor(TraceRegimeOf(options), options.seq_len);
     if (!graph) return graph.error();
     return ExpandImportedGraph(**graph, options);
   }

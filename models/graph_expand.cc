@@ -47,16 +47,18 @@ class Expander {
         if (t.alias_of) info.alias_of = graph_.StorageOf(resolve(*t.alias_of));
         outputs.push_back(std::move(info));
       }
-      const std::vector<TensorId> made = graph_.AddOp(
-          {.kind = OpKind::kTraced, .name = prefix + op.name, .inputs = std::move(inputs),
-           .traced = op.traced},
-          std::move(outputs));
+      const std::vector<TensorId> made = graph_.AddOp({.kind = OpKind::kTraced,
+                                                       .name = prefix + op.name,
+                                                       .inputs = std::move(inputs),
+                                                       .traced = op.traced},
+                                                      std::move(outputs));
       for (size_t i = 0; i < made.size(); ++i) local[op.outputs[i]] = made[i];
       ops.push_back(OpId{graph_.num_ops() - 1});
     }
     if (block >= 0) graph_.EndBlock(local.at(section.output));
     for (const auto& [t, until] : section.holds) graph_.HoldUntilOpRan(resolve(t), ops.at(until));
-    for (const SectionRef& t : section.held_until_forward_end) graph_.HoldUntilForwardEnd(resolve(t));
+    for (const SectionRef& t : section.held_until_forward_end)
+      graph_.HoldUntilForwardEnd(resolve(t));
     return local;
   }
 
@@ -71,7 +73,8 @@ class Expander {
       case TensorRole::kBuffer:
         return graph_.AddBuffer(name, t.shape, t.dtype);
       case TensorRole::kParameter:
-        return graph_.AddParameter(name, t.shape, {.trainable = t.trainable, .lora_adapter = t.lora});
+        return graph_.AddParameter(name, t.shape,
+                                   {.trainable = t.trainable, .lora_adapter = t.lora});
       case TensorRole::kActivation:
         break;
     }
@@ -83,7 +86,8 @@ class Expander {
 };
 
 Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& options) {
-  const TraceRegime wanted = TraceRegimeOf(options);
+  TraceRegime wanted = TraceRegimeOf(options);
+  wanted.min_seq_len = imported.regime.min_seq_len;  // the band is checked below
   if (!(wanted == imported.regime)) {
     return MakeError(fmt::format(
         "the graph of {} was imported for {}, not for this plan's {}: import it for this "
@@ -91,13 +95,16 @@ Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& opti
         imported.model_type, DescribeRegime(imported.regime), DescribeRegime(wanted)));
   }
   if (options.fine_tune.mode != FineTuneMode::kFull && options.fine_tune.lora_dropout > 0)
-    return MakeError("LoRA dropout is not planned for imported model types (its masks are "
-                     "not in the recorded program)");
-  if (imported.max_seq_len > 0 && options.seq_len > imported.max_seq_len) {
+    return MakeError(
+        "LoRA dropout is not planned for imported model types (its masks are "
+        "not in the recorded program)");
+  const bool above = imported.max_seq_len > 0 && options.seq_len > imported.max_seq_len;
+  if (above || (options.seq_len > 0 && options.seq_len < imported.min_seq_len)) {
     return MakeError(fmt::format(
-        "{}: sequences longer than {} tokens run another program in transformers (a "
-        "sliding-window or chunked mask) that the import did not record",
-        imported.model_type, imported.max_seq_len));
+        "{}: the graph was imported for sequences of {} to {} tokens; at {} transformers runs "
+        "another program (a sliding-window or chunked mask) that it did not record",
+        imported.model_type, imported.min_seq_len,
+        imported.max_seq_len > 0 ? std::to_string(imported.max_seq_len) : "any", options.seq_len));
   }
   return true;
 }
@@ -106,9 +113,8 @@ Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& opti
 
 Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options) {
   if (auto ok = CheckRegime(imported, options); !ok) return ok.error();
-  const ImportedProgram& program = options.single_sample && imported.micro_batch_1
-                                       ? *imported.micro_batch_1
-                                       : imported.program;
+  const ImportedProgram& program =
+      options.single_sample && imported.micro_batch_1 ? *imported.micro_batch_1 : imported.program;
   OpGraph graph;
   Expander expander(graph);
   const std::vector<TensorId> prologue = expander.Append(program.prologue, "", {}, -1);

@@ -28,7 +28,8 @@ const json& Field(const json& object, const char* key, const std::string& where)
 
 int64_t IntField(const json& object, const char* key, const std::string& where) {
   const json& v = Field(object, key, where);
-  if (!v.is_number_integer()) throw FileError(fmt::format("{}: '{}' must be an integer", where, key));
+  if (!v.is_number_integer())
+    throw FileError(fmt::format("{}: '{}' must be an integer", where, key));
   return v.get<int64_t>();
 }
 
@@ -40,13 +41,13 @@ std::string StringField(const json& object, const char* key, const std::string& 
 
 int IndexOr(const json& object, const char* key, int fallback) {
   return object.contains(key) && object[key].is_number_integer() ? object[key].get<int>()
-                                                                  : fallback;
+                                                                 : fallback;
 }
 
 DType DTypeOf(const std::string& name, const std::string& where) {
   static const std::pair<const char*, DType> kNames[] = {
-      {"f32", DType::kF32},   {"bf16", DType::kBF16}, {"f16", DType::kF16}, {"i64", DType::kI64},
-      {"i32", DType::kI32},   {"bool", DType::kBool}, {"u8", DType::kU8}};
+      {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}, {"i64", DType::kI64},
+      {"i32", DType::kI32}, {"bool", DType::kBool}, {"u8", DType::kU8}};
   for (const auto& [text, dtype] : kNames) {
     if (name == text) return dtype;
   }
@@ -190,7 +191,8 @@ void CheckSection(const ImportedSection& s, const std::string& where, size_t sha
     const bool ok = r.kind == SectionRef::Kind::kLocal    ? r.index < int(s.tensors.size())
                     : r.kind == SectionRef::Kind::kShared ? r.index < int(shared_tensors)
                                                           : has_input;
-    if (!ok) throw FileError(fmt::format("{}: {} refers to a tensor that does not exist", where, what));
+    if (!ok)
+      throw FileError(fmt::format("{}: {} refers to a tensor that does not exist", where, what));
   };
   std::vector<bool> made(s.tensors.size(), false);
   for (size_t k = 0; k < s.tensors.size(); ++k) {
@@ -231,7 +233,8 @@ ImportedSection SectionOf(const json& j, const std::string& where) {
       s.holds.emplace_back(RefOf(Field(h, "tensor", where), where), IntField(h, "until_op", where));
   }
   if (j.contains("held_until_forward_end")) {
-    for (const json& r : j["held_until_forward_end"]) s.held_until_forward_end.push_back(RefOf(r, where));
+    for (const json& r : j["held_until_forward_end"])
+      s.held_until_forward_end.push_back(RefOf(r, where));
   }
   return s;
 }
@@ -272,19 +275,22 @@ TraceRegime RegimeOf(const json& r, const std::string& where) {
   out.kv_cache = kv.is_boolean() && kv.get<bool>();
   if (out.mode == "lora") {
     out.lora_rank = IntField(r, "lora_rank", where);
-    for (const json& t : Field(r, "lora_targets", where)) out.lora_targets.push_back(t.get<std::string>());
+    for (const json& t : Field(r, "lora_targets", where))
+      out.lora_targets.push_back(t.get<std::string>());
   }
   if (r.contains("base_dtype") && r["base_dtype"].is_string()) out.base_dtype = r["base_dtype"];
+  out.min_seq_len = r.value("min_seq_len", int64_t{0});
   return out;
 }
 
 ImportedGraph GraphOf(const json& root, const std::string& where) {
-  if (root.value("format", "") != "headroom-graph")
+  if (!root.is_object() || root.value("format", "") != "headroom-graph")
     throw FileError(where + ": not a headroom graph file (format is not \"headroom-graph\")");
   if (IntField(root, "version", where) != kFormatVersion)
-    throw FileError(fmt::format("{}: graph file version {} (this headroom reads version {}): "
-                                "import the model again",
-                                where, root["version"].dump(), kFormatVersion));
+    throw FileError(
+        fmt::format("{}: graph file version {} (this headroom reads version {}): "
+                    "import the model again",
+                    where, root["version"].dump(), kFormatVersion));
   ImportedGraph g;
   g.model_type = StringField(root, "model_type", where);
   g.name = root.value("name", g.model_type);
@@ -301,12 +307,15 @@ ImportedGraph GraphOf(const json& root, const std::string& where) {
   const json& valid = Field(root, "valid_seq_len", where);
   if (!valid.is_array() || valid.size() != 2 || !valid[1].is_number_integer())
     throw FileError(where + ": 'valid_seq_len' must be [0, max]");
+  if (!valid[0].is_number_integer()) throw FileError(where + ": 'valid_seq_len' must be [lo, hi]");
+  g.min_seq_len = valid[0].get<int64_t>();
   g.max_seq_len = valid[1].get<int64_t>();
   g.layer_prefix = StringField(root, "layer_prefix", where);
-  for (const json& t : Field(root, "layer_types", where)) g.layer_types.push_back(t.get<std::string>());
+  for (const json& t : Field(root, "layer_types", where))
+    g.layer_types.push_back(t.get<std::string>());
   if (int64_t(g.layer_types.size()) != g.num_layers)
-    throw FileError(fmt::format("{}: {} layer types for {} layers", where, g.layer_types.size(),
-                                g.num_layers));
+    throw FileError(
+        fmt::format("{}: {} layer types for {} layers", where, g.layer_types.size(), g.num_layers));
   g.program = ProgramOf(root, g.layer_types, where);
   if (root.contains("micro_batch_1"))
     g.micro_batch_1 = ProgramOf(root["micro_batch_1"], g.layer_types, where + " micro_batch_1");

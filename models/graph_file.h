@@ -24,12 +24,15 @@ struct TraceRegime {
   std::string device = "cpu";
   std::string precision = "fp32";
   std::string mode = "full";  // full, lora
-  int64_t lora_rank = 0;  // alpha only scales by a Python float: the same program
+  int64_t lora_rank = 0;      // alpha only scales by a Python float: the same program
   std::vector<std::string> lora_targets;
   std::string attention = "sdpa";
   std::string stack = "pytorch";
   bool kv_cache = true;
   std::string base_dtype;  // LoRA's frozen base as loaded; empty: the precision's
+  // Traced from this sequence length on: the sliding window or attention chunk a plan's
+  // sequence reaches, past which transformers builds other masks (0: none reached).
+  int64_t min_seq_len = 0;
   bool operator==(const TraceRegime&) const = default;
 };
 
@@ -86,7 +89,7 @@ struct ImportedGraph {
   std::string config_sha256;
   TraceRegime regime;
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, max_positions = 0;
-  int64_t max_seq_len = 0;  // valid_seq_len's bound; 0: none known
+  int64_t min_seq_len = 0, max_seq_len = 0;  // valid_seq_len; max 0: no bound known
   std::string layer_prefix;
   std::vector<std::string> layer_types;  // one template name per layer
   ImportedProgram program;

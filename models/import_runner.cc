@@ -50,21 +50,27 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
         "CPU tensors; plan it with --device cpu");
   }
   if (regime.precision != "fp32" && regime.precision != "bf16" && regime.precision != "amp-bf16")
-    return MakeError(fmt::format("importing a model's graph under {} is not implemented "
-                                 "(fp32, bf16 and amp-bf16 are)",
-                                 regime.precision));
+    return MakeError(
+        fmt::format("importing a model's graph under {} is not implemented "
+                    "(fp32, bf16 and amp-bf16 are)",
+                    regime.precision));
   if (regime.stack != "pytorch")
-    return MakeError(fmt::format("importing a model's graph for the {} stack is not "
-                                 "implemented (a plain PyTorch loop, --stack pytorch, is)",
-                                 regime.stack));
-  if (regime.mode == "qlora") return MakeError("importing a model's graph for QLoRA is not implemented");
-  std::vector<std::string> args = {"--precision", regime.precision, "--attention", regime.attention};
+    return MakeError(
+        fmt::format("importing a model's graph for the {} stack is not "
+                    "implemented (a plain PyTorch loop, --stack pytorch, is)",
+                    regime.stack));
+  if (regime.mode == "qlora")
+    return MakeError("importing a model's graph for QLoRA is not implemented");
+  std::vector<std::string> args = {"--precision", regime.precision, "--attention",
+                                   regime.attention};
   if (regime.mode == "lora") {
     args.insert(args.end(), {"--lora-rank", std::to_string(regime.lora_rank), "--lora-targets",
-                             fmt::format("{}", fmt::join(regime.lora_targets, ",")),
-                             "--base-dtype", regime.base_dtype});
+                             fmt::format("{}", fmt::join(regime.lora_targets, ",")), "--base-dtype",
+                             regime.base_dtype});
   }
   if (!regime.kv_cache) args.push_back("--checkpointing");
+  if (regime.min_seq_len > 0)
+    args.insert(args.end(), {"--min-seq-len", std::to_string(regime.min_seq_len)});
   return args;
 }
 
@@ -76,18 +82,19 @@ Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view confi
   if (!regime_args) return regime_args.error();
   const std::string python = EnvOr("HEADROOM_PYTHON", "python3");
   const std::string script = EnvOr("HEADROOM_IMPORTER", HEADROOM_IMPORTER_SCRIPT);
-  Result<ProcessResult> versions = RunProcess(
-      {python, "-c",
-       "import importlib.metadata as m\n"
-       "print(*(m.version(p) for p in ('torch', 'transformers', 'peft')))"});
+  Result<ProcessResult> versions =
+      RunProcess({python, "-c",
+                  "import importlib.metadata as m\n"
+                  "print(*(m.version(p) for p in ('torch', 'transformers', 'peft')))"});
   if (!versions || versions->exit_code != 0) {
     return MakeError(fmt::format(
         "importing this model needs {} with torch, transformers and peft installed "
         "(bash scripts/setup.sh --torch){}",
         python, versions ? ": " + versions->last_error_line : ": " + versions.error().message));
   }
-  const uint64_t key = Fnv1a(DescribeRegime(regime) + "|" + regime.base_dtype,
-                             Fnv1a(versions->out, Fnv1a(config_text)));
+  const uint64_t key =
+      Fnv1a(fmt::format("{}|{}|{}", DescribeRegime(regime), regime.base_dtype, regime.min_seq_len),
+            Fnv1a(versions->out, Fnv1a(config_text)));
   const fs::path cached = CacheDir() / fmt::format("{:016x}.json", key);
   if (Result<std::string> text = ReadRegularFile(cached, kMaxGraphFileBytes)) {
     Result<ImportedGraph> graph = ParseImportedGraph(*text, cached.string());
@@ -97,18 +104,18 @@ Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view confi
   const fs::path written = TemporaryNameBeside(cached);
   std::vector<std::string> argv = {python, script, config.string(), "--out", written.string()};
   argv.insert(argv.end(), regime_args->begin(), regime_args->end());
-  std::cerr << fmt::format("headroom: importing the graph of {} from its transformers code "
-                           "({})\n",
-                           config.string(), DescribeRegime(regime));
-  Result<ProcessResult> run = RunProcess(argv, [](std::string_view line) {
-    std::cerr << "  " << line << "\n";
-  });
+  std::cerr << fmt::format(
+      "headroom: importing the graph of {} from its transformers code "
+      "({})\n",
+      config.string(), DescribeRegime(regime));
+  Result<ProcessResult> run =
+      RunProcess(argv, [](std::string_view line) { std::cerr << "  " << line << "\n"; });
   std::error_code ec;
   if (!run || run->exit_code != 0) {
     fs::remove(written, ec);
-    return MakeError(run ? fmt::format("import failed (exit {}): {}", run->exit_code,
-                                       run->last_error_line)
-                         : run.error().message);
+    return MakeError(
+        run ? fmt::format("import failed (exit {}): {}", run->exit_code, run->last_error_line)
+            : run.error().message);
   }
   Result<std::string> text = ReadRegularFile(written, kMaxGraphFileBytes);
   fs::remove(written, ec);

@@ -12,15 +12,21 @@
 
 namespace headroom {
 
-ImportedModel::ImportedModel(std::string model_type, Importer importer)
-    : model_type_(std::move(model_type)), importer_(std::move(importer)) {}
+ImportedModel::ImportedModel(std::string model_type, Importer importer,
+                             std::vector<int64_t> seq_thresholds)
+    : model_type_(std::move(model_type)),
+      importer_(std::move(importer)),
+      seq_thresholds_(std::move(seq_thresholds)) {}
 
 ImportedModel::ImportedModel(ImportedGraph graph) : model_type_(graph.model_type) {
   graphs_.push_back(std::make_shared<const ImportedGraph>(std::move(graph)));
 }
 
-Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(
-    const TraceRegime& regime) const {
+Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(TraceRegime regime,
+                                                                     int64_t seq_len) const {
+  for (int64_t threshold : seq_thresholds_) {
+    if (threshold <= seq_len) regime.min_seq_len = std::max(regime.min_seq_len, threshold);
+  }
   const std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& graph : graphs_) {
     if (graph->regime == regime) return graph;
@@ -29,14 +35,14 @@ Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(
   if (!importer_) return graphs_.front();
   Result<ImportedGraph> imported = importer_(regime);
   if (!imported) {
-    return MakeError(fmt::format("model_type '{}' has no builder; its graph is imported from "
-                                 "its transformers code: {}",
-                                 model_type_, imported.error().message));
+    return MakeError(
+        fmt::format("model_type '{}' has no builder; its graph is imported from "
+                    "its transformers code: {}",
+                    model_type_, imported.error().message));
   }
   if (!(imported->regime == regime)) {
-    return MakeError(fmt::format("the import of {} recorded {}, not the {} asked for",
-                                 model_type_, DescribeRegime(imported->regime),
-                                 DescribeRegime(regime)));
+    return MakeError(fmt::format("the import of {} recorded {}, not the {} asked for", model_type_,
+                                 DescribeRegime(imported->regime), DescribeRegime(regime)));
   }
   graphs_.push_back(std::make_shared<const ImportedGraph>(std::move(*imported)));
   return graphs_.back();
@@ -66,8 +72,8 @@ Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::pa
 bool HasGraphBuilder(std::string_view model_type) {
   // gemma3 (multimodal) is answered by hf_config.cc, which points to its text model.
   static constexpr std::array<std::string_view, 12> kBuilt = {
-      "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "qwen3_moe",
-      "mixtral", "gpt2", "bert", "gemma3"};
+      "llama",       "mistral",   "qwen2",   "qwen3", "phi3", "gemma2",
+      "gemma3_text", "qwen3_moe", "mixtral", "gpt2",  "bert", "gemma3"};
   return std::find(kBuilt.begin(), kBuilt.end(), model_type) != kBuilt.end();
 }
 
@@ -75,11 +81,22 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
                                   std::string_view model_type) {
   // The sizes reports need come from the first import: the one the plan's own regime asks
   // for is made when the plan builds its graph, so the spec is filled lazily from it.
+  const nlohmann::json root = ParsePythonJson(config_text);
+  const nlohmann::json& text =
+      root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
+  const auto field = [&](const char* key) -> int64_t {
+    return text.contains(key) && text[key].is_number_integer() ? text[key].get<int64_t>() : 0;
+  };
+  std::vector<int64_t> thresholds;
+  for (const char* key : {"sliding_window", "attention_chunk_size"}) {
+    if (field(key) > 0) thresholds.push_back(field(key));
+  }
   auto model = std::make_shared<const ImportedModel>(
       std::string(model_type),
-      [path, text = std::string(config_text)](const TraceRegime& regime) {
-        return ImportGraph(path, text, regime);
-      });
+      [path, config = std::string(config_text)](const TraceRegime& regime) {
+        return ImportGraph(path, config, regime);
+      },
+      std::move(thresholds));
   ModelSpec spec;
   spec.name = path.parent_path().filename().string();
   if (spec.name.empty()) spec.name = std::string(model_type);
@@ -88,13 +105,6 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
   spec.imported = std::move(model);
   // The sizes reports and checks read, from the config's standard fields (a multimodal
   // config keeps them in text_config).
-  const nlohmann::json root = ParsePythonJson(config_text);
-  const nlohmann::json& text = root.contains("text_config") && root["text_config"].is_object()
-                                   ? root["text_config"]
-                                   : root;
-  const auto field = [&](const char* key) -> int64_t {
-    return text.contains(key) && text[key].is_number_integer() ? text[key].get<int64_t>() : 0;
-  };
   spec.vocab_size = field("vocab_size");
   spec.hidden_size = field("hidden_size");
   spec.num_layers = field("num_hidden_layers");

@@ -23,16 +23,20 @@ namespace headroom {
 class ImportedModel {
  public:
   using Importer = std::function<Result<ImportedGraph>(const TraceRegime&)>;
-  ImportedModel(std::string model_type, Importer importer);
+  // `seq_thresholds`: the config's sliding window and attention chunk, where transformers'
+  // program changes with the sequence length.
+  ImportedModel(std::string model_type, Importer importer, std::vector<int64_t> seq_thresholds);
   // A graph file: the regime it was recorded under, and no other.
   explicit ImportedModel(ImportedGraph graph);
 
   const std::string& model_type() const { return model_type_; }
-  Result<std::shared_ptr<const ImportedGraph>> GraphFor(const TraceRegime& regime) const;
+  // The graph of `regime` for sequences of `seq_len` tokens.
+  Result<std::shared_ptr<const ImportedGraph>> GraphFor(TraceRegime regime, int64_t seq_len) const;
 
  private:
   std::string model_type_;
   Importer importer_;
+  std::vector<int64_t> seq_thresholds_;
   mutable std::mutex mutex_;
   mutable std::vector<std::shared_ptr<const ImportedGraph>> graphs_;
 };

@@ -13,8 +13,8 @@
 namespace headroom {
 
 struct ProcessResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out;     // stdout
+  int exit_code = -1;           // -1: killed by a signal
+  std::string out;              // stdout
   std::string last_error_line;  // stderr's last non-empty line
 };
 

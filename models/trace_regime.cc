@@ -34,6 +34,7 @@ std::string DescribeRegime(const TraceRegime& r) {
   }
   out += fmt::format(", {} attention, {} stack, {}", r.attention, r.stack,
                      r.kv_cache ? "KV cache" : "no KV cache (checkpointing)");
+  if (r.min_seq_len > 0) out += fmt::format(", sequences from {}", r.min_seq_len);
   return out;
 }
 

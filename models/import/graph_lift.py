@@ -65,9 +65,16 @@ class Lifter:
     # ---- the program ------------------------------------------------------------------
     def _check_same_program(self):
         forward = [(op.aten, op.module, op.inputs, op.outputs) for op in self.base.ops]
-        if [(op.aten, op.module, op.inputs, op.outputs) for op in self.python.ops] != forward:
-            raise UnliftableOp("the forward runs other ops under torch.no_grad() (a "
-                               "checkpointed layer's first forward) than with autograd")
+        no_grad = [(op.aten, op.module, op.inputs, op.outputs) for op in self.python.ops]
+        if no_grad != forward:
+            at = next((i for i, (a, b) in enumerate(zip(forward, no_grad)) if a != b),
+                      min(len(forward), len(no_grad)))
+            seen = [f"aten.{x[0]} in {x[1] or '<top>'}" if x else "nothing"
+                    for x in (forward[at] if at < len(forward) else None,
+                              no_grad[at] if at < len(no_grad) else None)]
+            raise UnliftableOp(f"the forward runs other ops under torch.no_grad() (a "
+                               f"checkpointed layer's first forward) than with autograd: op "
+                               f"{at} is {seen[0]} with autograd, {seen[1]} without")
         for rec, point in zip(self.recs[1:], self.points[1:]):
             if len(rec.ops) != len(self.base.ops):
                 raise UnliftableOp(f"the forward runs {len(rec.ops)} ops at b={point[0]}, "

@@ -17,11 +17,13 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations
 
 FORMAT_VERSION = 1
 # (b, s) traced: the first six determine the fit in b and s, the last checks it. A
@@ -39,9 +41,13 @@ def load_config(path):
     model_type = fields.pop("model_type", None)
     if model_type is None:
         raise SystemExit(f"{path}: no model_type")
-    if fields.get("auto_map") or fields.get("trust_remote_code"):
-        raise SystemExit(f"{path}: model_type '{model_type}' needs trust_remote_code; "
-                         f"headroom import runs only transformers' own code")
+    # A config may name remote code (auto_map) for a type transformers ships: transformers
+    # then runs its own, as it does without trust_remote_code; only unknown types need it.
+    if model_type not in transformers.CONFIG_MAPPING:
+        hint = " (it names remote code: trust_remote_code)" if fields.get("auto_map") else ""
+        raise SystemExit(f"{path}: model_type '{model_type}' is not in transformers "
+                         f"{transformers.__version__}{hint}; headroom import runs only "
+                         f"transformers' own code")
     return model_type, transformers.AutoConfig.for_model(model_type, **fields)
 
 
@@ -93,6 +99,9 @@ def parse_args(argv):
     p.add_argument("--checkpointing", action="store_true",
                    help="trace the program gradient checkpointing runs: transformers' "
                         "checkpointed layers get no KV cache (modeling_layers.py)")
+    p.add_argument("--min-seq-len", type=int, default=0,
+                   help="trace sequences from this length on (a sliding window or attention "
+                        "chunk the plan's sequence reaches)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -103,7 +112,7 @@ def regime_of(args):
               "attention": args.attention, "stack": "pytorch",
               # transformers' forward in training fills a DynamicCache unless checkpointing
               # drops it (modeling_layers.py, forward_with_checkpointing: use_cache=False).
-              "kv_cache": not args.checkpointing}
+              "kv_cache": not args.checkpointing, "min_seq_len": args.min_seq_len}
     if args.lora_rank > 0:
         regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
                       lora_targets=[t for t in args.lora_targets.split(",") if t],
@@ -152,8 +161,12 @@ def import_graph(args, log):
         lifter = Lifter(recordings, points, recordings[0].layer_prefix, kinds[:depth], no_grad)
         return lifter.sections(), recordings[0].layer_prefix
 
-    sections, layer_prefix = lifted(SAMPLE_POINTS)
-    single, _ = lifted(SINGLE_SAMPLE_POINTS)
+    # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a
+    # sliding window or an attention chunk, so the traces sit in the plan's band.
+    low = args.min_seq_len
+    valid = valid_seq_len(config, low)
+    sections, layer_prefix = lifted([(b, low + s) for b, s in SAMPLE_POINTS])
+    single, _ = lifted([(b, low + s) for b, s in SINGLE_SAMPLE_POINTS])
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single
     with open(args.config, "rb") as f:
@@ -174,7 +187,7 @@ def import_graph(args, log):
                    "num_layers": config.num_hidden_layers,
                    "num_heads": getattr(config, "num_attention_heads", 0) or 0,
                    "max_positions": getattr(config, "max_position_embeddings", 0) or 0},
-        "valid_seq_len": [0, max_valid_seq_len(config)],
+        "valid_seq_len": valid,
         "layer_prefix": layer_prefix,
         "layer_types": kinds,
         **sections,
@@ -190,14 +203,22 @@ def _program(sections):
             ops(sections["epilogue"]))
 
 
-def max_valid_seq_len(config):
-    """The longest sequence the recorded program holds for: transformers changes what it
-    builds once a sequence outgrows a sliding window or an attention chunk, which the
-    traces (at most SAMPLE_POINTS' longest) never reach."""
+def valid_seq_len(config, low):
+    """[lo, hi]: the sequence lengths the program traced from `low` on holds for (hi 0: no
+    bound known). transformers changes what it builds once a sequence reaches a sliding
+    window or an attention chunk (masking_utils.py: _ignore_causal_mask_sdpa's
+    `kv_length >= local_attention_size`); the traces must not straddle one."""
     limits = [getattr(config, key, None) for key in ("sliding_window", "attention_chunk_size")]
-    limits = [v for v in limits if isinstance(v, int) and v > 0]
+    limits = sorted({v for v in limits if isinstance(v, int) and v > 0})
+    longest = low + max(s for _, s in SAMPLE_POINTS)
+    if any(low < v <= longest for v in limits):
+        raise SystemExit(f"--min-seq-len {low}: the traces up to {longest} tokens would cross "
+                         f"a window or chunk of {[v for v in limits if low < v <= longest]}; "
+                         f"trace from one of {limits} or below them")
+    lo = max([v for v in limits if v <= low], default=0)
+    above = [v - 1 for v in limits if v > longest]
     max_pos = getattr(config, "max_position_embeddings", 0) or 0
-    return min(limits + [max_pos]) if limits or max_pos else 0
+    return [lo, min(above + ([max_pos] if max_pos else []), default=0)]
 
 
 def main(argv=None):

@@ -50,9 +50,9 @@ struct TracedOp {
   std::string aten;    // the ATen op, e.g. "mm"
   std::string module;  // the module that ran it, relative to its layer in a template
   OpClass op_class = OpClass::kElementwise;
-  bool aliases_input = false;      // the outputs share input 0's storage
-  std::vector<bool> saves_input;   // per input: saved for the backward
-  uint32_t saved_outputs = 0;      // bit i: output i is saved for the backward
+  bool aliases_input = false;        // the outputs share input 0's storage
+  std::vector<bool> saves_input;     // per input: saved for the backward
+  uint32_t saved_outputs = 0;        // bit i: output i is saved for the backward
   std::vector<SymSize> saved_extra;  // other saved storages, in bytes
   std::vector<TracedGrad> grads;     // per input
   SymSize backward_workspace;        // bytes held at the backward's height besides its gradients

@@ -1,0 +1,227 @@
+// The imported graph file (docs/graph-file.md): read, checked, expanded to the model's
+// depth, refused for another regime or another sequence band, and planned.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "models/build_graph.h"
+#include "models/graph_file.h"
+#include "models/model_import.h"
+
+namespace headroom {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kVocab = 16, kHidden = 8;
+
+json Op(const std::string& name, const std::string& aten, json inputs, json outputs, json saves,
+        json grads, const std::string& op_class = "elementwise") {
+  return {{"name", name},
+          {"aten", aten},
+          {"class", op_class},
+          {"inputs", inputs},
+          {"outputs", outputs},
+          {"aliases_input", false},
+          {"saves_inputs", saves},
+          {"saved_outputs", json::array({false})},
+          {"saved_extra", json::array()},
+          {"grads", grads},
+          {"backward_workspace", json::array()},
+          {"flops", {{"forward", json::array()}, {"backward", json::array()}}}};
+}
+
+// Embedding, two layers of one template (x @ w then x + that), a loss over labels of s + 1.
+json TinyGraphFile() {
+  const json local0 = json::array({"local", 0}), local1 = json::array({"local", 1});
+  const json prologue = {
+      {"tensors",
+       {{{"name", "input_ids"}, {"role", "input"}, {"shape", {"b", "s"}}, {"dtype", "i64"}},
+        {{"name", "model.embed.weight"},
+         {"role", "parameter"},
+         {"shape", {kVocab, kHidden}},
+         {"dtype", "f32"},
+         {"trainable", true},
+         {"lora", false}},
+        {{"name", "embed"},
+         {"role", "activation"},
+         {"shape", {"b", "s", kHidden}},
+         {"dtype", "f32"}}}},
+      {"ops",
+       {Op("model.embed/embedding", "embedding", json::array({local1, local0}), {2}, {false, true},
+           {"new", "none"})}},
+      {"output", 2},
+      {"input_embeddings", 2}};
+  const json layer = {{"tensors",
+                       {{{"name", "w"},
+                         {"role", "parameter"},
+                         {"shape", {kHidden, kHidden}},
+                         {"dtype", "f32"},
+                         {"trainable", true},
+                         {"lora", false}},
+                        {{"name", "proj"},
+                         {"role", "activation"},
+                         {"shape", {"b", "s", kHidden}},
+                         {"dtype", "f32"}},
+                        {{"name", "out"},
+                         {"role", "activation"},
+                         {"shape", {"b", "s", kHidden}},
+                         {"dtype", "f32"}}}},
+                      {"ops",
+                       {Op("proj/mm", "mm", json::array({json::array({"input"}), local0}), {1},
+                           {true, true}, {"new", "new"}, "matmul"),
+                        Op("/add", "add", json::array({json::array({"input"}), local1}), {2},
+                           {false, false}, {"pass", "pass"})}},
+                      {"output", 2}};
+  const json epilogue = {
+      {"tensors",
+       {{{"name", "labels"}, {"role", "input"}, {"shape", {"b", "s+1"}}, {"dtype", "i64"}},
+        {{"name", "loss"}, {"role", "activation"}, {"shape", json::array()}, {"dtype", "f32"}}}},
+      {"ops",
+       {Op("/loss", "nll_loss", json::array({json::array({"input"}), local0}), {1}, {true, false},
+           {"new", "none"})}},
+      {"loss", 1}};
+  return {{"format", "headroom-graph"},
+          {"version", 1},
+          {"model_type", "toy"},
+          {"name", "toy-2l"},
+          {"source", {{"transformers", "5.24.0"}}},
+          {"regime",
+           {{"device", "cpu"},
+            {"precision", "fp32"},
+            {"mode", "full"},
+            {"attention", "sdpa"},
+            {"stack", "pytorch"},
+            {"kv_cache", true},
+            {"min_seq_len", 0}}},
+          {"config",
+           {{"vocab_size", kVocab},
+            {"hidden_size", kHidden},
+            {"num_layers", 2},
+            {"num_heads", 2},
+            {"max_positions", 128}}},
+          {"valid_seq_len", {0, 64}},
+          {"layer_prefix", "model.layers."},
+          {"layer_types", {"decoder", "decoder"}},
+          {"prologue", prologue},
+          {"templates", {{"decoder", layer}}},
+          {"epilogue", epilogue}};
+}
+
+GraphOptions Fp32Options(int64_t seq_len) {
+  GraphOptions options;
+  options.attention_call.device.cuda = false;
+  options.precision = Precision::kFp32;
+  options.kv_cache = true;
+  options.seq_len = seq_len;
+  return options;
+}
+
+TEST(GraphFile, ExpandsOneBlockPerLayerWithItsModulePath) {
+  Result<ImportedGraph> file = ParseImportedGraph(TinyGraphFile().dump(), "toy.json");
+  ASSERT_TRUE(file) << file.error().message;
+  Result<OpGraph> graph = ExpandImportedGraph(*file, Fp32Options(32));
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(graph->num_ops(), 1 + 2 * 2 + 1);
+  ASSERT_EQ(graph->blocks().size(), 2u);
+  EXPECT_EQ(graph->ParameterCount(), kVocab * kHidden + 2 * kHidden * kHidden);
+  bool named = false;
+  for (TensorId p : graph->Parameters()) named |= graph->tensor(p).name == "model.layers.1.w";
+  EXPECT_TRUE(named);
+  EXPECT_EQ(graph->op(OpId{3}).name, "model.layers.1.proj/mm");
+  // Layer 1 reads layer 0's output; the loss reads layer 1's.
+  EXPECT_EQ(graph->op(OpId{3}).inputs[0], graph->blocks()[0].output);
+  EXPECT_EQ(graph->op(OpId{5}).inputs[0], graph->blocks()[1].output);
+  EXPECT_EQ(
+      graph->tensor(graph->op(OpId{5}).inputs[1]).shape.Numel({.micro_batch = 2, .seq_len = 4}),
+      10);
+  EXPECT_EQ(graph->input_embeddings(), graph->op(OpId{0}).outputs[0]);
+  EXPECT_EQ(graph->InputEmbeddingTable(), graph->op(OpId{0}).inputs[0]);
+}
+
+TEST(GraphFile, RefusesAnotherRegimeNamingBoth) {
+  Result<ImportedGraph> file = ParseImportedGraph(TinyGraphFile().dump(), "toy.json");
+  ASSERT_TRUE(file);
+  GraphOptions bf16 = Fp32Options(32);
+  bf16.precision = Precision::kBf16;
+  Result<OpGraph> graph = ExpandImportedGraph(*file, bf16);
+  ASSERT_FALSE(graph);
+  EXPECT_NE(graph.error().message.find("imported for fp32 on cpu"), std::string::npos)
+      << graph.error().message;
+  EXPECT_NE(graph.error().message.find("bf16 on cpu"), std::string::npos);
+  GraphOptions checkpointed = Fp32Options(32);
+  checkpointed.kv_cache = false;
+  EXPECT_FALSE(ExpandImportedGraph(*file, checkpointed));
+}
+
+TEST(GraphFile, RefusesSequencesOutsideTheTracedBand) {
+  Result<ImportedGraph> file = ParseImportedGraph(TinyGraphFile().dump(), "toy.json");
+  ASSERT_TRUE(file);
+  EXPECT_TRUE(ExpandImportedGraph(*file, Fp32Options(64)));
+  Result<OpGraph> longer = ExpandImportedGraph(*file, Fp32Options(65));
+  ASSERT_FALSE(longer);
+  EXPECT_NE(longer.error().message.find("sequences of 0 to 64 tokens"), std::string::npos)
+      << longer.error().message;
+}
+
+TEST(GraphFile, MalformedFilesAreErrorsNamingWhatIsWrong) {
+  const auto error_of = [](const json& file) {
+    Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+    return parsed ? std::string("parsed") : parsed.error().message;
+  };
+  json v = TinyGraphFile();
+  v["version"] = 2;
+  EXPECT_NE(error_of(v).find("version 2"), std::string::npos) << error_of(v);
+  json missing = TinyGraphFile();
+  missing.erase("layer_types");
+  EXPECT_NE(error_of(missing).find("'layer_types'"), std::string::npos) << error_of(missing);
+  json unknown_template = TinyGraphFile();
+  unknown_template["layer_types"][1] = "moe";
+  EXPECT_NE(error_of(unknown_template).find("layer type 'moe' has no template"), std::string::npos);
+  json dangling = TinyGraphFile();
+  dangling["templates"]["decoder"]["ops"][0]["inputs"][1] = json::array({"local", 7});
+  EXPECT_NE(error_of(dangling).find("does not exist"), std::string::npos) << error_of(dangling);
+  json shared = TinyGraphFile();
+  shared["templates"]["decoder"]["ops"][0]["inputs"][1] = json::array({"shared", 3});
+  EXPECT_NE(error_of(shared).find("does not exist"), std::string::npos);
+  json early = TinyGraphFile();  // reads the add's output before the add makes it
+  early["templates"]["decoder"]["ops"][0]["inputs"][1] = json::array({"local", 2});
+  EXPECT_NE(error_of(early).find("before it is made"), std::string::npos) << error_of(early);
+  json dim = TinyGraphFile();
+  dim["epilogue"]["tensors"][0]["shape"][1] = "s+x";
+  EXPECT_NE(error_of(dim).find("bad dimension"), std::string::npos) << error_of(dim);
+  json cubic = TinyGraphFile();
+  cubic["templates"]["decoder"]["ops"][0]["backward_workspace"] = {{4, 1, 3}};
+  EXPECT_NE(error_of(cubic).find("outside"), std::string::npos) << error_of(cubic);
+  json grads = TinyGraphFile();
+  grads["templates"]["decoder"]["ops"][1]["grads"] = {"pass"};
+  EXPECT_NE(error_of(grads).find("one flow per input"), std::string::npos);
+  EXPECT_NE(error_of(json::array()).find("not a headroom graph file"), std::string::npos)
+      << error_of(json::array());
+}
+
+TEST(GraphFile, PlansThroughTheModelSpec) {
+  Result<ModelSpec> spec = LoadGraphFile(TinyGraphFile().dump(), "toy.json");
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->family, ModelFamily::kImported);
+  EXPECT_EQ(spec->model_type, "toy");
+  EXPECT_EQ(spec->num_layers, 2);
+  GraphOptions options = Fp32Options(16);
+  Result<OpGraph> graph = BuildGraph(*spec, options);
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(graph->blocks().size(), 2u);
+}
+
+TEST(SymShape, SequencePlusAConstant) {
+  const SymShape labels{Dim::B(), Dim::SPlus(1)};
+  EXPECT_EQ(labels.Numel({.micro_batch = 3, .seq_len = 7}), 24);
+  EXPECT_EQ(labels.ToString(), "[b, s+1]");
+  EXPECT_FALSE(labels.SameNumel(SymShape{Dim::B(), Dim::S()}));
+  EXPECT_TRUE(labels.SameNumel(SymShape{Dim::SPlus(1), Dim::B()}));
+  EXPECT_TRUE(labels.ScalesWithBatch());
+}
+
+}  // namespace
+}  // namespace headroom
