@@ -57,20 +57,6 @@ Result<ModelSpec> LoadCatalogModel(std::string_view name) {
 
 namespace {
 
-Result<ModelSpec> ResolveHubModel(std::string_view hub_id) {
-  if (std::optional<std::string> name = CatalogNameForHubId(hub_id)) return LoadCatalogModel(*name);
-  const auto is_model = [](const HubConfig& c) -> std::optional<Error> {
-    Result<ModelSpec> parsed = ParseHfConfigJson(c.text, c.origin);
-    if (!parsed) return parsed.error();
-    return std::nullopt;
-  };
-  Result<HubConfig> config = FetchHubConfig(hub_id, HubSettingsFromEnvironment(), is_model);
-  if (!config) return config.error();
-  Result<ModelSpec> spec = ParseHfConfigJson(config->text, config->origin);
-  if (spec) spec->name = std::string(hub_id);
-  return spec;
-}
-
 // A config.json (built, or imported when no builder plans its model_type) or a graph
 // file `headroom import` wrote.
 Result<ModelSpec> ModelOfJson(const std::string& text, const std::filesystem::path& path) {
@@ -86,6 +72,20 @@ Result<ModelSpec> ModelOfJson(const std::string& text, const std::filesystem::pa
       !HasGraphBuilder(root["model_type"].get<std::string>()))
     return ImportableModel(text, path, root["model_type"].get<std::string>());
   return ParseHfConfigJson(text, path.string());
+}
+
+Result<ModelSpec> ResolveHubModel(std::string_view hub_id) {
+  if (std::optional<std::string> name = CatalogNameForHubId(hub_id)) return LoadCatalogModel(*name);
+  const auto is_model = [](const HubConfig& c) -> std::optional<Error> {
+    Result<ModelSpec> parsed = ModelOfJson(c.text, c.origin);
+    if (!parsed) return parsed.error();
+    return std::nullopt;
+  };
+  Result<HubConfig> config = FetchHubConfig(hub_id, HubSettingsFromEnvironment(), is_model);
+  if (!config) return config.error();
+  Result<ModelSpec> spec = ModelOfJson(config->text, config->origin);
+  if (spec) spec->name = std::string(hub_id);
+  return spec;
 }
 
 }  // namespace

@@ -101,8 +101,13 @@ Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view confi
     if (graph && graph->regime == regime) return graph;
   }
   if (auto e = CreateParentDirectories(cached)) return *e;
+  // The importer reads the config from the cache: a Hub id's text may be in no file, and a
+  // user's file may change while it runs.
+  const fs::path config_copy = CacheDir() / fmt::format("{:016x}.config.json", Fnv1a(config_text));
+  if (auto e = WriteFileAtomically(config_copy, std::string(config_text), AtSymlink::kReplace))
+    return *e;
   const fs::path written = TemporaryNameBeside(cached);
-  std::vector<std::string> argv = {python, script, config.string(), "--out", written.string()};
+  std::vector<std::string> argv = {python, script, config_copy.string(), "--out", written.string()};
   argv.insert(argv.end(), regime_args->begin(), regime_args->end());
   std::cerr << fmt::format(
       "headroom: importing the graph of {} from its transformers code "
