@@ -44,31 +44,39 @@ int IndexOr(const json& object, const char* key, int fallback) {
                                                                  : fallback;
 }
 
+// The value `name` stands for in `table`; an error naming `what` otherwise.
+template <typename E, size_t N>
+E Named(const std::pair<const char*, E> (&table)[N], const std::string& name, const char* what,
+        const std::string& where) {
+  for (const auto& [text, value] : table) {
+    if (name == text) return value;
+  }
+  throw FileError(fmt::format("{}: {} '{}' is not one headroom plans", where, what, name));
+}
+
 DType DTypeOf(const std::string& name, const std::string& where) {
   static const std::pair<const char*, DType> kNames[] = {
       {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}, {"i64", DType::kI64},
       {"i32", DType::kI32}, {"bool", DType::kBool}, {"u8", DType::kU8}};
-  for (const auto& [text, dtype] : kNames) {
-    if (name == text) return dtype;
-  }
-  throw FileError(fmt::format("{}: dtype '{}' is not one headroom plans", where, name));
+  return Named(kNames, name, "dtype", where);
 }
 
 TensorRole RoleOf(const std::string& name, const std::string& where) {
-  if (name == "input") return TensorRole::kInput;
-  if (name == "parameter") return TensorRole::kParameter;
-  if (name == "buffer") return TensorRole::kBuffer;
-  if (name == "activation") return TensorRole::kActivation;
-  throw FileError(fmt::format("{}: unknown role '{}'", where, name));
+  static const std::pair<const char*, TensorRole> kNames[] = {
+      {"input", TensorRole::kInput},
+      {"parameter", TensorRole::kParameter},
+      {"buffer", TensorRole::kBuffer},
+      {"activation", TensorRole::kActivation}};
+  return Named(kNames, name, "role", where);
 }
 
 OpClass ClassOf(const std::string& name, const std::string& where) {
-  if (name == "matmul") return OpClass::kMatmul;
-  if (name == "attention") return OpClass::kAttention;
-  if (name == "elementwise") return OpClass::kElementwise;
-  if (name == "layout") return OpClass::kLayout;
-  if (name == "constant") return OpClass::kConstant;
-  throw FileError(fmt::format("{}: unknown op class '{}'", where, name));
+  static const std::pair<const char*, OpClass> kNames[] = {{"matmul", OpClass::kMatmul},
+                                                           {"attention", OpClass::kAttention},
+                                                           {"elementwise", OpClass::kElementwise},
+                                                           {"layout", OpClass::kLayout},
+                                                           {"constant", OpClass::kConstant}};
+  return Named(kNames, name, "op class", where);
 }
 
 // "b", "s", "s+N" or an integer.
@@ -305,9 +313,9 @@ ImportedGraph GraphOf(const json& root, const std::string& where) {
   g.num_heads = IntField(config, "num_heads", where);
   g.max_positions = IntField(config, "max_positions", where);
   const json& valid = Field(root, "valid_seq_len", where);
-  if (!valid.is_array() || valid.size() != 2 || !valid[1].is_number_integer())
-    throw FileError(where + ": 'valid_seq_len' must be [0, max]");
-  if (!valid[0].is_number_integer()) throw FileError(where + ": 'valid_seq_len' must be [lo, hi]");
+  if (!valid.is_array() || valid.size() != 2 || !valid[0].is_number_integer() ||
+      !valid[1].is_number_integer())
+    throw FileError(where + ": 'valid_seq_len' must be [lo, hi]");
   g.min_seq_len = valid[0].get<int64_t>();
   g.max_seq_len = valid[1].get<int64_t>();
   g.layer_prefix = StringField(root, "layer_prefix", where);
