@@ -8,6 +8,11 @@ namespace headroom {
 
 Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
   if (spec.family == ModelFamily::kImported) {
+    // A plan file names the model by its sizes, which do not carry an imported graph.
+    if (!spec.imported)
+      return MakeError(fmt::format("{} is an imported model type; plan files do not carry its "
+                                   "graph: pass --model with its config.json",
+                                   spec.name));
     auto graph = spec.imported->GraphFor(TraceRegimeOf(options), options.seq_len);
     if (!graph) return graph.error();
     return ExpandImportedGraph(**graph, options);
