@@ -214,6 +214,16 @@ TEST(GraphFile, PlansThroughTheModelSpec) {
   EXPECT_EQ(graph->blocks().size(), 2u);
 }
 
+TEST(GraphFile, ASpecWithoutItsGraphIsRefused) {
+  // What a plan file or a YAML spec naming `family: imported` gives: sizes, no graph.
+  ModelSpec spec;
+  spec.name = "toy-2l";
+  spec.family = ModelFamily::kImported;
+  Result<OpGraph> graph = BuildGraph(spec, Fp32Options(16));
+  ASSERT_FALSE(graph);
+  EXPECT_NE(graph.error().message.find("plan files do not carry its graph"), std::string::npos);
+}
+
 TEST(SymShape, SequencePlusAConstant) {
   const SymShape labels{Dim::B(), Dim::SPlus(1)};
   EXPECT_EQ(labels.Numel({.micro_batch = 3, .seq_len = 7}), 24);
