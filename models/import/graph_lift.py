@@ -64,17 +64,7 @@ class Lifter:
 
     # ---- the program ------------------------------------------------------------------
     def _check_same_program(self):
-        forward = [(op.aten, op.module, op.inputs, op.outputs) for op in self.base.ops]
-        no_grad = [(op.aten, op.module, op.inputs, op.outputs) for op in self.python.ops]
-        if no_grad != forward:
-            at = next((i for i, (a, b) in enumerate(zip(forward, no_grad)) if a != b),
-                      min(len(forward), len(no_grad)))
-            seen = [f"aten.{x[0]} in {x[1] or '<top>'}" if x else "nothing"
-                    for x in (forward[at] if at < len(forward) else None,
-                              no_grad[at] if at < len(no_grad) else None)]
-            raise UnliftableOp(f"the forward runs other ops under torch.no_grad() (a "
-                               f"checkpointed layer's first forward) than with autograd: op "
-                               f"{at} is {seen[0]} with autograd, {seen[1]} without")
+        self._align_no_grad()
         for rec, point in zip(self.recs[1:], self.points[1:]):
             if len(rec.ops) != len(self.base.ops):
                 raise UnliftableOp(f"the forward runs {len(rec.ops)} ops at b={point[0]}, "
@@ -87,6 +77,41 @@ class Lifter:
                     raise UnliftableOp(f"{_where(self.base, a)} differs at b={point[0]}, "
                                        f"s={point[1]} (aten.{b.aten} in {b.module}): the "
                                        f"program depends on the sizes")
+
+    def _align_no_grad(self):
+        """Maps the no_grad forward's ops and tensors onto the recorded forward's. They run
+        the same ops, except the copies autograd makes of a tensor an in-place op is about
+        to change when its backward needs the original (a router's `top_k /= sum`): the
+        no_grad forward has none, and nothing in the forward reads them."""
+        base, py = self.base.ops, self.python.ops
+        self.py_op, self.py_tensor = {}, {}
+        i = 0
+        for j, op in enumerate(py):
+            while i < len(base) and (base[i].aten, base[i].module) != (op.aten, op.module):
+                if not self._autograd_copy(base[i]):
+                    raise UnliftableOp(
+                        f"the forward runs other ops under torch.no_grad() (a checkpointed "
+                        f"layer's first forward) than with autograd: op {i} is "
+                        f"{_where(self.base, base[i])} with autograd, "
+                        f"{_where(self.python, op)} without")
+                i += 1
+            if i == len(base):
+                raise UnliftableOp(f"{_where(self.python, op)} runs under torch.no_grad() "
+                                   f"only")
+            self.py_op[j] = i
+            for a, b in zip(op.inputs + op.outputs, base[i].inputs + base[i].outputs):
+                if self.py_tensor.setdefault(a, b) != b:
+                    raise UnliftableOp(f"{_where(self.base, base[i])} reads other tensors "
+                                       f"under torch.no_grad() than with autograd")
+            i += 1
+        if any(not self._autograd_copy(op) for op in base[i:]):
+            raise UnliftableOp("the forward runs more ops with autograd than under "
+                               "torch.no_grad()")
+        self.py_op[self.python.forward_end_op] = self.base.forward_end_op
+
+    def _autograd_copy(self, op):
+        return op.aten == "clone" and all(not self.base.tensors[t].consumers
+                                          for t in op.outputs)
 
     def _section_of(self, op):
         module = op.module + "."
@@ -326,6 +351,9 @@ class Lifter:
             owner = rec.tensors[st.owner]
             if owner.role in ("parameter", "buffer", "literal") or st.owner == rec.loss_index:
                 continue
+            if st.owner not in self.py_tensor:
+                continue  # no op of the recorded forward reads or makes it
+            base_owner = self.py_tensor[st.owner]
             freed = st.freed_after_op if st.freed_phase == "forward" else None
             if freed is None:
                 if owner.role != "input":
@@ -336,9 +364,9 @@ class Lifter:
             if freed <= last:
                 continue
             if freed == rec.forward_end_op:
-                if self.owner.get(st.owner) == self._current:
-                    until_end.append(ref(st.owner, f"tensor {st.owner}"))
-            elif freed in local_op:
-                holds.append({"tensor": ref(st.owner, f"the hold of tensor {st.owner}"),
-                              "until_op": local_op[freed]})
+                if self.owner.get(base_owner) == self._current:
+                    until_end.append(ref(base_owner, f"tensor {base_owner}"))
+            elif self.py_op.get(freed) in local_op:
+                holds.append({"tensor": ref(base_owner, f"the hold of tensor {base_owner}"),
+                              "until_op": local_op[self.py_op[freed]]})
         return holds, until_end

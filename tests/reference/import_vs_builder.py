@@ -7,10 +7,7 @@ is wrong, and the fake and real references say which.
 
 Each case is planned twice with the same flags: from its config.json (the builder) and
 from the graph file models/import/headroom_import.py writes for the case's regime.
-Not here: the mixtures of experts (their router divides its top-k weights in place, which
-autograd runs with a copy of the original that a no_grad forward does not make, and the
-import refuses programs that differ between the two) and BERT (a classifier; the import
-records causal language models).
+Not here: BERT (a classifier; the import records causal language models).
 """
 
 import argparse
@@ -25,8 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 IMPORTER = os.path.join(HERE, "..", "..", "models", "import", "headroom_import.py")
 sys.path.insert(0, HERE)
 
-from cases import (Case, TINY_GEMMA2, TINY_GPT2, TINY_LLAMA, TINY_PHI3,  # noqa: E402
-                   TINY_QWEN2, TINY_QWEN3, write_config)
+from cases import (Case, TINY_GEMMA2, TINY_GPT2, TINY_LLAMA, TINY_MIXTRAL,  # noqa: E402
+                   TINY_PHI3, TINY_QWEN2, TINY_QWEN3, TINY_QWEN3_MOE, write_config)
 
 QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
 ALL_LINEAR = QKVO + ("gate_proj", "up_proj", "down_proj")
@@ -47,6 +44,9 @@ CASES = [
     Case("tiny-phi3 fp32 adamw mb2", "phi-3-mini.json", TINY_PHI3, micro_batch=2),
     Case("tiny-gemma2 bf16 adamw eager", "gemma-2-2b.json", TINY_GEMMA2, precision="bf16",
          attention="eager"),
+    Case("tiny-mixtral fp32 adamw mb2", "mixtral-8x7b.json", TINY_MIXTRAL, micro_batch=2),
+    Case("tiny-qwen3-moe bf16 lora qkvo", "qwen3-30b-a3b.json", TINY_QWEN3_MOE, precision="bf16",
+         mode="lora", lora_targets=QKVO),
     Case("tiny-gpt2 fp32 adamw eager mb2", "gpt2.json", TINY_GPT2, attention="eager",
          micro_batch=2),
 ]
