@@ -20,6 +20,8 @@ c10::ScalarType ToScalarType(DType dtype) {
       return c10::kBool;
     case DType::kU8:
       return c10::kByte;
+    case DType::kC64:
+      return c10::kComplexFloat;
     case DType::kNF4:
       break;
   }

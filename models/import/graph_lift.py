@@ -331,7 +331,8 @@ class Lifter:
         dispatch its output had no autograd metadata yet) and it is floating-point."""
         if t.producer is None:
             return t.requires_grad
-        return self.base.ops[t.producer].node_seq is not None and t.dtype.is_floating_point
+        return self.base.ops[t.producer].node_seq is not None and (t.dtype.is_floating_point or
+                                                                   t.dtype.is_complex)
 
     # ---- Python's references --------------------------------------------------------------
     def _holds(self, op_ids, local_op, ref):

@@ -26,11 +26,14 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations
 
 FORMAT_VERSION = 1
-# (b, s) traced: the first six determine the fit in b and s, the last checks it. A
+# (b, s) traced: the first six determine the fit in b and s, the last two check it. A
 # micro-batch of one runs another program (a [1, s] slice is contiguous, so transformers'
 # loss makes no copy of the shifted labels): it is traced at its own points, fitted in s.
-SAMPLE_POINTS = [(2, 32), (3, 32), (2, 48), (3, 48), (2, 80), (3, 80), (4, 112)]
-SINGLE_SAMPLE_POINTS = [(1, 32), (1, 48), (1, 80), (1, 112)]
+# The last point, past 256 tokens, catches sizes padded to a chunk of up to 256 (Mamba-2's
+# and the gated delta rule's reference code pad the sequence to whole chunks): the first
+# points would fit them as constants.
+SAMPLE_POINTS = [(2, 32), (3, 32), (2, 48), (3, 48), (2, 80), (3, 80), (4, 112), (3, 304)]
+SINGLE_SAMPLE_POINTS = [(1, 32), (1, 48), (1, 80), (1, 112), (1, 304)]
 
 
 def load_config(path):
@@ -51,26 +54,51 @@ def load_config(path):
     return model_type, transformers.AutoConfig.for_model(model_type, **fields)
 
 
+# Lists of layer indices, not one value per layer (Llama 4's moe_layers, Qwen's
+# mlp_only_layers): a layer's kind is whether it is in the list.
+INDEX_LISTS = {"moe_layers", "mlp_only_layers", "dense_layers", "sparse_layers"}
+
+
 def layer_kinds(config):
-    """Per decoder layer, what makes layers differ: config.layer_types and every other
-    per-layer list (SmolLM3's no_rope_layers, ...), joined into a template name."""
+    """Per decoder layer, what makes layers differ: config.layer_types, every other
+    per-layer list (SmolLM3's no_rope_layers, ...), membership of the index lists, and the
+    integer rules transformers reads per layer: the first k layers dense
+    (first_k_dense_replace: DeepSeek-V3, GLM-4.5) and every n-th layer sparse
+    (decoder_sparse_step), joined into a template name. Returns the kinds and the config
+    keys a truncated config must cut."""
     n = config.num_hidden_layers
-    lists = {key: value for key, value in sorted(vars(config).items())
-             if isinstance(value, list) and len(value) == n and key != "layer_types"}
+    fields = sorted(vars(config).items())
+    lists = {key: value for key, value in fields
+             if isinstance(value, list) and len(value) == n and key != "layer_types"
+             and key not in INDEX_LISTS}
+    index_lists = {key: set(value) for key, value in fields
+                   if key in INDEX_LISTS and isinstance(value, list)}
+    first_dense = getattr(config, "first_k_dense_replace", 0) or 0
+    sparse_step = getattr(config, "decoder_sparse_step", 0) or 0
     kinds = []
     for k in range(n):
         parts = [str(config.layer_types[k])] if getattr(config, "layer_types", None) else []
         parts += [f"{key}={value[k]}" for key, value in lists.items()]
+        parts += [f"{key}" for key, members in index_lists.items() if k in members]
+        if isinstance(first_dense, int) and k < first_dense:
+            parts.append("dense")
+        if isinstance(sparse_step, int) and sparse_step > 1 and (k + 1) % sparse_step != 0:
+            parts.append("not-sparse")
         kinds.append("/".join(parts) or "decoder")
-    return kinds, sorted(lists) + (["layer_types"] if getattr(config, "layer_types", None) else [])
+    keys = sorted(lists) + (["layer_types"] if getattr(config, "layer_types", None) else [])
+    return kinds, keys
 
 
 def traced_depth(kinds):
-    """One period of the layer pattern plus one layer (the whole model when it has none)."""
+    """A prefix of its own (the first dense layers), one period of the layer pattern after
+    it, plus one layer: the fewest layers that hold every kind and show each repeat (the
+    whole model when it has no pattern)."""
     n = len(kinds)
-    for period in range(1, n):
-        if all(kinds[k] == kinds[k % period] for k in range(n)):
-            return min(n, period + 1)
+    for depth in range(2, n + 1):
+        for prefix in range(0, depth - 1):
+            period = depth - 1 - prefix
+            if all(kinds[k] == kinds[prefix + (k - prefix) % period] for k in range(prefix, n)):
+                return depth
     return n
 
 

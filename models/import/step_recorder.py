@@ -328,7 +328,10 @@ class StepRecorder(TorchDispatchMode):
     @contextlib.contextmanager
     def module_tracking(self):
         def pre(module, _args):
-            self.module_stack.append(self.module_names.get(id(module), "?"))
+            # A module made inside a forward (an activation built on the fly) has no name:
+            # its ops belong to the module that made it.
+            parent = self.module_stack[-1] if self.module_stack else ""
+            self.module_stack.append(self.module_names.get(id(module), parent))
 
         def post(module, _args, _out):
             if self.module_stack:

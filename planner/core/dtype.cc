@@ -15,6 +15,7 @@ int64_t StorageBytes(DType dtype, int64_t numel) {
     case DType::kBF16:
       return CheckedMul(2, numel, "a tensor's bytes");
     case DType::kI64:
+    case DType::kC64:
       return CheckedMul(8, numel, "a tensor's bytes");
     case DType::kBool:
     case DType::kU8:
@@ -34,6 +35,8 @@ std::optional<DType> ParseDType(std::string_view name) {
 bool IsFloatingPoint(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
 }
+
+bool IsDifferentiable(DType dtype) { return IsFloatingPoint(dtype) || dtype == DType::kC64; }
 
 DType PromoteTypes(DType a, DType b) {
   if (a == b) return a;

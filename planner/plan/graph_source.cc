@@ -25,6 +25,8 @@ GraphSource GraphsOf(const ModelSpec& model) {
     Result<OpGraph> graph = BuildGraph(built->model, options);
     // The request's own graph was built with the same spec and checked options; these
     // differ from it only in what the stack does at another batch or checkpoint policy.
+    if (!graph && built->model.family == ModelFamily::kImported)
+      throw GraphUnavailable(graph.error().message);
     if (!graph) throw std::logic_error("GraphsOf: " + graph.error().message);
     built->graphs.emplace_back(options, std::make_shared<const OpGraph>(std::move(*graph)));
     return built->graphs.back().second;

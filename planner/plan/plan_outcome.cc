@@ -8,8 +8,10 @@
 
 namespace headroom {
 
-Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
-                            const std::optional<SearchOptions>& options, double margin) {
+namespace {
+
+Result<PlanOutcome> PlanForGraphs(const PlanRequest& request, const OpGraph& graph,
+                                  const std::optional<SearchOptions>& options, double margin) {
   // The stated plan, also when solving: its checkpoint policy must name existing blocks.
   Result<Plan> stated = Plan::FromConfig(request.config, static_cast<int>(graph.blocks().size()));
   if (!stated) return stated.error();
@@ -48,6 +50,17 @@ Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
   out.within_margin =
       out.prediction.fits && PeakAgainstBudget(out.prediction, request.device) <= out.usable_bytes;
   return out;
+}
+
+}  // namespace
+
+Result<PlanOutcome> PlanFor(const PlanRequest& request, const OpGraph& graph,
+                            const std::optional<SearchOptions>& options, double margin) {
+  try {
+    return PlanForGraphs(request, graph, options, margin);
+  } catch (const GraphUnavailable& e) {
+    return MakeError(e.what());
+  }
 }
 
 PlanFile ToPlanFile(const PlanRequest& request, const PlanOutcome& outcome) {

@@ -246,7 +246,7 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
       const bool hooked = target.input_embeddings_require_grad && out == graph.input_embeddings();
       const DType out_dtype = t.fixed_dtype.value_or(dtype);
       // Autograd never tracks integer tensors (indices, offsets).
-      states_[out.value] = {out_dtype, (any_grad || hooked) && IsFloatingPoint(out_dtype)};
+      states_[out.value] = {out_dtype, (any_grad || hooked) && IsDifferentiable(out_dtype)};
     }
   }
 }

@@ -71,6 +71,18 @@ IMPORTED_CASES = [
              checkpoint="all", seq_len=2048),
     FakeCase("olmo3-7b amp-bf16 adamw mb2 s512", "olmo3-7b.json", precision="amp-bf16",
              micro_batch=2, seq_len=512),
+    # GLM-4.5-Air (106B, 128 routed experts of which 8 per token and a shared one; the
+    # first layer dense), Llama 4 Scout's text model (108B, 16 experts and a shared one,
+    # chunked attention with a NoPE layer every fourth).
+    FakeCase("glm-4.5-air bf16 lora qkvo s512", "glm-4.5-air.json", precision="bf16",
+             mode="lora", lora_targets=LLAMA_QKVO, seq_len=512),
+    FakeCase("glm-4.5-air amp-bf16 adamw ckpt-all s256", "glm-4.5-air.json",
+             precision="amp-bf16", checkpoint="all", seq_len=256),
+    FakeCase("llama-4-scout-text bf16 lora qkvo ckpt-all mb2 s1024", "llama-4-scout-text.json",
+             precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+             micro_batch=2, seq_len=1024),
+    FakeCase("llama-4-scout-text amp-bf16 adamw s512", "llama-4-scout-text.json",
+             precision="amp-bf16", seq_len=512),
 ]
 
 # Small real runs: the fake count against PeakMeter.

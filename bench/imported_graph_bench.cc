@@ -1,0 +1,84 @@
+// An imported graph against the built graph of the same model (issue 40: planning an
+// imported graph within 2x of a built one's time): Llama-3-8B, bf16 LoRA r16 on q and v,
+// sequence 2048, planned for a 64 GiB CPU device. bench/data holds the graph file
+// `headroom import` wrote for that regime (models/import/headroom_import.py
+// tests/reference/configs/llama-3-8b.json --precision bf16 --lora-rank 16).
+//  - the graph: BuildGraph from the catalog spec, or ExpandImportedGraph from the file
+//    (read and parsed once, as a cached plan reads it once);
+//  - a full solve (SearchPlan, global batch 16) on each graph.
+#include <benchmark/benchmark.h>
+
+#include "models/build_graph.h"
+#include "models/catalog.h"
+#include "models/model_import.h"
+#include "planner/core/file_io.h"
+#include "planner/solve/plan_search.h"
+
+namespace headroom {
+namespace {
+
+constexpr const char* kGraphFile = HEADROOM_BENCH_DATA "/llama-3-8b-bf16-lora16.graph.json";
+
+TrainingConfig Config(bool imported) {
+  TrainingConfig c;
+  c.seq_len = 2048;
+  c.precision = Precision::kBf16;
+  c.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16};
+  // The builder's role names, the module names PEFT was given at import.
+  c.fine_tune.lora_targets = imported ? std::vector<std::string>{"q_proj", "v_proj"}
+                                      : std::vector<std::string>{"q", "v"};
+  c.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 2};
+  c.optimizer_impl = OptimizerImpl::kForLoop;
+  return c;
+}
+
+ModelSpec Spec(bool imported) {
+  if (!imported) return *LoadCatalogModel("llama-3-8b");
+  Result<std::string> text = ReadRegularFile(kGraphFile, int64_t{1} << 30);
+  if (!text) throw std::runtime_error(text.error().message);
+  Result<ModelSpec> spec = LoadGraphFile(*text, kGraphFile);
+  if (!spec) throw std::runtime_error(spec.error().message);
+  return *spec;
+}
+
+void BM_Graph(benchmark::State& state, bool imported) {
+  const ModelSpec spec = Spec(imported);
+  const GraphOptions options = GraphOptionsOf(Config(imported));
+  int ops = 0;
+  for (auto _ : state) {
+    Result<OpGraph> graph = BuildGraph(spec, options);
+    if (!graph) {
+      state.SkipWithError(graph.error().message.c_str());
+      return;
+    }
+    ops = graph->num_ops();
+  }
+  state.counters["ops"] = ops;
+}
+
+void BM_Solve(benchmark::State& state, bool imported) {
+  const ModelSpec spec = Spec(imported);
+  const TrainingConfig base = Config(imported);
+  Result<OpGraph> graph = BuildGraph(spec, GraphOptionsOf(base));
+  if (!graph) {
+    state.SkipWithError(graph.error().message.c_str());
+    return;
+  }
+  const DeviceSpec device = CpuDevice(int64_t{64} << 30);
+  SearchResult r;
+  for (auto _ : state) {
+    r = SearchPlan(*graph, base, device, {.global_batch = 16});
+    benchmark::DoNotOptimize(r.feasible);
+  }
+  state.counters["feasible"] = r.feasible;
+  state.counters["micro_batch"] = static_cast<double>(r.plan.config.micro_batch);
+  state.counters["peak_gib"] = static_cast<double>(r.prediction.allocated_peak_bytes) / (1 << 30);
+}
+
+BENCHMARK_CAPTURE(BM_Graph, built_llama3_8b, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Graph, imported_llama3_8b, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Solve, built_llama3_8b, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Solve, imported_llama3_8b, true)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace headroom
