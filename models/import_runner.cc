@@ -1,6 +1,7 @@
 // ImportGraph: runs models/import/headroom_import.py for one regime and keeps what it
 // writes in a cache keyed by the config's bytes, the regime and the installed torch and
 // transformers versions, so that a second plan of the same model reads a file.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -39,6 +40,22 @@ fs::path CacheDir() {
 // FNV-1a: a cache key, not a checksum (the file's regime is checked on reading).
 uint64_t Fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
   for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The importer's own code (the .py files beside the script): a changed importer records
+// again rather than serve what an older one wrote.
+uint64_t ImporterHash(const fs::path& script) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(script.parent_path(), ec)) {
+    if (entry.path().extension() == ".py") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  uint64_t h = Fnv1a("headroom-import");
+  for (const fs::path& f : files) {
+    if (Result<std::string> text = ReadRegularFile(f)) h = Fnv1a(*text, h);
+  }
   return h;
 }
 
@@ -94,7 +111,7 @@ Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view confi
   }
   const uint64_t key =
       Fnv1a(fmt::format("{}|{}|{}", DescribeRegime(regime), regime.base_dtype, regime.min_seq_len),
-            Fnv1a(versions->out, Fnv1a(config_text)));
+            Fnv1a(versions->out, Fnv1a(config_text, ImporterHash(script))));
   const fs::path cached = CacheDir() / fmt::format("{:016x}.json", key);
   if (Result<std::string> text = ReadRegularFile(cached, kMaxGraphFileBytes)) {
     Result<ImportedGraph> graph = ParseImportedGraph(*text, cached.string());
