@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/capacity_command.h"
+#include "cli/import_command.h"
 #include "cli/plan_command.h"
 #include "cli/plan_flags.h"
 #if HEADROOM_WITH_TORCH
@@ -60,7 +61,7 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   const auto named = [&](const CLI::App* c) { return argc > 1 && c->get_name() == argv[1]; };
   if (argc > 1 && argv[1][0] != '-' && std::none_of(commands.begin(), commands.end(), named))
     return ReportUsageError(
-        fmt::format("unknown command '{}'; use plan, simulate, train, capacity, models or gpus "
+        fmt::format("unknown command '{}'; use plan, simulate, train, capacity, import, models or gpus "
                     "(see `headroom --help`)",
                     argv[1]));
   try {
@@ -109,6 +110,13 @@ int Main(int argc, char** argv) {
       "capacity", "Compare GPU types and counts for a training job: plan, time and cost of each");
   AddCapacityFlags(*capacity, capacity_flags);
 
+  ImportFlags import_flags;
+  auto* import = app.add_subcommand(
+      "import",
+      "Record a model's graph from its own transformers code (python3 with torch, transformers "
+      "and peft) for one training regime and write the graph file --model plans");
+  AddImportFlags(*import, import_flags);
+
   auto* models = app.add_subcommand("models", "List the built-in model catalog");
   auto* gpus = app.add_subcommand("gpus", "List the GPU catalog");
 
@@ -116,6 +124,7 @@ int Main(int argc, char** argv) {
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
   if (capacity->parsed()) return RunCapacityCommand(capacity_flags);
+  if (import->parsed()) return RunImportCommand(import_flags);
 #if HEADROOM_WITH_TORCH
   if (train->parsed()) return RunTrainCommand(train_flags);
 #endif

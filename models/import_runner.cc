@@ -93,8 +93,8 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
 
 }  // namespace
 
-Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view config_text,
-                                  const TraceRegime& regime) {
+Result<std::string> ImportGraphText(const fs::path& config, std::string_view config_text,
+                                    const TraceRegime& regime) {
   Result<std::vector<std::string>> regime_args = ImporterArgs(regime);
   if (!regime_args) return regime_args.error();
   const std::string python = EnvOr("HEADROOM_PYTHON", "python3");
@@ -115,7 +115,7 @@ Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view confi
   const fs::path cached = CacheDir() / fmt::format("{:016x}.json", key);
   if (Result<std::string> text = ReadRegularFile(cached, kMaxGraphFileBytes)) {
     Result<ImportedGraph> graph = ParseImportedGraph(*text, cached.string());
-    if (graph && graph->regime == regime) return graph;
+    if (graph && graph->regime == regime) return std::move(*text);
   }
   if (auto e = CreateParentDirectories(cached)) return *e;
   // The importer reads the config from the cache: a Hub id's text may be in no file, and a
@@ -145,7 +145,14 @@ Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view confi
   Result<ImportedGraph> graph = ParseImportedGraph(*text, config.string() + " (imported)");
   if (!graph) return graph.error();
   if (auto e = WriteFileAtomically(cached, *text, AtSymlink::kReplace)) return *e;
-  return graph;
+  return std::move(*text);
+}
+
+Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view config_text,
+                                  const TraceRegime& regime) {
+  Result<std::string> text = ImportGraphText(config, config_text, regime);
+  if (!text) return text.error();
+  return ParseImportedGraph(*text, config.string() + " (imported)");
 }
 
 }  // namespace headroom

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/python_json.h"
+#include "planner/core/file_io.h"
 #include "planner/core/limits.h"
 
 namespace headroom {
@@ -22,11 +23,16 @@ ImportedModel::ImportedModel(ImportedGraph graph) : model_type_(graph.model_type
   graphs_.push_back(std::make_shared<const ImportedGraph>(std::move(graph)));
 }
 
-Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(TraceRegime regime,
-                                                                     int64_t seq_len) const {
+TraceRegime ImportedModel::RegimeFor(TraceRegime regime, int64_t seq_len) const {
   for (int64_t threshold : seq_thresholds_) {
     if (threshold <= seq_len) regime.min_seq_len = std::max(regime.min_seq_len, threshold);
   }
+  return regime;
+}
+
+Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(TraceRegime wanted,
+                                                                     int64_t seq_len) const {
+  const TraceRegime regime = RegimeFor(std::move(wanted), seq_len);
   const std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& graph : graphs_) {
     if (graph->regime == regime) return graph;
@@ -67,6 +73,24 @@ Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::pa
   if (!graph) return graph.error();
   auto model = std::make_shared<const ImportedModel>(*graph);
   return ImportedSpec(*graph, std::move(model));
+}
+
+Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
+                                       const GraphOptions& options) {
+  Result<std::string> text = ReadRegularFile(config);
+  if (!text) return text.error();
+  nlohmann::json root;
+  try {
+    root = ParsePythonJson(*text);
+  } catch (const nlohmann::json::exception& e) {
+    return MakeError(fmt::format("{}: not a valid config.json ({})", config.string(), e.what()));
+  }
+  if (!root.is_object() || !root.contains("model_type") || !root["model_type"].is_string())
+    return MakeError(fmt::format("{}: missing field 'model_type'", config.string()));
+  Result<ModelSpec> spec = ImportableModel(*text, config, root["model_type"].get<std::string>());
+  if (!spec) return spec.error();
+  const TraceRegime regime = spec->imported->RegimeFor(TraceRegimeOf(options), options.seq_len);
+  return ImportGraphText(config, *text, regime);
 }
 
 bool HasGraphBuilder(std::string_view model_type) {

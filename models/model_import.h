@@ -30,6 +30,8 @@ class ImportedModel {
   explicit ImportedModel(ImportedGraph graph);
 
   const std::string& model_type() const { return model_type_; }
+  // `regime` traced from the largest sliding window or attention chunk `seq_len` reaches.
+  TraceRegime RegimeFor(TraceRegime regime, int64_t seq_len) const;
   // The graph of `regime` for sequences of `seq_len` tokens.
   Result<std::shared_ptr<const ImportedGraph>> GraphFor(TraceRegime regime, int64_t seq_len) const;
 
@@ -53,11 +55,19 @@ Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::pa
 Result<ModelSpec> ImportableModel(std::string_view config_text, const std::filesystem::path& path,
                                   std::string_view model_type);
 
+// `headroom import`: the graph file of the config.json at `config` (a built type too: its
+// graph then comes from transformers' code rather than the builder) for `options`.
+Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
+                                       const GraphOptions& options);
+
 // True for the model types headroom builds by hand (models/hf_config.cc).
 bool HasGraphBuilder(std::string_view model_type);
 
 // Runs the importer for `config` under `regime`, through the cache
-// ($HEADROOM_CACHE, else $XDG_CACHE_HOME/headroom, else ~/.cache/headroom).
+// ($HEADROOM_CACHE, else $XDG_CACHE_HOME/headroom, else ~/.cache/headroom): the graph
+// file's text, or the graph read from it.
+Result<std::string> ImportGraphText(const std::filesystem::path& config,
+                                    std::string_view config_text, const TraceRegime& regime);
 Result<ImportedGraph> ImportGraph(const std::filesystem::path& config, std::string_view config_text,
                                   const TraceRegime& regime);
 

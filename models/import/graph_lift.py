@@ -100,7 +100,9 @@ class Lifter:
                                    f"only")
             self.py_op[j] = i
             for a, b in zip(op.inputs + op.outputs, base[i].inputs + base[i].outputs):
-                if self.py_tensor.setdefault(a, b) != b:
+                known = self.py_tensor.setdefault(a, b)
+                # A view autograd replayed reads the same storage as the view it replaces.
+                if self.base.tensors[known].storage != self.base.tensors[b].storage:
                     raise UnliftableOp(f"{_where(self.base, base[i])} reads other tensors "
                                        f"under torch.no_grad() than with autograd")
             i += 1
@@ -110,8 +112,14 @@ class Lifter:
         self.py_op[self.python.forward_end_op] = self.base.forward_end_op
 
     def _autograd_copy(self, op):
-        return op.aten == "clone" and all(not self.base.tensors[t].consumers
-                                          for t in op.outputs)
+        """An op only autograd runs: a copy of a tensor an in-place op changes that nothing
+        in the forward reads, or a view it replays after an in-place op on a view (no
+        storage of its own)."""
+        tensors = self.base.tensors
+        if op.aten == "clone":
+            return all(not tensors[t].consumers for t in op.outputs)
+        inputs = {tensors[i].storage for i in op.inputs}
+        return op.aten in LAYOUT_OPS and all(tensors[t].storage in inputs for t in op.outputs)
 
     def _section_of(self, op):
         module = op.module + "."

@@ -22,6 +22,7 @@ class FakeCase(Case):
 
 LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
 LLAMA_ALL = LLAMA_QKVO + ("gate_proj", "up_proj", "down_proj")
+DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
 
 CASES = [
     # Llama-3.2-1B (1.24B, tied embeddings).
@@ -83,6 +84,12 @@ IMPORTED_CASES = [
              micro_batch=2, seq_len=1024),
     FakeCase("llama-4-scout-text amp-bf16 adamw s512", "llama-4-scout-text.json",
              precision="amp-bf16", seq_len=512),
+    # DeepSeek-V3 (671B: multi-head latent attention, 256 routed experts of which 8 per
+    # token and a shared one, the first three layers dense).
+    FakeCase("deepseek-v3 bf16 lora mla s512", "deepseek-v3.json", precision="bf16",
+             mode="lora", lora_targets=DEEPSEEK_MLA, seq_len=512),
+    FakeCase("deepseek-v3 amp-bf16 adamw ckpt-all s256", "deepseek-v3.json",
+             precision="amp-bf16", checkpoint="all", seq_len=256),
 ]
 
 # Small real runs: the fake count against PeakMeter.
