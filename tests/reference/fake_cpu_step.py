@@ -440,6 +440,8 @@ def main():
     parser.add_argument("--real-only", action="store_true", help="only the fake-vs-real check")
     parser.add_argument("--imported", action="store_true",
                         help="run the families planned by import instead of the built ones")
+    parser.add_argument("--with-slow", action="store_true",
+                        help="with --imported: also the cases marked slow (DeepSeek-V3)")
     parser.add_argument("--real-bound-bytes", type=int, default=1024,
                         help="largest |fake - real| the check accepts (default 1024)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
@@ -486,7 +488,8 @@ def run_cases(args, server):
         if args.real_only:
             return 1 if real_failed else 0
     from fake_cpu_cases import CASES, IMPORTED_CASES
-    cases = [c for c in (IMPORTED_CASES if args.imported else CASES) if args.only in c.name]
+    cases = [c for c in (IMPORTED_CASES if args.imported else CASES) if args.only in c.name
+             and (args.with_slow or not (args.imported and c.slow))]
     failures = 0
     rows = []
     begin = time.time()
