@@ -79,16 +79,22 @@ OpClass ClassOf(const std::string& name, const std::string& where) {
   return Named(kNames, name, "op class", where);
 }
 
+// A dimension's constant, and a tensor's element count at b = s = 1: past these a file
+// describes no tensor a step could hold (a step's own bound is checked when it is planned).
+constexpr int64_t kMaxDimension = int64_t{1} << 40;
+constexpr double kMaxStaticElements = 1.2e15;  // 2^50
+
 // "b", "s", "s+N" or an integer.
 Dim DimOf(const json& d, const std::string& where) {
-  if (d.is_number_integer() && d.get<int64_t>() >= 0) return Dim::C(d.get<int64_t>());
+  if (d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= kMaxDimension)
+    return Dim::C(d.get<int64_t>());
   if (d.is_string()) {
     const std::string text = d.get<std::string>();
     if (text == "b") return Dim::B();
     if (text == "s") return Dim::S();
     if (text.starts_with("s+")) {
       const std::string digits = text.substr(2);
-      if (!digits.empty() && digits.size() < 10 &&
+      if (!digits.empty() && digits.size() < 7 &&
           digits.find_first_not_of("0123456789") == std::string::npos)
         return Dim::SPlus(std::stoll(digits));
     }
@@ -100,7 +106,10 @@ SymShape ShapeOf(const json& dims, const std::string& where) {
   if (!dims.is_array()) throw FileError(where + ": a shape must be a list");
   std::vector<Dim> out;
   for (const json& d : dims) out.push_back(DimOf(d, where));
-  return SymShape(std::move(out));
+  SymShape shape(std::move(out));
+  if (!(shape.NumelBound({}) <= kMaxStaticElements))
+    throw FileError(fmt::format("{}: shape {} is too large", where, dims.dump()));
+  return shape;
 }
 
 // [[c, i, j], ...]: c * b^i * s^j with i in {0, 1}, j in {0, 1, 2}.
@@ -112,6 +121,9 @@ SymSize SizeOf(const json& terms, const std::string& where) {
         !t[2].is_number_integer())
       throw FileError(fmt::format("{}: bad monomial {}", where, t.dump()));
     const int b = t[1].get<int>(), s = t[2].get<int>();
+    if (!(t[0].get<double>() >= 0 && t[0].get<double>() <= kMaxStaticElements))
+      throw FileError(
+          fmt::format("{}: monomial {} has a coefficient out of range", where, t.dump()));
     if (b < 0 || b > 1 || s < 0 || s > 2)
       throw FileError(fmt::format("{}: monomial {} is outside b^0..1 s^0..2", where, t.dump()));
     out.terms.push_back({t[0].get<double>(), b, s});
