@@ -28,7 +28,7 @@ headroom::TrainingConfig ConfigOfRegime(const headroom::ImportedGraph& g) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace headroom;
-  const std::string text = fuzz::AsText(data, size);
+  const std::string text(fuzz::AsText(data, size));
   const Result<ImportedGraph> graph = ParseImportedGraph(text, "graph.json");
   if (!graph) {
     fuzz::Require(!graph.error().message.empty(), "an error says what is wrong");
