@@ -1,6 +1,8 @@
 #include "models/graph_file.h"
 
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 
 // A malformed file: caught at the top and returned with the file's name.
 struct FileError : std::runtime_error {
@@ -84,7 +86,15 @@ OpClass ClassOf(const std::string& name, const std::string& where) {
 constexpr int64_t kMaxDimension = int64_t{1} << 40;
 constexpr double kMaxStaticElements = 1.2e15;  // 2^50
 
-// "b", "s", "s+N" or an integer.
+// Digits of a small positive number, or nothing.
+std::optional<int64_t> SmallNumber(std::string_view digits) {
+  if (digits.empty() || digits.size() >= 7 ||
+      digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  return std::stoll(std::string(digits));
+}
+
+// "b", "s", "s+N", "round_up(s,M)" or an integer.
 Dim DimOf(const json& d, const std::string& where) {
   if (d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= kMaxDimension)
     return Dim::C(d.get<int64_t>());
@@ -93,10 +103,11 @@ Dim DimOf(const json& d, const std::string& where) {
     if (text == "b") return Dim::B();
     if (text == "s") return Dim::S();
     if (text.starts_with("s+")) {
-      const std::string digits = text.substr(2);
-      if (!digits.empty() && digits.size() < 7 &&
-          digits.find_first_not_of("0123456789") == std::string::npos)
-        return Dim::SPlus(std::stoll(digits));
+      if (auto n = SmallNumber(std::string_view(text).substr(2))) return Dim::SPlus(*n);
+    }
+    if (text.starts_with("round_up(s,") && text.ends_with(")")) {
+      const std::string_view m = std::string_view(text).substr(11, text.size() - 12);
+      if (auto n = SmallNumber(m); n && *n > 0) return Dim::SRoundUp(*n);
     }
   }
   throw FileError(fmt::format("{}: bad dimension {}", where, d.dump()));
@@ -170,6 +181,20 @@ ImportedTensor TensorOf(const json& t, const std::string& where) {
   return out;
 }
 
+// [heads, kv_heads, head_dim] of a fused attention op: positive, kv_heads dividing heads.
+AttentionHeads AttentionHeadsOf(const json& h, const std::string& at) {
+  const auto positive = [&](size_t i) {
+    if (!h.is_array() || h.size() != 3 || !h[i].is_number_integer() || h[i].get<int64_t>() <= 0 ||
+        h[i].get<int64_t>() > kMaxDimension)
+      throw FileError(at + ": 'attention_heads' must be three positive sizes");
+    return h[i].get<int64_t>();
+  };
+  AttentionHeads out{.heads = positive(0), .kv_heads = positive(1), .head_dim = positive(2)};
+  if (out.heads % out.kv_heads != 0)
+    throw FileError(at + ": 'attention_heads': the K/V heads must divide the query heads");
+  return out;
+}
+
 ImportedOp OpOf(const json& o, const std::string& where) {
   ImportedOp out;
   out.name = StringField(o, "name", where);
@@ -199,6 +224,7 @@ ImportedOp OpOf(const json& o, const std::string& where) {
   const json& flops = Field(o, "flops", at);
   traced->flops_forward = SizeOf(Field(flops, "forward", at), at);
   traced->flops_backward = SizeOf(Field(flops, "backward", at), at);
+  if (o.contains("attention_heads")) traced->attention = AttentionHeadsOf(o["attention_heads"], at);
   out.traced = std::move(traced);
   return out;
 }
@@ -300,6 +326,7 @@ TraceRegime RegimeOf(const json& r, const std::string& where) {
   }
   if (r.contains("base_dtype") && r["base_dtype"].is_string()) out.base_dtype = r["base_dtype"];
   out.min_seq_len = r.value("min_seq_len", int64_t{0});
+  out.sm = r.value("sm", int64_t{0});
   return out;
 }
 

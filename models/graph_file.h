@@ -22,6 +22,9 @@ namespace headroom {
 // What the recording ran: a plan is expanded from it only when it runs the same.
 struct TraceRegime {
   std::string device = "cpu";
+  // On cuda: the GPU's compute capability, 10 x major + minor, which picks the SDPA kernel
+  // the recording ran (0 on cpu).
+  int64_t sm = 0;
   std::string precision = "fp32";
   std::string mode = "full";  // full, lora
   int64_t lora_rank = 0;      // alpha only scales by a Python float: the same program

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <system_error>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -61,11 +63,9 @@ uint64_t ImporterHash(const fs::path& script) {
 
 // The importer's arguments for `regime`, or an error for what it cannot record.
 Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
-  if (regime.device != "cpu") {
+  if (regime.device != "cpu" && regime.device != "cuda")
     return MakeError(
-        "importing a model's graph for CUDA is not implemented: the import records on fake "
-        "CPU tensors; plan it with --device cpu");
-  }
+        fmt::format("importing a model's graph for {} is not implemented", regime.device));
   if (regime.precision != "fp32" && regime.precision != "bf16" && regime.precision != "amp-bf16")
     return MakeError(
         fmt::format("importing a model's graph under {} is not implemented "
@@ -78,8 +78,9 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
                     regime.stack));
   if (regime.mode == "qlora")
     return MakeError("importing a model's graph for QLoRA is not implemented");
-  std::vector<std::string> args = {"--precision", regime.precision, "--attention",
-                                   regime.attention};
+  std::vector<std::string> args = {"--device",       regime.device, "--precision",
+                                   regime.precision, "--attention", regime.attention};
+  if (regime.device == "cuda") args.insert(args.end(), {"--sm", std::to_string(regime.sm)});
   if (regime.mode == "lora") {
     args.insert(args.end(), {"--lora-rank", std::to_string(regime.lora_rank), "--lora-targets",
                              fmt::format("{}", fmt::join(regime.lora_targets, ",")), "--base-dtype",
@@ -126,12 +127,16 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
   const fs::path written = TemporaryNameBeside(cached);
   std::vector<std::string> argv = {python, script, config_copy.string(), "--out", written.string()};
   argv.insert(argv.end(), regime_args->begin(), regime_args->end());
-  std::cerr << fmt::format(
-      "headroom: importing the graph of {} from its transformers code "
-      "({})\n",
-      config.string(), DescribeRegime(regime));
-  Result<ProcessResult> run =
-      RunProcess(argv, [](std::string_view line) { std::cerr << "  " << line << "\n"; });
+  // Progress (the importer's lines, 10-60 s a regime) on a terminal only, as capacity's:
+  // a script reading stderr gets the one-line error or nothing.
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  if (terminal)
+    std::cerr << fmt::format(
+        "headroom: importing the graph of {} from its transformers code ({})\n", config.string(),
+        DescribeRegime(regime));
+  Result<ProcessResult> run = RunProcess(argv, [terminal](std::string_view line) {
+    if (terminal) std::cerr << "  " << line << "\n";
+  });
   std::error_code ec;
   if (!run || run->exit_code != 0) {
     fs::remove(written, ec);

@@ -1,4 +1,6 @@
 // The regime an imported graph was recorded under, and the one a plan asks for.
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,7 +10,11 @@ namespace headroom {
 
 TraceRegime TraceRegimeOf(const GraphOptions& options) {
   TraceRegime r;
-  r.device = options.attention_call.device.cuda ? "cuda" : "cpu";
+  const KernelTarget& target = options.attention_call.device;
+  r.device = target.cuda ? "cuda" : "cpu";
+  // A GPU of unknown capability plans as sm80, as attention_kernel_choice.cc does.
+  if (target.cuda)
+    r.sm = std::lround(10 * (target.compute_capability > 0 ? target.compute_capability : 8.0));
   r.precision = std::string(PrecisionName(options.precision));
   const FineTuneConfig& ft = options.fine_tune;
   r.mode = std::string(FineTuneName(ft.mode));
@@ -26,6 +32,7 @@ TraceRegime TraceRegimeOf(const GraphOptions& options) {
 
 std::string DescribeRegime(const TraceRegime& r) {
   std::string out = fmt::format("{} on {}", r.precision, r.device);
+  if (r.sm > 0) out += fmt::format(" (sm{})", r.sm);
   if (r.mode == "full") {
     out += ", full fine-tune";
   } else {

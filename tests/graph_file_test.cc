@@ -84,7 +84,7 @@ json TinyGraphFile() {
            {"new", "none"})}},
       {"loss", 1}};
   return {{"format", "headroom-graph"},
-          {"version", 1},
+          {"version", 2},
           {"model_type", "toy"},
           {"name", "toy-2l"},
           {"source", {{"transformers", "5.24.0"}}},
@@ -172,8 +172,8 @@ TEST(GraphFile, MalformedFilesAreErrorsNamingWhatIsWrong) {
     return parsed ? std::string("parsed") : parsed.error().message;
   };
   json v = TinyGraphFile();
-  v["version"] = 2;
-  EXPECT_NE(error_of(v).find("version 2"), std::string::npos) << error_of(v);
+  v["version"] = 3;
+  EXPECT_NE(error_of(v).find("version 3"), std::string::npos) << error_of(v);
   json missing = TinyGraphFile();
   missing.erase("layer_types");
   EXPECT_NE(error_of(missing).find("'layer_types'"), std::string::npos) << error_of(missing);

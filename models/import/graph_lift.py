@@ -25,6 +25,10 @@ OP_CLASSES = {
     "_scaled_dot_product_efficient_attention": "attention",
     "_scaled_dot_product_cudnn_attention": "attention",
 }
+# The fused CUDA attention kernels whose backward allocates scratch inside its ATen op, which
+# fake tensors never see: the planner sizes it from the call's heads (traced_cost_rule.h).
+FUSED_ATTENTION = {"_scaled_dot_product_flash_attention",
+                   "_scaled_dot_product_efficient_attention"}
 LAYOUT_OPS = {"view", "_unsafe_view", "t", "transpose", "permute", "unsqueeze", "squeeze",
               "expand", "slice", "select", "split", "split_with_sizes", "alias", "detach",
               "as_strided", "unbind", "chunk", "narrow", "reshape", "_reshape_alias"}
@@ -288,7 +292,23 @@ class Lifter:
             "forward": self._fit(f"{where}: flops", [r.ops[o].flops for r in self.recs]),
             "backward": self._fit(f"{where}: backward flops",
                                   [r.ops[o].backward_flops for r in self.recs])}
+        if op.aten in FUSED_ATTENTION:
+            entry["attention_heads"] = self._attention_heads(o, where)
         return entry
+
+    def _attention_heads(self, o, where):
+        """[heads, kv_heads, head_dim] of a fused attention call, whose q at every sample
+        point is [b, heads, s, head_dim] (the rule reads b and s from the plan)."""
+        heads = set()
+        for rec, (b, s) in zip(self.recs, self.points):
+            q, k = (rec.tensors[i].shape for i in rec.ops[o].inputs[:2])
+            if len(q) != 4 or len(k) != 4 or q[0] != b or q[2] != s or k[2] != s:
+                raise UnliftableOp(f"{where}: attention on q {q}, k {k} at b={b}, s={s} "
+                                   f"(not [b, heads, s, head_dim])")
+            heads.add((q[1], k[1], q[3]))
+        if len(heads) != 1:
+            raise UnliftableOp(f"{where}: attention heads change with b and s: {sorted(heads)}")
+        return list(heads.pop())
 
     @staticmethod
     def _nth_saved_bytes(rec, o, n, base_op):

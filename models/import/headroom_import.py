@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 # (b, s) traced: the first six determine the fit in b and s, the last two check it. A
 # micro-batch of one runs another program (a [1, s] slice is contiguous, so transformers'
 # loss makes no copy of the shifted labels): it is traced at its own points, fitted in s.
@@ -107,6 +107,11 @@ def truncated(config, depth, per_layer_keys):
 
     small = copy.deepcopy(config)
     for key in per_layer_keys:
+        # A per-layer list the config derives from other fields (a read-only property,
+        # e.g. MambaConfig.layer_types) follows num_hidden_layers by itself.
+        attribute = getattr(type(config), key, None)
+        if isinstance(attribute, property) and attribute.fset is None:
+            continue
         setattr(small, key, list(getattr(config, key))[:depth])
     small.num_hidden_layers = depth
     return small
@@ -123,7 +128,12 @@ def parse_args(argv):
     p.add_argument("--base-dtype", choices=["fp32", "bf16"],
                    help="LoRA: the frozen base as loaded (default: fp32 under fp32, else bf16)")
     p.add_argument("--attention", default="sdpa", choices=["sdpa", "eager"])
-    p.add_argument("--device", default="cpu", choices=["cpu"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: record on a driverless fake CUDA device, with CUDA's autocast "
+                        "lists and SDPA kernels")
+    p.add_argument("--sm", type=int, default=90,
+                   help="with --device cuda: the GPU's compute capability, 10 x major + minor "
+                        "(it picks the SDPA kernel)")
     p.add_argument("--checkpointing", action="store_true",
                    help="trace the program gradient checkpointing runs: transformers' "
                         "checkpointed layers get no KV cache (modeling_layers.py)")
@@ -135,7 +145,8 @@ def parse_args(argv):
 
 
 def regime_of(args):
-    regime = {"device": args.device, "precision": args.precision,
+    regime = {"device": args.device, "sm": args.sm if args.device == "cuda" else 0,
+              "precision": args.precision,
               "mode": "lora" if args.lora_rank > 0 else "full",
               "attention": args.attention, "stack": "pytorch",
               # transformers' forward in training fills a DynamicCache unless checkpointing
@@ -173,6 +184,9 @@ def import_graph(args, log):
     from trace_step import record_step
 
     model_type, config = load_config(args.config)
+    if args.device == "cuda":
+        from trace_step import install_cuda
+        install_cuda(args.sm)
     kinds, per_layer_keys = layer_kinds(config)
     depth = traced_depth(kinds)
     small = truncated(config, depth, per_layer_keys)
@@ -251,6 +265,13 @@ def valid_seq_len(config, low):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.device == "cuda":
+        # The fake device must never sit beside a real one (fake_cuda_device.install), and
+        # its C++ extension is built once and kept beside the graphs.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        if os.environ.get("HEADROOM_CACHE"):
+            os.environ.setdefault("HEADROOM_EXTENSIONS_DIR",
+                                  os.path.join(os.environ["HEADROOM_CACHE"], "torch_extensions"))
 
     def log(line):
         if not args.quiet:
@@ -261,14 +282,20 @@ def main(argv=None):
     start = time.time()
     try:
         graph = import_graph(args, log)
-    except UnliftableOp as e:
+    except Exception as e:  # noqa: BLE001 - every failure ends in one line naming the type
         model_type = "?"
         try:
             with open(args.config, encoding="utf-8") as f:
                 model_type = json.load(f).get("model_type", "?")
         except (OSError, ValueError):
             pass
-        print(f"headroom import: model_type '{model_type}': {e}", file=sys.stderr)
+        if os.environ.get("HEADROOM_IMPORT_TRACEBACK"):
+            import traceback
+            traceback.print_exc()
+        what = str(e) if isinstance(e, UnliftableOp) else (
+            f"transformers' code did not run on fake tensors: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}")
+        print(f"headroom import: model_type '{model_type}': {what}", file=sys.stderr)
         return 2
     write_atomically(args.out, json.dumps(graph, separators=(",", ":")) + "\n")
     log(f"wrote {args.out} ({time.time() - start:.1f} s)")

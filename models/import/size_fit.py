@@ -51,11 +51,38 @@ def fit(points, values):
     return terms
 
 
+# The multiples a kernel may pad a sequence to (the memory-efficient attention's
+# logsumexp: 32, kAlignLSE), tried when a count is no polynomial in s. The sample points'
+# lengths are multiples of 16: padding to 8 or 16 is invisible to them.
+ROUND_UP_MULTIPLES = (32, 64, 128, 256)
+
+
+def _round_up(s, m):
+    return -(-s // m) * m
+
+
 def fit_shape(points, values):
-    """A tensor's element count as the dimensions of a shape: "b", "s", "s+N" and
-    integers, e.g. ["b", "s+1", 1] for labels padded by one (c * b^i * s^j, or
-    c * b^i * s^(j-1) * (s + N) when the count is such a sum)."""
-    terms = fit(points, values)
+    """A tensor's element count as the dimensions of a shape: "b", "s", "s+N",
+    "round_up(s,M)" and integers, e.g. ["b", "s+1", 1] for labels padded by one
+    (c * b^i * s^j, or c * b^i * s^(j-1) * (s + N) when the count is such a sum), or
+    ["b", 16, "round_up(s,32)"] for a count linear in s padded to a multiple of 32."""
+    try:
+        terms = fit(points, values)
+    except NoExactFit:
+        for m in ROUND_UP_MULTIPLES:
+            padded = [(b, _round_up(s, m)) for b, s in points]
+            try:
+                terms = fit(padded, values)
+            except NoExactFit:
+                continue
+            if len(terms) == 1 and terms[0][2] == 1:
+                c, i, _ = terms[0]
+                return ["b"] * i + [f"round_up(s,{m})", c]
+        raise
+    return _shape_of(terms)
+
+
+def _shape_of(terms):
     if not terms:
         return [0]
     if len({i for _, i, _ in terms}) == 1:

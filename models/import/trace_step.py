@@ -84,13 +84,30 @@ def build_model(hf_config, regime):
     return model
 
 
+def install_cuda(sm):
+    """The driverless CUDA device and what the CUDA dispatcher does on a GPU of compute
+    capability sm (90: an H100), once per process: fake_cuda_device.py,
+    fake_cuda_semantics.py (shared with the fake-CUDA references)."""
+    import fake_cuda_device
+    import fake_cuda_semantics
+
+    fake_cuda_device.install()
+    capability = (sm // 10, sm % 10)
+    fake_cuda_semantics.patch_device_capability(capability)
+    fake_cuda_semantics.install_sdpa({}, capability)
+
+
 def record_step(hf_config, regime, micro_batch, seq_len, grad=True):
     """The recorder after one forward and backward at (micro_batch, seq_len). With
     grad=False, only the forward, under torch.no_grad(): autograd saves nothing, so each
-    storage dies when the last Python reference to it goes (graph_lift's holds)."""
+    storage dies when the last Python reference to it goes (graph_lift's holds). On
+    regime["device"] "cuda" it runs on the fake CUDA device (install_cuda first): CUDA's
+    autocast lists, its SDPA kernels and their saved tensors."""
     torch.manual_seed(0)
+    device = regime["device"]
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with fake_tensor_artefacts_patched(), fake_mode:
+    on_device = torch.device(device) if device != "cpu" else contextlib.nullcontext()
+    with fake_tensor_artefacts_patched(), fake_mode, on_device:
         model = build_model(hf_config, regime)
         names = {id(m): name for name, m in model.named_modules()}
         recorder = StepRecorder(names)
@@ -114,7 +131,7 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True):
         hooks.append(embeddings.register_forward_hook(embedding_output))
         with recorder, recorder.module_tracking(), recorder.saved_tensors_hooks():
             recorder.phase = "forward"
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast), \
                     torch.set_grad_enabled(grad):
                 output = model(input_ids=ids, labels=ids, use_cache=regime["kv_cache"])
             loss = output.loss

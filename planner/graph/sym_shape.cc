@@ -17,6 +17,8 @@ int64_t SizeIn(const Dim& d, const ShapeEnv& env) {
       return env.seq_len;
     case Dim::Kind::kSeqPlus:
       return CheckedAdd(env.seq_len, d.value, "a dimension s + N");
+    case Dim::Kind::kSeqRoundUp:
+      return CheckedAdd(env.seq_len, d.value - 1, "a dimension s rounded up") / d.value * d.value;
   }
   return d.value;
 }
@@ -51,15 +53,16 @@ bool SymShape::SameNumel(const SymShape& other) const {
     struct {
       int64_t constant = 1;
       int batch = 0, seq = 0;
-      std::multiset<int64_t> seq_plus;
+      std::multiset<int64_t> seq_plus, seq_round_up;
     } p;
     for (const Dim& d : shape.dims_) {
       if (d.kind == Dim::Kind::kConst) p.constant *= d.value;
       if (d.kind == Dim::Kind::kSeqPlus) p.seq_plus.insert(d.value);
+      if (d.kind == Dim::Kind::kSeqRoundUp) p.seq_round_up.insert(d.value);
       p.batch += d.kind == Dim::Kind::kBatch ? 1 : 0;
       p.seq += d.kind == Dim::Kind::kSeq ? 1 : 0;
     }
-    return std::tuple(p.constant, p.batch, p.seq, p.seq_plus);
+    return std::tuple(p.constant, p.batch, p.seq, p.seq_plus, p.seq_round_up);
   };
   return powers(*this) == powers(other);
 }
@@ -80,6 +83,9 @@ std::string SymShape::ToString() const {
         break;
       case Dim::Kind::kSeqPlus:
         out += "s+" + std::to_string(dims_[i].value);
+        break;
+      case Dim::Kind::kSeqRoundUp:
+        out += "round_up(s," + std::to_string(dims_[i].value) + ")";
         break;
     }
   }

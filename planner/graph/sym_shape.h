@@ -14,14 +14,17 @@
 namespace headroom {
 
 struct Dim {
-  enum class Kind { kConst, kBatch, kSeq, kSeqPlus };
+  // kSeqRoundUp: s rounded up to a multiple of M (a kernel that pads, e.g. the
+  // memory-efficient attention's logsumexp to 32).
+  enum class Kind { kConst, kBatch, kSeq, kSeqPlus, kSeqRoundUp };
   Kind kind = Kind::kConst;
-  int64_t value = 1;  // kConst: the size; kSeqPlus: N
+  int64_t value = 1;  // kConst: the size; kSeqPlus: N; kSeqRoundUp: M
 
   static Dim C(int64_t v) { return {Kind::kConst, v}; }
   static Dim B() { return {Kind::kBatch, 1}; }
   static Dim S() { return {Kind::kSeq, 1}; }
   static Dim SPlus(int64_t n) { return {Kind::kSeqPlus, n}; }
+  static Dim SRoundUp(int64_t m) { return {Kind::kSeqRoundUp, m}; }
 };
 
 // The concrete sizes a symbolic shape is evaluated at.

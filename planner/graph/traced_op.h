@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,15 @@ enum class TracedGrad {
   kPass,  // the output's gradient itself
 };
 
+// The heads of a fused attention kernel's call (q [b, heads, s, head_dim], k and v
+// [b, kv_heads, s, head_dim]): its rule sizes the scratch the kernel allocates inside.
+struct AttentionHeads {
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  bool operator==(const AttentionHeads&) const = default;
+};
+
 struct TracedOp {
   std::string aten;    // the ATen op, e.g. "mm"
   std::string module;  // the module that ran it, relative to its layer in a template
@@ -58,6 +68,7 @@ struct TracedOp {
   SymSize backward_workspace;        // bytes held at the backward's height besides its gradients
   SymSize flops_forward;
   SymSize flops_backward;
+  std::optional<AttentionHeads> attention;  // a fused attention kernel's op only
 };
 
 }  // namespace headroom

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "planner/simulate/internal/attention_shapes.h"
 #include "planner/simulate/internal/cost_rule_parts.h"
 #include "planner/simulate/internal/moe_cost_rules.h"
 #include "planner/simulate/internal/traced_cost_rule.h"
@@ -444,22 +445,6 @@ struct CostRule<OpKind::kSoftmax> : SavesOutput, FlopsOfClass {
 
 // scaled_dot_product_attention (or flash-attn) by the kernel that runs it
 // (models/attention_kernel_choice.cc); docs/memory-model.md cites each rule's source.
-struct SdpaShape {
-  int64_t b, heads, kv_heads, s, d;
-  DType dtype;  // q, k, v as the kernel receives them
-
-  static SdpaShape Of(const OpView& v) {
-    const auto& q = v.graph.tensor(v.in(0)).shape.dims();
-    const auto& k = v.graph.tensor(v.in(1)).shape.dims();
-    return {v.env.micro_batch, q.at(1).value,  k.at(1).value,
-            v.env.seq_len,     q.back().value, v.states.UsedDType(v.op, 0)};
-  }
-  int64_t q_numel() const { return b * heads * s * d; }
-  int64_t scores_numel() const { return b * heads * s * s; }
-  bool grouped() const { return kv_heads != heads; }
-};
-
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp), a
 // composite: autograd records its ops. 16-bit inputs are upcast to fp32; q and k^T are
@@ -544,26 +529,12 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
   static void Backward(BackwardRule& r) {
     const SdpaShape a = SdpaShape::Of(r.v);
     const int64_t q_f32 = StorageBytes(DType::kF32, a.q_numel());
-    // K/V gradients at every query head before the sum over each group.
-    const int64_t expanded_kv = a.grouped() ? 2 * StorageBytes(a.dtype, a.q_numel()) : 0;
     switch (r.v.op.attention_kernel) {
       case AttentionKernel::kFlash:
-      case AttentionKernel::kFlashAttn2: {
-        // mha_bwd: dq_accum fp32 [b, round128(s), h, d rounded to 32 (64 past 128)],
-        // softmax_d fp32 [b, h, round128(s)], and under GQA dk/dv_expanded.
-        const int64_t s128 = RoundUp(a.s, 128);
-        const int64_t d_round = RoundUp(a.d, a.d <= 128 ? 32 : 64);
-        r.cost.workspace_bytes = StorageBytes(DType::kF32, a.b * s128 * a.heads * d_round) +
-                                 StorageBytes(DType::kF32, a.b * a.heads * s128) + expanded_kv;
-        break;
-      }
+      case AttentionKernel::kFlashAttn2:
       case AttentionKernel::kMemEfficient:
-        // gQ's fp32 staging (split keys) and dK/dV written per query head.
-        r.cost.workspace_bytes = q_f32 + expanded_kv;
-        break;
       case AttentionKernel::kCudnn:
-        // dq/dk/dv are empty_like(q/k/v); cuDNN's own workspace is not modelled.
-        r.cost.workspace_bytes = 0;
+        r.cost.workspace_bytes = FusedAttentionBackwardScratch(r.v.op.attention_kernel, a);
         break;
       case AttentionKernel::kCpuFlash:
         // Measured: an fp32 buffer the size of k.

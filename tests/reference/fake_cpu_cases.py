@@ -60,33 +60,35 @@ CASES = [
 # Families planned from their own code (headroom import, docs/graph-file.md); run by
 # `fake_cpu_step.py --imported` once `plan --model config.json` imports them.
 IMPORTED_CASES = [
-    # Families planned from their own code (headroom import, docs/graph-file.md):
+    # Families planned from their own code (headroom import, docs/graph-file.md). ctest
+    # runs one case of each family (about 3 minutes with their imports); the cases marked
+    # slow run by hand with --imported --with-slow.
     # SmolLM3-3B (3.08B, tied; NoPE every fourth layer), OLMo 3 7B (7.30B; sliding
     # windows of 4096 with a full layer every fourth, QK norms).
     FakeCase("smollm3-3b bf16 lora qkvo s1024", "smollm3-3b.json", precision="bf16",
              mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
     FakeCase("smollm3-3b amp-bf16 adamw ckpt-all mb2 s1024", "smollm3-3b.json",
-             precision="amp-bf16", checkpoint="all", micro_batch=2, seq_len=1024),
+             precision="amp-bf16", checkpoint="all", micro_batch=2, seq_len=1024, slow=True),
     FakeCase("olmo3-7b bf16 lora r16 all-linear ckpt-all s2048", "olmo3-7b.json",
              precision="bf16", mode="lora", lora_rank=16, lora_targets=LLAMA_ALL,
              checkpoint="all", seq_len=2048),
     FakeCase("olmo3-7b amp-bf16 adamw mb2 s512", "olmo3-7b.json", precision="amp-bf16",
-             micro_batch=2, seq_len=512),
+             micro_batch=2, seq_len=512, slow=True),
     # GLM-4.5-Air (106B, 128 routed experts of which 8 per token and a shared one; the
     # first layer dense), Llama 4 Scout's text model (108B, 16 experts and a shared one,
     # chunked attention with a NoPE layer every fourth).
     FakeCase("glm-4.5-air bf16 lora qkvo s512", "glm-4.5-air.json", precision="bf16",
              mode="lora", lora_targets=LLAMA_QKVO, seq_len=512),
     FakeCase("glm-4.5-air amp-bf16 adamw ckpt-all s256", "glm-4.5-air.json",
-             precision="amp-bf16", checkpoint="all", seq_len=256),
+             precision="amp-bf16", checkpoint="all", seq_len=256, slow=True),
     FakeCase("llama-4-scout-text bf16 lora qkvo ckpt-all mb2 s1024", "llama-4-scout-text.json",
              precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
-             micro_batch=2, seq_len=1024),
+             micro_batch=2, seq_len=1024, slow=True),
     FakeCase("llama-4-scout-text amp-bf16 adamw s512", "llama-4-scout-text.json",
              precision="amp-bf16", seq_len=512),
     # DeepSeek-V3 (671B: multi-head latent attention, 256 routed experts of which 8 per
     # token and a shared one, the first three layers dense). About 6 minutes with its two
-    # imports: run by hand (--imported --with-slow), not in ctest's time budget.
+    # imports.
     FakeCase("deepseek-v3 bf16 lora mla s512", "deepseek-v3.json", precision="bf16",
              mode="lora", lora_targets=DEEPSEEK_MLA, seq_len=512, slow=True),
     FakeCase("deepseek-v3 amp-bf16 adamw ckpt-all s256", "deepseek-v3.json",

@@ -441,7 +441,7 @@ def main():
     parser.add_argument("--imported", action="store_true",
                         help="run the families planned by import instead of the built ones")
     parser.add_argument("--with-slow", action="store_true",
-                        help="with --imported: also the cases marked slow (DeepSeek-V3)")
+                        help="with --imported: also the cases marked slow (a second case per family, DeepSeek-V3)")
     parser.add_argument("--real-bound-bytes", type=int, default=1024,
                         help="largest |fake - real| the check accepts (default 1024)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case

@@ -28,6 +28,8 @@ import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# The driverless CUDA device and CUDA's semantics, shared with headroom import.
+sys.path.insert(1, os.path.join(HERE, "..", "..", "models", "import"))
 import fake_cuda_semantics  # noqa: E402
 import fork_server  # noqa: E402
 

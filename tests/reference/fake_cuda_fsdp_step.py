@@ -30,6 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# The driverless CUDA device and CUDA's semantics, shared with headroom import.
+sys.path.insert(1, os.path.join(HERE, "..", "..", "models", "import"))
 import fork_server  # noqa: E402
 import fake_cuda_step  # noqa: E402
 from fake_cuda_step_cases import LLAMA_ALL, StepCase  # noqa: E402

@@ -45,6 +45,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# The driverless CUDA device and CUDA's semantics, shared with headroom import.
+sys.path.insert(1, os.path.join(HERE, "..", "..", "models", "import"))
 import fork_server  # noqa: E402
 
 ROUND = 512                      # c10/cuda/CUDACachingAllocator.cpp kMinBlockSize

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "planner/simulate/internal/attention_shapes.h"
 #include "planner/simulate/internal/cost_rule_parts.h"
 
 namespace headroom::cost_rules {
@@ -57,8 +58,25 @@ struct CostRule<OpKind::kTraced> {
       }
     }
     // The part that grows with the micro-batch is scaled by the simulator; the rest not.
+    // A fused CUDA attention kernel's own scratch is invisible to the fake tensors the
+    // recording ran on: added by the rule the built graph's sdpa op uses.
     r.cost.workspace_bytes = t.backward_workspace.PerSample().Bytes(r.v.env);
+    if (t.attention) {
+      const AttentionHeads& h = *t.attention;
+      const SdpaShape shape{r.v.env.micro_batch, h.heads,    h.kv_heads,
+                            r.v.env.seq_len,     h.head_dim, r.v.states.UsedDType(r.v.op, 0)};
+      r.cost.workspace_bytes += FusedAttentionBackwardScratch(KernelOf(t.aten), shape);
+    }
     r.cost.workspace_fixed_bytes = t.backward_workspace.Fixed().Bytes(r.v.env);
+  }
+
+  // The fused CUDA attention kernel an imported op ran (fake_cuda_semantics.py routes
+  // scaled_dot_product_attention to it as the dispatcher would); kMath, whose scratch
+  // the recording holds, for any other op (cuDNN's own workspace is not modelled).
+  static AttentionKernel KernelOf(std::string_view aten) {
+    if (aten == "_scaled_dot_product_flash_attention") return AttentionKernel::kFlash;
+    if (aten == "_scaled_dot_product_efficient_attention") return AttentionKernel::kMemEfficient;
+    return AttentionKernel::kMath;
   }
 
   static OpFlops Flops(const OpView& v) {

@@ -1,8 +1,9 @@
-"""CUDA's semantics on fake CUDA tensors, shared by the forward reference
-(fake_cuda_forward.py) and the whole-step reference (fake_cuda_step.py): the SDPA kernel
-PyTorch 2.15's CUDA dispatcher picks on an H100, what a fake tensor changes in
+"""CUDA's semantics on fake CUDA tensors, shared by headroom import (trace_step.py, for
+`--gpu` plans) and the fake-CUDA references (tests/reference/fake_cuda_forward.py and
+fake_cuda_step.py): the SDPA kernel PyTorch 2.15's CUDA dispatcher picks on a GPU of a
+given compute capability (an H100's by default), what a fake tensor changes in
 transformers and in Module._apply (made to behave as on real tensors), autocast's state
-set directly (torch.autocast("cuda") turns itself off without a device), and an H100's
+set directly (torch.autocast("cuda") turns itself off without a device), and the GPU's
 compute capability for transformers' grouped_mm experts.
 """
 import contextlib
@@ -43,21 +44,29 @@ def patch_find_packed_sequence_indices(op_of):
     masking_utils.find_packed_sequence_indices = find_packed_sequence_indices
 
 
-def patch_device_capability():
+H100 = (9, 0)
+
+
+def patch_device_capability(capability=H100):
     # transformers' grouped_mm experts path asks the device for its compute capability
-    # (integrations/moe.py _can_use_grouped_mm: SM80+); there is no driver here: an H100's.
-    torch.cuda.get_device_capability = lambda device=None: (9, 0)
+    # (integrations/moe.py _can_use_grouped_mm: SM80+); there is no driver here: the
+    # planned GPU's (an H100's by default).
+    torch.cuda.get_device_capability = lambda device=None: tuple(capability)
 
 
-def install_sdpa(kernels):
-    """Replaces F.scaled_dot_product_attention by the CUDA dispatcher's choice on an H100,
-    calling the chosen kernel's ATen op; counts the kernels chosen into `kernels`."""
+def install_sdpa(kernels, capability=H100):
+    """Replaces F.scaled_dot_product_attention by the CUDA dispatcher's choice on a GPU of
+    this compute capability (an H100 by default), calling the chosen kernel's ATen op;
+    counts the kernels chosen into `kernels`."""
+    major, minor = capability
+    sm = 10 * major + minor
 
     def pick_kernel(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa):
-        """cuda/sdp_utils.cpp select_sdp_backend for sm90 with this wheel (cu132, cuDNN
-        9.26): check_prefer_cudnn_attention() is true for major 9 and cuDNN > 9.15, so
-        the order is cudnn, flash, efficient, math (Context.h default order otherwise;
-        facts collected in /tmp/sdpa_facts.md from the 2.15 headers and sdp_utils.cpp)."""
+        """cuda/sdp_utils.cpp select_sdp_backend with this wheel (cu132, cuDNN 9.26):
+        check_prefer_cudnn_attention() is true for majors 9 and 10 with cuDNN > 9.15, so
+        there the order is cudnn, flash, efficient, math; elsewhere flash, efficient, math
+        (Context.h's default order; the planner's models/attention_kernel_choice.cc reads
+        the same constraints)."""
         d_qk, d_v = q.shape[-1], v.shape[-1]
         hq, hk, hv = q.shape[1], k.shape[1], v.shape[1]
         low = q.dtype in (torch.float16, torch.bfloat16)
@@ -72,22 +81,29 @@ def install_sdpa(kernels):
         # GQA allowed (heads need not be equal, both divide H_q).
         mask_ok = attn_mask is None or (attn_mask.dim() in (2, 4) and not attn_mask.requires_grad)
         cudnn_heads = hk > 0 and hv > 0 and hq % hk == 0 and hq % hv == 0
-        if (low and mask_ok and d_qk % 8 == 0 and d_v % 8 == 0 and d_qk <= 128 and d_v <= 128
-                and k.shape[2] != 1 and abs(dropout_p * 16 - round(dropout_p * 16)) < 1e-9
+        if (major in (9, 10) and low and mask_ok and d_qk % 8 == 0 and d_v % 8 == 0
+                and d_qk <= 128 and d_v <= 128 and k.shape[2] != 1
+                and abs(dropout_p * 16 - round(dropout_p * 16)) < 1e-9
                 and not (dropout_p > 0 and q.shape[2] == 1) and cudnn_heads):
             return "cudnn"
-        # Flash (can_use_flash_attention): no mask; d <= 256 (padded to 8); fp16/bf16;
-        # causal needs s_q == s_k; GQA with enable_gqa; dropout ok.
-        if (low and attn_mask is None and d_qk == d_v <= 256 and heads_ok
-                and not (is_causal and q.shape[2] != k.shape[2])):
+        # Flash (can_use_flash_attention): sm80+; no mask; d <= 256 (padded to 8), on
+        # sm86-89/12x with grad <= 192 unless > 224 without dropout; fp16/bf16; causal
+        # needs s_q == s_k; GQA with enable_gqa; dropout ok.
+        consumer = 86 <= sm <= 89 or sm >= 120
+        consumer_ok = not (consumer and grad and d_qk > 192
+                           and not (d_qk > 224 and dropout_p == 0))
+        if (sm >= 80 and low and attn_mask is None and d_qk == d_v <= 256 and heads_ok
+                and consumer_ok and not (is_causal and q.shape[2] != k.shape[2])):
             return "flash"
-        # Memory-efficient (can_use_mem_efficient_attention): d_qk == d_k, multiple of
-        # 8 (16-bit) / 4 (fp32) on sm >= 80; fp16/fp32/bf16; mask and dropout ok; GQA via
+        # Memory-efficient (can_use_mem_efficient_attention): sm50+; d_qk == d_k, a
+        # multiple of the GEMM alignment (sm80+: 8 for 16-bit, 4 for fp32; sm7x 16-bit: 8);
+        # fp16/fp32, bf16 on sm80+; mask and dropout ok; GQA via
         # check_batch_size_and_num_heads_dense<supports_gqa=true> on CUDA (2.15's kernels
         # read grouped K/V: kernel_forward.h q_heads_per_kv).
-        align = 8 if low else 4
-        if (q.dtype in (torch.float16, torch.float32, torch.bfloat16) and d_qk == k.shape[-1]
-                and d_qk % align == 0 and heads_ok):
+        align = (8 if low else 4) if sm >= 80 else 8 if major == 7 and low else 1
+        dtype_ok = (q.dtype in (torch.float16, torch.float32)
+                    or (q.dtype == torch.bfloat16 and sm >= 80))
+        if (sm >= 50 and dtype_ok and d_qk == k.shape[-1] and d_qk % align == 0 and heads_ok):
             return "efficient"
         return "math"
 
