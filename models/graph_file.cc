@@ -58,8 +58,9 @@ E Named(const std::pair<const char*, E> (&table)[N], const std::string& name, co
 
 DType DTypeOf(const std::string& name, const std::string& where) {
   static const std::pair<const char*, DType> kNames[] = {
-      {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}, {"i64", DType::kI64},
-      {"i32", DType::kI32}, {"bool", DType::kBool}, {"u8", DType::kU8},   {"c64", DType::kC64}};
+      {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16},
+      {"i64", DType::kI64}, {"i32", DType::kI32},   {"bool", DType::kBool},
+      {"u8", DType::kU8},   {"c64", DType::kC64},   {"u64", DType::kU64}};
   return Named(kNames, name, "dtype", where);
 }
 

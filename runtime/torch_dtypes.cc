@@ -22,6 +22,8 @@ c10::ScalarType ToScalarType(DType dtype) {
       return c10::kByte;
     case DType::kC64:
       return c10::kComplexFloat;
+    case DType::kU64:
+      return c10::kUInt64;
     case DType::kNF4:
       break;
   }

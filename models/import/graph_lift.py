@@ -15,7 +15,7 @@ ACCUMULATE_GRAD = 2 ** 64 - 1  # the sequence number of AccumulateGrad nodes
 
 DTYPE_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int64": "i64",
                "int32": "i32", "bool": "bool", "float64": "f64", "int8": "i8",
-               "uint8": "u8", "complex64": "c64"}
+               "uint8": "u8", "complex64": "c64", "uint64": "u64"}
 
 OP_CLASSES = {
     "mm": "matmul", "addmm": "matmul", "bmm": "matmul", "baddbmm": "matmul",

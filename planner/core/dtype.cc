@@ -15,6 +15,7 @@ int64_t StorageBytes(DType dtype, int64_t numel) {
     case DType::kBF16:
       return CheckedMul(2, numel, "a tensor's bytes");
     case DType::kI64:
+    case DType::kU64:
     case DType::kC64:
       return CheckedMul(8, numel, "a tensor's bytes");
     case DType::kBool:

@@ -8,7 +8,7 @@ some tensors alive through its hooks: docs/cuda-semantics.md). The peak is compa
 `headroom plan --gpu h100-80gb --stack pytorch --json`. Prints a table; exits 1 when a
 case is outside the bound.
 
-    python3 fake_cuda_step.py HEADROOM [--fast | --only-slow] [--only SUBSTR]
+    python3 fake_cuda_step.py HEADROOM [--fast | --only-slow] [--only SUBSTR] [--imported]
                               [--bound-pct 0.5] [--meter counter|memtracker] [--trace]
 
 CUDA's semantics, as on an H100 with this wheel:
@@ -366,7 +366,7 @@ def compare(measured, plan):
 def main():
     if sys.argv[1:] == ["--serve"]:
         return serve()
-    from fake_cuda_step_cases import CASES
+    from fake_cuda_step_cases import CASES, IMPORTED_CASES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("headroom", help="path to the headroom binary")
     parser.add_argument("--fast", action="store_true", help="only the tiny models")
@@ -377,8 +377,11 @@ def main():
                         help="count storages (default) or use PyTorch's MemTracker")
     parser.add_argument("--trace", action="store_true",
                         help="print the storages live at the measured peak, by origin")
+    parser.add_argument("--imported", action="store_true",
+                        help="the families headroom imports (plans import on fake CUDA; set "
+                             "HEADROOM_CACHE to keep the graphs)")
     args = parser.parse_args()
-    cases = [c for c in CASES if args.only in c.name and not (args.fast and c.slow)
+    cases = [c for c in (IMPORTED_CASES if args.imported else CASES) if args.only in c.name and not (args.fast and c.slow)
              and not (args.only_slow and not c.slow)]
     print(f"{'configuration':<56} {'kernel':<10} {'predicted':>16} {'fake':>16}"
           f" {'+attn':>11} {'+cuBLAS':>10} {'measured':>16} {'error':>8}", flush=True)

@@ -139,3 +139,31 @@ CASES = [
     real("llama-3-70b bf16 full ckpt-all s2048 sgd", fwd.L70B, precision="bf16",
          checkpoint="all", seq_len=2048, optimizer="sgd"),
 ]
+
+# Families planned from their own code (headroom import on the fake CUDA device,
+# docs/graph-file.md), at real size: `fake_cuda_step.py --imported`. Each plan imports its
+# regime (tens of seconds to minutes a regime on 2 cores, cached in $HEADROOM_CACHE).
+DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+IMPORTED_CASES = [
+    real("smollm3-3b bf16 lora qkvo s1024", "smollm3-3b.json", precision="bf16", mode="lora",
+         lora_targets=LLAMA_QKVO, seq_len=1024),
+    real("smollm3-3b amp-bf16 adamw ckpt-all mb2 s1024", "smollm3-3b.json",
+         precision="amp-bf16", checkpoint="all", micro_batch=2, seq_len=1024),
+    real("olmo3-7b bf16 lora r16 all-linear ckpt-all s2048", "olmo3-7b.json",
+         precision="bf16", mode="lora", lora_rank=16, lora_targets=LLAMA_ALL,
+         checkpoint="all", seq_len=2048),
+    real("olmo3-7b amp-bf16 adamw s512", "olmo3-7b.json", precision="amp-bf16", seq_len=512),
+    real("glm-4.5-air bf16 lora qkvo s512", "glm-4.5-air.json", precision="bf16", mode="lora",
+         lora_targets=LLAMA_QKVO, seq_len=512),
+    real("glm-4.5-air amp-bf16 adamw ckpt-all s256", "glm-4.5-air.json",
+         precision="amp-bf16", checkpoint="all", seq_len=256),
+    real("llama-4-scout-text bf16 lora qkvo ckpt-all mb2 s1024", "llama-4-scout-text.json",
+         precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, checkpoint="all",
+         micro_batch=2, seq_len=1024),
+    real("llama-4-scout-text amp-bf16 adamw s512", "llama-4-scout-text.json",
+         precision="amp-bf16", seq_len=512),
+    real("deepseek-v3 bf16 lora mla s512", "deepseek-v3.json", precision="bf16", mode="lora",
+         lora_targets=DEEPSEEK_MLA, seq_len=512),
+    real("deepseek-v3 amp-bf16 adamw ckpt-all s256", "deepseek-v3.json", precision="amp-bf16",
+         checkpoint="all", seq_len=256),
+]
