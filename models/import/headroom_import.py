@@ -253,10 +253,13 @@ def valid_seq_len(config, low):
     limits = [getattr(config, key, None) for key in ("sliding_window", "attention_chunk_size")]
     limits = sorted({v for v in limits if isinstance(v, int) and v > 0})
     longest = low + max(s for _, s in SAMPLE_POINTS)
-    if any(low < v <= longest for v in limits):
-        raise SystemExit(f"--min-seq-len {low}: the traces up to {longest} tokens would cross "
-                         f"a window or chunk of {[v for v in limits if low < v <= longest]}; "
-                         f"trace from one of {limits} or below them")
+    crossed = [v for v in limits if low < v <= longest]
+    if crossed:
+        # The traces run from low + 32 to low + 304 tokens: a window shorter than that is
+        # planned only from the window on.
+        raise SystemExit(f"sequences from {low} tokens: the traces (up to {longest} tokens) "
+                         f"would cross the sliding window or attention chunk of {crossed[0]} "
+                         f"tokens; plan a sequence of at least {crossed[0]}")
     lo = max([v for v in limits if v <= low], default=0)
     above = [v - 1 for v in limits if v > longest]
     max_pos = getattr(config, "max_position_embeddings", 0) or 0
@@ -292,9 +295,16 @@ def main(argv=None):
         if os.environ.get("HEADROOM_IMPORT_TRACEBACK"):
             import traceback
             traceback.print_exc()
-        what = str(e) if isinstance(e, UnliftableOp) else (
-            f"transformers' code did not run on fake tensors: {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}")
+        if isinstance(e, UnliftableOp):
+            what = str(e)
+        elif "does not support an attention implementation" in str(e):
+            # modeling_utils' _check_and_adjust_attn_implementation, for the types that
+            # set _supports_sdpa = False (gpt-oss: its attention sinks).
+            what = (f"transformers runs no {args.attention} attention for it; plan it with "
+                    f"--attention eager")
+        else:
+            what = (f"transformers' code did not run on fake tensors: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else ''}")
         print(f"headroom import: model_type '{model_type}': {what}", file=sys.stderr)
         return 2
     write_atomically(args.out, json.dumps(graph, separators=(",", ":")) + "\n")

@@ -89,6 +89,12 @@ IMPORTED_CASES = [
     # DeepSeek-V3 (671B: multi-head latent attention, 256 routed experts of which 8 per
     # token and a shared one, the first three layers dense). About 6 minutes with its two
     # imports.
+    # gpt-oss-120b (117B: attention sinks, 128-token sliding windows every other layer,
+    # 128 experts of which 4 per token; transformers runs no SDPA for it: eager).
+    FakeCase("gpt-oss-120b bf16 lora qkvo eager s1024", "gpt-oss-120b.json", precision="bf16",
+             mode="lora", lora_targets=LLAMA_QKVO, attention="eager", seq_len=1024, slow=True),
+    FakeCase("gpt-oss-120b amp-bf16 adamw eager ckpt-all s512", "gpt-oss-120b.json",
+             precision="amp-bf16", attention="eager", checkpoint="all", seq_len=512, slow=True),
     FakeCase("deepseek-v3 bf16 lora mla s512", "deepseek-v3.json", precision="bf16",
              mode="lora", lora_targets=DEEPSEEK_MLA, seq_len=512, slow=True),
     FakeCase("deepseek-v3 amp-bf16 adamw ckpt-all s256", "deepseek-v3.json",
