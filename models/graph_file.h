@@ -39,6 +39,8 @@ struct TraceRegime {
   bool operator==(const TraceRegime&) const = default;
 };
 
+// The compute capability standing for every GPU whose SDPA kernels PyTorch picks alike.
+int64_t SdpaCapabilityClass(double compute_capability);
 // The regime a plan's graph options ask for.
 TraceRegime TraceRegimeOf(const GraphOptions& options);
 // One line, for messages: "bf16, lora r8 (q_proj, v_proj), sdpa, KV cache".

@@ -8,13 +8,26 @@
 
 namespace headroom {
 
+// One compute capability for all GPUs on which PyTorch 2.15 picks SDPA kernels alike, so
+// that GPUs of one class share an import. The checks that differ between capabilities
+// (attention_kernel_choice.cc, and fake_cuda_semantics.py's pick_kernel for the import):
+// cuDNN first on majors 9 and 10; flash and bf16 from sm80; flash's head-size limit on
+// sm86-89 and sm12x; the efficient kernel's alignment on major 7; nothing fused before
+// sm50. A GPU of unknown capability plans as sm80, as attention_kernel_choice.cc does.
+int64_t SdpaCapabilityClass(double compute_capability) {
+  const int64_t sm = std::lround(10 * (compute_capability > 0 ? compute_capability : 8.0));
+  if (sm >= 90 && sm < 110) return 90;
+  if ((sm >= 86 && sm <= 89) || sm >= 120) return 86;
+  if (sm >= 80) return 80;
+  if (sm >= 70) return 70;
+  return sm >= 50 ? 50 : sm;
+}
+
 TraceRegime TraceRegimeOf(const GraphOptions& options) {
   TraceRegime r;
   const KernelTarget& target = options.attention_call.device;
   r.device = target.cuda ? "cuda" : "cpu";
-  // A GPU of unknown capability plans as sm80, as attention_kernel_choice.cc does.
-  if (target.cuda)
-    r.sm = std::lround(10 * (target.compute_capability > 0 ? target.compute_capability : 8.0));
+  if (target.cuda) r.sm = SdpaCapabilityClass(target.compute_capability);
   r.precision = std::string(PrecisionName(options.precision));
   const FineTuneConfig& ft = options.fine_tune;
   r.mode = std::string(FineTuneName(ft.mode));

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -222,27 +224,50 @@ Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const
                                      const PriceCatalog& prices, const CapacityProgress& progress) {
   // One graph per distinct config, shared by the GPU types that ask for it, so that the
   // memo can hand one type's simulations to the next.
+  // A type whose graph cannot be had (an imported model with no recording for that GPU's
+  // precision) is left out with a note; the sweep fails only when every type is.
   std::vector<std::shared_ptr<const OpGraph>> graphs(gpus.size());
+  std::vector<std::optional<std::string>> skipped(gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) {
-    for (size_t j = 0; j < i && !graphs[i]; ++j)
-      if (gpus[j].request.config == gpus[i].request.config) graphs[i] = graphs[j];
-    if (graphs[i]) continue;
+    for (size_t j = 0; j < i && !graphs[i] && !skipped[i]; ++j) {
+      if (!(gpus[j].request.config == gpus[i].request.config)) continue;
+      graphs[i] = graphs[j];
+      skipped[i] = skipped[j];
+    }
+    if (graphs[i] || skipped[i]) continue;
     auto graph = BuildGraph(gpus[i].request.model, GraphOptionsOf(gpus[i].request.config));
-    if (!graph) return graph.error();
-    graphs[i] = std::make_shared<const OpGraph>(std::move(*graph));
+    if (!graph)
+      skipped[i] = graph.error().message;
+    else
+      graphs[i] = std::make_shared<const OpGraph>(std::move(*graph));
   }
   const auto memo = std::make_shared<SimulationMemo>();
   std::vector<TypeResult> results(gpus.size());
   std::mutex progress_mutex;
   size_t done = 0;
   ForEachInParallel(gpus.size(), [&](size_t i) {
-    results[i] = SweepType(gpus[i], *graphs[i], memo, job, prices);
+    if (graphs[i]) {
+      try {
+        results[i] = SweepType(gpus[i], *graphs[i], memo, job, prices);
+      } catch (const GraphUnavailable& e) {  // another regime of an imported model
+        skipped[i] = e.what();
+        results[i] = {};
+      }
+    }
     const std::lock_guard lock(progress_mutex);
     if (progress) progress(++done, gpus.size());
   });
+  if (!gpus.empty() &&
+      std::all_of(skipped.begin(), skipped.end(), [](const auto& s) { return s.has_value(); }))
+    return MakeError(*skipped.front());
   CapacityReport report;
   report.job = job;
   for (size_t i = 0; i < gpus.size(); ++i) {
+    if (skipped[i]) {
+      report.notes.push_back(
+          fmt::format("{} is not planned: {}", gpus[i].request.device.name, *skipped[i]));
+      continue;
+    }
     for (CapacityRow& row : results[i].rows) report.rows.push_back(std::move(row));
     if (results[i].limits) report.limits.push_back(*results[i].limits);
     const std::string& gpu = gpus[i].request.device.name;
