@@ -9,6 +9,8 @@
 #include "models/build_graph.h"
 #include "models/graph_file.h"
 #include "models/model_import.h"
+#include "planner/core/gpu_catalog.h"
+#include "planner/plan/plan_request.h"
 
 namespace headroom {
 namespace {
@@ -231,6 +233,78 @@ TEST(SymShape, SequencePlusAConstant) {
   EXPECT_FALSE(labels.SameNumel(SymShape{Dim::B(), Dim::S()}));
   EXPECT_TRUE(labels.SameNumel(SymShape{Dim::SPlus(1), Dim::B()}));
   EXPECT_TRUE(labels.ScalesWithBatch());
+}
+
+TEST(SymShape, SequenceRoundedUpToAMultiple) {
+  const SymShape lse{Dim::B(), Dim::C(2), Dim::SRoundUp(32)};
+  EXPECT_EQ(lse.Numel({.micro_batch = 3, .seq_len = 33}), 3 * 2 * 64);
+  EXPECT_EQ(lse.Numel({.micro_batch = 1, .seq_len = 32}), 2 * 32);
+  EXPECT_EQ(lse.ToString(), "[b, 2, round_up(s,32)]");
+  EXPECT_FALSE(lse.SameNumel(SymShape{Dim::B(), Dim::C(2), Dim::S()}));
+}
+
+TEST(GraphFile, ReadsRoundedDimensionsAndAttentionHeads) {
+  const auto error_of = [](const json& file) {
+    Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+    return parsed ? std::string("parsed") : parsed.error().message;
+  };
+  json rounded = TinyGraphFile();
+  rounded["epilogue"]["tensors"][0]["shape"] = {"b", "round_up(s,32)"};
+  EXPECT_EQ(error_of(rounded), "parsed");
+  rounded["epilogue"]["tensors"][0]["shape"] = {"b", "round_up(s,0)"};
+  EXPECT_NE(error_of(rounded).find("bad dimension"), std::string::npos) << error_of(rounded);
+  json heads = TinyGraphFile();
+  json& op = heads["templates"]["decoder"]["ops"][0];
+  op["attention_heads"] = {2, 2, 4};
+  EXPECT_EQ(error_of(heads), "parsed");
+  op["attention_heads"] = {4, 3, 2};
+  EXPECT_NE(error_of(heads).find("must divide"), std::string::npos) << error_of(heads);
+  op["attention_heads"] = {4, 0, 2};
+  EXPECT_NE(error_of(heads).find("three positive sizes"), std::string::npos) << error_of(heads);
+}
+
+// The toy layer's matmul recorded as PyTorch's flash attention on CUDA ([b, 2 heads, s,
+// head size 4]: its input is [b, s, 8]), with a recorded backward workspace of 16 MiB
+// that puts the step's peak at its backward either way.
+int64_t PeakOfFlashToy(bool with_heads) {
+  json file = TinyGraphFile();
+  file["regime"]["device"] = "cuda";
+  file["regime"]["sm"] = 90;
+  json& op = file["templates"]["decoder"]["ops"][0];
+  op["aten"] = "_scaled_dot_product_flash_attention";
+  op["backward_workspace"] = json::array({json::array({1 << 24, 0, 0})});
+  if (with_heads) op["attention_heads"] = {2, 2, 4};
+  Result<ModelSpec> spec = LoadGraphFile(file.dump(), "toy.json");
+  EXPECT_TRUE(spec) << spec.error().message;
+  Result<DeviceSpec> gpu = FindGpu("h100-80gb");
+  EXPECT_TRUE(gpu);
+  TrainingConfig config;
+  config.precision = Precision::kFp32;
+  config.seq_len = 64;
+  config.kernels = {.cuda = true, .compute_capability = 9.0};  // what the CLI sets for the GPU
+  PlanRequest request{.model = *spec, .config = config, .device = *gpu};
+  Result<StepPrediction> step = Predict(request);
+  EXPECT_TRUE(step) << step.error().message;
+  return step ? step->allocated_peak_bytes : 0;
+}
+
+TEST(TracedCostRule, FlashBackwardScratchThatFakeTensorsNeverSee) {
+  // mha_bwd's dq_accum fp32 [b, round128(s), h, head size rounded to 32] and softmax_d
+  // fp32 [b, h, round128(s)]: at b = 1, s = 64, 2 heads of 4.
+  const int64_t scratch = 4 * 128 * 2 * 32 + 4 * 2 * 128;
+  EXPECT_EQ(PeakOfFlashToy(true) - PeakOfFlashToy(false), scratch);
+}
+
+TEST(TraceRegime, GpusThatPickSdpaKernelsAlikeShareOneCapability) {
+  EXPECT_EQ(SdpaCapabilityClass(10.0), 90);  // B200: cuDNN first, as sm90
+  EXPECT_EQ(SdpaCapabilityClass(9.0), 90);
+  EXPECT_EQ(SdpaCapabilityClass(8.0), 80);
+  EXPECT_EQ(SdpaCapabilityClass(8.9), 86);  // flash's head-size limit in training
+  EXPECT_EQ(SdpaCapabilityClass(8.6), 86);
+  EXPECT_EQ(SdpaCapabilityClass(12.0), 86);
+  EXPECT_EQ(SdpaCapabilityClass(7.5), 70);  // no flash, no bf16
+  EXPECT_EQ(SdpaCapabilityClass(7.0), 70);
+  EXPECT_EQ(SdpaCapabilityClass(0), 80);  // unknown: a current data-centre GPU
 }
 
 }  // namespace
