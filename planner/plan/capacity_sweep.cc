@@ -220,14 +220,14 @@ std::optional<double> JobCost(double hours, int64_t gpus, std::optional<double> 
   return cost;
 }
 
-Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const CapacityJob& job,
-                                     const PriceCatalog& prices, const CapacityProgress& progress) {
-  // One graph per distinct config, shared by the GPU types that ask for it, so that the
-  // memo can hand one type's simulations to the next.
-  // A type whose graph cannot be had (an imported model with no recording for that GPU's
-  // precision) is left out with a note; the sweep fails only when every type is.
+namespace {
+
+// One graph per distinct config, shared by the GPU types that ask for it, so that the
+// memo can hand one type's simulations to the next. A type whose graph cannot be had (an
+// imported model with no recording for that GPU's precision) gets the reason in `skipped`.
+std::vector<std::shared_ptr<const OpGraph>> GraphsOfTypes(
+    const std::vector<CapacityGpu>& gpus, std::vector<std::optional<std::string>>& skipped) {
   std::vector<std::shared_ptr<const OpGraph>> graphs(gpus.size());
-  std::vector<std::optional<std::string>> skipped(gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) {
     for (size_t j = 0; j < i && !graphs[i] && !skipped[i]; ++j) {
       if (!(gpus[j].request.config == gpus[i].request.config)) continue;
@@ -241,6 +241,16 @@ Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const
     else
       graphs[i] = std::make_shared<const OpGraph>(std::move(*graph));
   }
+  return graphs;
+}
+
+}  // namespace
+
+Result<CapacityReport> SweepCapacity(const std::vector<CapacityGpu>& gpus, const CapacityJob& job,
+                                     const PriceCatalog& prices, const CapacityProgress& progress) {
+  // A type with no graph is left out with a note; the sweep fails only when every type is.
+  std::vector<std::optional<std::string>> skipped(gpus.size());
+  const std::vector<std::shared_ptr<const OpGraph>> graphs = GraphsOfTypes(gpus, skipped);
   const auto memo = std::make_shared<SimulationMemo>();
   std::vector<TypeResult> results(gpus.size());
   std::mutex progress_mutex;
