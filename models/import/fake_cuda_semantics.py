@@ -173,8 +173,6 @@ def install_sdpa(kernels, capability=H100):
 
     torch.nn.functional.scaled_dot_product_attention = sdpa
 
-    torch.nn.functional.scaled_dot_product_attention = sdpa
-
 
 @contextlib.contextmanager
 def fake_module_apply():
@@ -199,8 +197,6 @@ def fake_module_apply():
             if buf is not None:
                 self._buffers[key] = fn(buf)
         return self
-    real_apply = torch.nn.Module._apply
-    torch.nn.Module._apply = fake_apply
     real_apply = torch.nn.Module._apply
     torch.nn.Module._apply = fake_apply
     try:
