@@ -88,6 +88,7 @@ class Expander {
 Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& options) {
   TraceRegime wanted = TraceRegimeOf(options);
   wanted.min_seq_len = imported.regime.min_seq_len;  // the band is checked below
+  wanted.seq_multiple = imported.regime.seq_multiple;
   if (!(wanted == imported.regime)) {
     return MakeError(fmt::format(
         "the graph of {} was imported for {}, not for this plan's {}: import it for this "
@@ -98,6 +99,16 @@ Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& opti
     return MakeError(
         "LoRA dropout is not planned for imported model types (its masks are "
         "not in the recorded program)");
+  const int64_t chunk = imported.sequence_chunk;
+  if (chunk > 0 && options.seq_len > 0 &&
+      (options.seq_len % chunk == 0) != (imported.regime.seq_multiple == chunk)) {
+    return MakeError(fmt::format(
+        "{}: the graph was imported for sequences {} whole {}-token chunks; at {} tokens "
+        "transformers runs another program (it slices the padded chunks only when the "
+        "sequence is no whole number of them) that it did not record",
+        imported.model_type, imported.regime.seq_multiple ? "of" : "of no", chunk,
+        options.seq_len));
+  }
   const bool above = imported.max_seq_len > 0 && options.seq_len > imported.max_seq_len;
   if (above || (options.seq_len > 0 && options.seq_len < imported.min_seq_len)) {
     return MakeError(fmt::format(

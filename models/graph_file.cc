@@ -95,7 +95,20 @@ std::optional<int64_t> SmallNumber(std::string_view digits) {
   return std::stoll(std::string(digits));
 }
 
-// "b", "s", "s+N", "round_up(s,M)" or an integer.
+// "round_up(s,M)" or "chunks(s,M)", each with an optional "+N".
+std::optional<Dim> PaddedDim(std::string_view text, std::string_view prefix, Dim::Kind kind) {
+  if (!text.starts_with(prefix)) return std::nullopt;
+  const size_t close = text.find(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  const std::optional<int64_t> m = SmallNumber(text.substr(prefix.size(), close - prefix.size()));
+  std::string_view rest = text.substr(close + 1);
+  std::optional<int64_t> n = 0;
+  if (!rest.empty()) n = rest.starts_with('+') ? SmallNumber(rest.substr(1)) : std::nullopt;
+  if (!m || *m <= 0 || !n) return std::nullopt;
+  return Dim{kind, *m, *n};
+}
+
+// "b", "s", "s+N", "round_up(s,M)[+N]", "chunks(s,M)[+N]" or an integer.
 Dim DimOf(const json& d, const std::string& where) {
   if (d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= kMaxDimension)
     return Dim::C(d.get<int64_t>());
@@ -106,10 +119,8 @@ Dim DimOf(const json& d, const std::string& where) {
     if (text.starts_with("s+")) {
       if (auto n = SmallNumber(std::string_view(text).substr(2))) return Dim::SPlus(*n);
     }
-    if (text.starts_with("round_up(s,") && text.ends_with(")")) {
-      const std::string_view m = std::string_view(text).substr(11, text.size() - 12);
-      if (auto n = SmallNumber(m); n && *n > 0) return Dim::SRoundUp(*n);
-    }
+    if (auto dim = PaddedDim(text, "round_up(s,", Dim::Kind::kSeqRoundUp)) return *dim;
+    if (auto dim = PaddedDim(text, "chunks(s,", Dim::Kind::kSeqChunks)) return *dim;
   }
   throw FileError(fmt::format("{}: bad dimension {}", where, d.dump()));
 }
@@ -124,21 +135,28 @@ SymShape ShapeOf(const json& dims, const std::string& where) {
   return shape;
 }
 
-// [[c, i, j], ...]: c * b^i * s^j with i in {0, 1}, j in {0, 1, 2}.
+// [[c, i, j], ...]: c * b^i * s^j with i in {0, 1}, j in {0, 1, 2}; a fourth element
+// "round_up(s,M)" or "chunks(s,M)" stands in for s.
 SymSize SizeOf(const json& terms, const std::string& where) {
   if (!terms.is_array()) throw FileError(where + ": a size must be a list of monomials");
   SymSize out;
   for (const json& t : terms) {
-    if (!t.is_array() || t.size() != 3 || !t[0].is_number() || !t[1].is_number_integer() ||
-        !t[2].is_number_integer())
+    if (!t.is_array() || (t.size() != 3 && t.size() != 4) || !t[0].is_number() ||
+        !t[1].is_number_integer() || !t[2].is_number_integer())
       throw FileError(fmt::format("{}: bad monomial {}", where, t.dump()));
+    Dim seq = Dim::S();
+    if (t.size() == 4) {
+      seq = DimOf(t[3], where);
+      if (seq.kind != Dim::Kind::kSeqRoundUp && seq.kind != Dim::Kind::kSeqChunks)
+        throw FileError(fmt::format("{}: monomial {} pads s to nothing", where, t.dump()));
+    }
     const int b = t[1].get<int>(), s = t[2].get<int>();
     if (!(t[0].get<double>() >= 0 && t[0].get<double>() <= kMaxStaticElements))
       throw FileError(
           fmt::format("{}: monomial {} has a coefficient out of range", where, t.dump()));
     if (b < 0 || b > 1 || s < 0 || s > 2)
       throw FileError(fmt::format("{}: monomial {} is outside b^0..1 s^0..2", where, t.dump()));
-    out.terms.push_back({t[0].get<double>(), b, s});
+    out.terms.push_back({t[0].get<double>(), b, s, seq});
   }
   return out;
 }
@@ -327,6 +345,7 @@ TraceRegime RegimeOf(const json& r, const std::string& where) {
   }
   if (r.contains("base_dtype") && r["base_dtype"].is_string()) out.base_dtype = r["base_dtype"];
   out.min_seq_len = r.value("min_seq_len", int64_t{0});
+  out.seq_multiple = r.value("seq_multiple", int64_t{0});
   out.sm = r.value("sm", int64_t{0});
   return out;
 }
@@ -358,6 +377,8 @@ ImportedGraph GraphOf(const json& root, const std::string& where) {
     throw FileError(where + ": 'valid_seq_len' must be [lo, hi]");
   g.min_seq_len = valid[0].get<int64_t>();
   g.max_seq_len = valid[1].get<int64_t>();
+  g.sequence_chunk = root.value("sequence_chunk", int64_t{0});
+  if (g.sequence_chunk < 0) throw FileError(where + ": 'sequence_chunk' must not be negative");
   g.layer_prefix = StringField(root, "layer_prefix", where);
   for (const json& t : Field(root, "layer_types", where))
     g.layer_types.push_back(t.get<std::string>());

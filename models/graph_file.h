@@ -36,6 +36,9 @@ struct TraceRegime {
   // Traced from this sequence length on: the sliding window or attention chunk a plan's
   // sequence reaches, past which transformers builds other masks (0: none reached).
   int64_t min_seq_len = 0;
+  // Traced at multiples of this chunk (0: at lengths that are not): Mamba-2's reference
+  // code slices its padded output only when the sequence is no whole number of chunks.
+  int64_t seq_multiple = 0;
   bool operator==(const TraceRegime&) const = default;
 };
 
@@ -95,6 +98,7 @@ struct ImportedGraph {
   TraceRegime regime;
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, max_positions = 0;
   int64_t min_seq_len = 0, max_seq_len = 0;  // valid_seq_len; max 0: no bound known
+  int64_t sequence_chunk = 0;  // Mamba-2's chunk (0: none); see TraceRegime::seq_multiple
   std::string layer_prefix;
   std::vector<std::string> layer_types;  // one template name per layer
   ImportedProgram program;

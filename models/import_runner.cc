@@ -89,6 +89,8 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
   if (!regime.kv_cache) args.push_back("--checkpointing");
   if (regime.min_seq_len > 0)
     args.insert(args.end(), {"--min-seq-len", std::to_string(regime.min_seq_len)});
+  if (regime.seq_multiple > 0)
+    args.insert(args.end(), {"--seq-multiple", std::to_string(regime.seq_multiple)});
   return args;
 }
 

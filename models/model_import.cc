@@ -14,10 +14,14 @@
 namespace headroom {
 
 ImportedModel::ImportedModel(std::string model_type, Importer importer,
-                             std::vector<int64_t> seq_thresholds)
+                             std::vector<int64_t> seq_thresholds, int64_t sequence_chunk)
     : model_type_(std::move(model_type)),
       importer_(std::move(importer)),
-      seq_thresholds_(std::move(seq_thresholds)) {}
+      seq_thresholds_(std::move(seq_thresholds)),
+      sequence_chunk_(sequence_chunk) {
+  // Past one chunk the reshapes into chunks copy (one chunk is contiguous): another program.
+  if (sequence_chunk_ > 0) seq_thresholds_.push_back(sequence_chunk_ + 1);
+}
 
 ImportedModel::ImportedModel(ImportedGraph graph) : model_type_(graph.model_type) {
   graphs_.push_back(std::make_shared<const ImportedGraph>(std::move(graph)));
@@ -27,6 +31,8 @@ TraceRegime ImportedModel::RegimeFor(TraceRegime regime, int64_t seq_len) const 
   for (int64_t threshold : seq_thresholds_) {
     if (threshold <= seq_len) regime.min_seq_len = std::max(regime.min_seq_len, threshold);
   }
+  if (sequence_chunk_ > 0 && seq_len > 0 && seq_len % sequence_chunk_ == 0)
+    regime.seq_multiple = sequence_chunk_;
   return regime;
 }
 
@@ -115,12 +121,14 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
   for (const char* key : {"sliding_window", "attention_chunk_size"}) {
     if (field(key) > 0) thresholds.push_back(field(key));
   }
+  // Mamba-2's chunk (modeling_nemotron_h.py: chunk_size; Granite 4, Bamba: mamba_chunk_size).
+  const int64_t sequence_chunk = std::max(field("chunk_size"), field("mamba_chunk_size"));
   auto model = std::make_shared<const ImportedModel>(
       std::string(model_type),
       [path, config = std::string(config_text)](const TraceRegime& regime) {
         return ImportGraph(path, config, regime);
       },
-      std::move(thresholds));
+      std::move(thresholds), sequence_chunk);
   ModelSpec spec;
   spec.name = path.parent_path().filename().string();
   if (spec.name.empty()) spec.name = std::string(model_type);

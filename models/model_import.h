@@ -24,13 +24,17 @@ class ImportedModel {
  public:
   using Importer = std::function<Result<ImportedGraph>(const TraceRegime&)>;
   // `seq_thresholds`: the config's sliding window and attention chunk, where transformers'
-  // program changes with the sequence length.
-  ImportedModel(std::string model_type, Importer importer, std::vector<int64_t> seq_thresholds);
+  // program changes with the sequence length; `sequence_chunk`: the chunk Mamba-2's
+  // reference code splits the sequence into (0: none), whose program differs for one
+  // chunk, for more, and for whole multiples of it.
+  ImportedModel(std::string model_type, Importer importer, std::vector<int64_t> seq_thresholds,
+                int64_t sequence_chunk = 0);
   // A graph file: the regime it was recorded under, and no other.
   explicit ImportedModel(ImportedGraph graph);
 
   const std::string& model_type() const { return model_type_; }
-  // `regime` traced from the largest sliding window or attention chunk `seq_len` reaches.
+  // `regime` traced from the largest sliding window or attention chunk `seq_len` reaches,
+  // at multiples of the sequence chunk when `seq_len` is one.
   TraceRegime RegimeFor(TraceRegime regime, int64_t seq_len) const;
   // The graph of `regime` for sequences of `seq_len` tokens.
   Result<std::shared_ptr<const ImportedGraph>> GraphFor(TraceRegime regime, int64_t seq_len) const;
@@ -39,6 +43,7 @@ class ImportedModel {
   std::string model_type_;
   Importer importer_;
   std::vector<int64_t> seq_thresholds_;
+  int64_t sequence_chunk_ = 0;
   mutable std::mutex mutex_;
   mutable std::vector<std::shared_ptr<const ImportedGraph>> graphs_;
 };

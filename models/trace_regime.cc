@@ -55,6 +55,7 @@ std::string DescribeRegime(const TraceRegime& r) {
   out += fmt::format(", {} attention, {} stack, {}", r.attention, r.stack,
                      r.kv_cache ? "KV cache" : "no KV cache (checkpointing)");
   if (r.min_seq_len > 0) out += fmt::format(", sequences from {}", r.min_seq_len);
+  if (r.seq_multiple > 0) out += fmt::format(", multiples of {} tokens", r.seq_multiple);
   return out;
 }
 

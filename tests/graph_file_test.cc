@@ -243,6 +243,67 @@ TEST(SymShape, SequenceRoundedUpToAMultiple) {
   EXPECT_FALSE(lse.SameNumel(SymShape{Dim::B(), Dim::C(2), Dim::S()}));
 }
 
+// Mamba-2's reference code keeps a state per 128-token chunk plus the initial one, and its
+// decay between chunks is [chunks + 1]^2.
+TEST(SymShape, ChunksOfTheSequence) {
+  const SymShape states{Dim::B(), Dim::SChunks(128, 1), Dim::C(4)};
+  EXPECT_EQ(states.Numel({.micro_batch = 2, .seq_len = 1000}), 2 * 9 * 4);
+  EXPECT_EQ(states.Numel({.micro_batch = 2, .seq_len = 1024}), 2 * 9 * 4);
+  EXPECT_EQ(states.Numel({.micro_batch = 2, .seq_len = 1025}), 2 * 10 * 4);
+  EXPECT_EQ(states.ToString(), "[b, chunks(s,128)+1, 4]");
+  EXPECT_FALSE(states.SameNumel(SymShape{Dim::B(), Dim::SChunks(128), Dim::C(4)}));
+  const SymShape padded{Dim::B(), Dim::SRoundUp(64, 64)};
+  EXPECT_EQ(padded.Numel({.micro_batch = 1, .seq_len = 65}), 128 + 64);
+  EXPECT_EQ(padded.ToString(), "[b, round_up(s,64)+64]");
+}
+
+TEST(GraphFile, ReadsChunkDimensionsAndPaddedMonomials) {
+  const auto error_of = [](const json& file) {
+    Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+    return parsed ? std::string("parsed") : parsed.error().message;
+  };
+  json chunks = TinyGraphFile();
+  chunks["epilogue"]["tensors"][0]["shape"] = {"b", "chunks(s,128)+1", "chunks(s,128)+1"};
+  EXPECT_EQ(error_of(chunks), "parsed");
+  for (const char* bad : {"chunks(s,128)+", "chunks(s,128)-1", "chunks(s,0)", "chunks(s,128"}) {
+    chunks["epilogue"]["tensors"][0]["shape"] = {"b", bad};
+    EXPECT_NE(error_of(chunks).find("bad dimension"), std::string::npos) << bad;
+  }
+  json workspace = TinyGraphFile();
+  json& op = workspace["templates"]["decoder"]["ops"][0];
+  op["backward_workspace"] = json::array({json::array({3, 1, 2, "chunks(s,128)"})});
+  Result<ImportedGraph> parsed = ParseImportedGraph(workspace.dump(), "toy.json");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  const SymSize& size = parsed->program.templates.at("decoder").ops[0].traced->backward_workspace;
+  EXPECT_EQ(size.Bytes({.micro_batch = 2, .seq_len = 1000}), 3 * 2 * 8 * 8);
+  EXPECT_EQ(size.Bytes({.micro_batch = 2, .seq_len = 1025}), 3 * 2 * 9 * 9);
+  op["backward_workspace"] = json::array({json::array({3, 1, 2, "s+1"})});
+  EXPECT_NE(error_of(workspace).find("pads s to nothing"), std::string::npos)
+      << error_of(workspace);
+}
+
+// A model whose sequence is split into chunks runs one program at whole multiples of the
+// chunk and another otherwise: a graph of one is refused for the other.
+TEST(GraphFile, RefusesTheOtherSideOfAChunkMultiple) {
+  json file = TinyGraphFile();
+  file["sequence_chunk"] = 16;
+  Result<ImportedGraph> sliced = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(sliced) << sliced.error().message;
+  EXPECT_TRUE(ExpandImportedGraph(*sliced, Fp32Options(40)));
+  Result<OpGraph> whole = ExpandImportedGraph(*sliced, Fp32Options(48));
+  ASSERT_FALSE(whole);
+  EXPECT_NE(whole.error().message.find("of no whole 16-token chunks"), std::string::npos)
+      << whole.error().message;
+  file["regime"]["seq_multiple"] = 16;
+  Result<ImportedGraph> multiples = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(multiples);
+  EXPECT_TRUE(ExpandImportedGraph(*multiples, Fp32Options(48)));
+  Result<OpGraph> between = ExpandImportedGraph(*multiples, Fp32Options(40));
+  ASSERT_FALSE(between);
+  EXPECT_NE(between.error().message.find("of whole 16-token chunks"), std::string::npos)
+      << between.error().message;
+}
+
 TEST(GraphFile, ReadsRoundedDimensionsAndAttentionHeads) {
   const auto error_of = [](const json& file) {
     Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
@@ -305,6 +366,22 @@ TEST(TraceRegime, GpusThatPickSdpaKernelsAlikeShareOneCapability) {
   EXPECT_EQ(SdpaCapabilityClass(7.5), 70);  // no flash, no bf16
   EXPECT_EQ(SdpaCapabilityClass(7.0), 70);
   EXPECT_EQ(SdpaCapabilityClass(0), 80);  // unknown: a current data-centre GPU
+}
+
+// Past one chunk the program changes (the reshapes into chunks copy), and again at whole
+// multiples of it: the regime a plan asks the import for says which it runs.
+TEST(ImportedModel, ARegimeOnEachSideOfTheSequenceChunk) {
+  const ImportedModel model("nemotron_h", nullptr, {}, 128);
+  const TraceRegime one_chunk = model.RegimeFor({}, 100);
+  EXPECT_EQ(one_chunk.min_seq_len, 0);
+  EXPECT_EQ(one_chunk.seq_multiple, 0);
+  const TraceRegime sliced = model.RegimeFor({}, 1000);
+  EXPECT_EQ(sliced.min_seq_len, 129);
+  EXPECT_EQ(sliced.seq_multiple, 0);
+  const TraceRegime whole = model.RegimeFor({}, 1024);
+  EXPECT_EQ(whole.min_seq_len, 129);
+  EXPECT_EQ(whole.seq_multiple, 128);
+  EXPECT_NE(DescribeRegime(whole).find("multiples of 128 tokens"), std::string::npos);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ same order); only sizes may differ. Anything that cannot be lifted raises
 UnliftableOp naming the op, its module and the reason: nothing is guessed.
 """
 
-from size_fit import NoExactFit, fit, fit_shape
+from size_fit import NoExactFit, fit_shape, fit_size
 from step_recorder import UnliftableOp
 
 ACCUMULATE_GRAD = 2 ** 64 - 1  # the sequence number of AccumulateGrad nodes
@@ -160,7 +160,7 @@ class Lifter:
     # ---- sizes --------------------------------------------------------------------------
     def _fit(self, what, values, monomial=False):
         try:
-            return fit_shape(self.points, values) if monomial else fit(self.points, values)
+            return fit_shape(self.points, values) if monomial else fit_size(self.points, values)
         except NoExactFit as e:
             raise UnliftableOp(f"{what}: no exact size in b and s ({e})") from None
 

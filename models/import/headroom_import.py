@@ -34,13 +34,20 @@ FORMAT_VERSION = 2
 # points would fit them as constants.
 SAMPLE_POINTS = [(2, 32), (3, 32), (2, 48), (3, 48), (2, 80), (3, 80), (4, 112), (3, 304)]
 SINGLE_SAMPLE_POINTS = [(1, 32), (1, 48), (1, 80), (1, 112), (1, 304)]
+# Mamba-2's reference code splits the sequence into chunks (chunk_size: Mamba-2,
+# Nemotron-H; mamba_chunk_size: Granite 4, Bamba): its sizes are polynomials in the number
+# of chunks, so each sequence length above gets a chunk more than the one before it.
+CHUNK_KEYS = ("chunk_size", "mamba_chunk_size")
+CHUNK_STEPS = {32: 0, 48: 1, 80: 2, 112: 3, 304: 5}
 
 
 def load_config(path):
     import transformers
 
-    with open(path, encoding="utf-8") as f:
-        fields = json.loads(f.read())  # Python's json: Infinity and NaN as transformers reads
+    # As transformers reads a config.json (configuration_utils.py, _dict_from_json_file):
+    # Python's json (Infinity, NaN) and the {"__float__": "Infinity"} objects that
+    # save_pretrained writes in their place.
+    fields = transformers.PreTrainedConfig._dict_from_json_file(path)
     model_type = fields.pop("model_type", None)
     if model_type is None:
         raise SystemExit(f"{path}: no model_type")
@@ -89,20 +96,30 @@ def layer_kinds(config):
     return kinds, keys
 
 
-def traced_depth(kinds):
-    """A prefix of its own (the first dense layers), one period of the layer pattern after
-    it, plus one layer: the fewest layers that hold every kind and show each repeat (the
-    whole model when it has no pattern)."""
+# Past this many layers, a pattern's period is not traced whole (Nemotron-H's layers
+# follow no period): the first two layers of each kind are.
+MAX_PERIODIC_DEPTH = 16
+
+
+def traced_layers(kinds):
+    """The layers traced, in order. A prefix of its own (the first dense layers), one
+    period of the layer pattern after it, plus one layer: the fewest layers that hold every
+    kind and show each repeat. With no short period, the first layer and the first two of
+    each kind: a layer's program depends on its kind, not on its neighbours (each kind's
+    template is its last traced layer)."""
     n = len(kinds)
-    for depth in range(2, n + 1):
+    for depth in range(2, min(n, MAX_PERIODIC_DEPTH) + 1):
         for prefix in range(0, depth - 1):
             period = depth - 1 - prefix
             if all(kinds[k] == kinds[prefix + (k - prefix) % period] for k in range(prefix, n)):
-                return depth
-    return n
+                return list(range(depth))
+    firsts = {0}
+    for kind in dict.fromkeys(kinds):
+        firsts.update([k for k, x in enumerate(kinds) if x == kind][:2])
+    return sorted(firsts)
 
 
-def truncated(config, depth, per_layer_keys):
+def truncated(config, layers, per_layer_keys):
     import copy
 
     small = copy.deepcopy(config)
@@ -112,8 +129,9 @@ def truncated(config, depth, per_layer_keys):
         attribute = getattr(type(config), key, None)
         if isinstance(attribute, property) and attribute.fset is None:
             continue
-        setattr(small, key, list(getattr(config, key))[:depth])
-    small.num_hidden_layers = depth
+        values = list(getattr(config, key))
+        setattr(small, key, [values[k] for k in layers])
+    small.num_hidden_layers = len(layers)
     return small
 
 
@@ -140,6 +158,9 @@ def parse_args(argv):
     p.add_argument("--min-seq-len", type=int, default=0,
                    help="trace sequences from this length on (a sliding window or attention "
                         "chunk the plan's sequence reaches)")
+    p.add_argument("--seq-multiple", type=int, default=0,
+                   help="trace sequences that are whole multiples of this (the model's "
+                        "Mamba-2 chunk): its code slices the padded chunks only otherwise")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -151,7 +172,8 @@ def regime_of(args):
               "attention": args.attention, "stack": "pytorch",
               # transformers' forward in training fills a DynamicCache unless checkpointing
               # drops it (modeling_layers.py, forward_with_checkpointing: use_cache=False).
-              "kv_cache": not args.checkpointing, "min_seq_len": args.min_seq_len}
+              "kv_cache": not args.checkpointing, "min_seq_len": args.min_seq_len,
+              "seq_multiple": args.seq_multiple}
     if args.lora_rank > 0:
         regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
                       lora_targets=[t for t in args.lora_targets.split(",") if t],
@@ -188,8 +210,9 @@ def import_graph(args, log):
         from trace_step import install_cuda
         install_cuda(args.sm)
     kinds, per_layer_keys = layer_kinds(config)
-    depth = traced_depth(kinds)
-    small = truncated(config, depth, per_layer_keys)
+    layers = traced_layers(kinds)
+    depth = len(layers)
+    small = truncated(config, layers, per_layer_keys)
     regime = regime_of(args)
 
     def lifted(points):
@@ -200,15 +223,20 @@ def import_graph(args, log):
             log(f"traced {depth} of {len(kinds)} layers at b={b}, s={s}: "
                 f"{len(recordings[-1].ops)} ops ({time.time() - start:.1f} s)")
         no_grad = record_step(small, regime, *points[0], grad=False)
-        lifter = Lifter(recordings, points, recordings[0].layer_prefix, kinds[:depth], no_grad)
+        lifter = Lifter(recordings, points, recordings[0].layer_prefix,
+                        [kinds[k] for k in layers], no_grad)
         return lifter.sections(), recordings[0].layer_prefix
 
     # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a
     # sliding window or an attention chunk, so the traces sit in the plan's band.
     low = args.min_seq_len
+    chunk = sequence_chunk(config)
+    if args.seq_multiple != chunk and args.seq_multiple:
+        raise SystemExit(f"--seq-multiple {args.seq_multiple}: the model's sequence chunk is "
+                         f"{chunk or 'none'}")
     valid = valid_seq_len(config, low)
-    sections, layer_prefix = lifted([(b, low + s) for b, s in SAMPLE_POINTS])
-    single, _ = lifted([(b, low + s) for b, s in SINGLE_SAMPLE_POINTS])
+    sections, layer_prefix = lifted(sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple))
+    single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple))
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single
     with open(args.config, "rb") as f:
@@ -230,6 +258,7 @@ def import_graph(args, log):
                    "num_heads": getattr(config, "num_attention_heads", 0) or 0,
                    "max_positions": getattr(config, "max_position_embeddings", 0) or 0},
         "valid_seq_len": valid,
+        "sequence_chunk": chunk,
         "layer_prefix": layer_prefix,
         "layer_types": kinds,
         **sections,
@@ -245,21 +274,41 @@ def _program(sections):
             ops(sections["epilogue"]))
 
 
+def sequence_chunk(config):
+    """The chunk Mamba-2's reference code splits the sequence into (0: none)."""
+    sizes = [getattr(config, key, None) for key in CHUNK_KEYS]
+    return max([v for v in sizes if isinstance(v, int) and v > 0], default=0)
+
+
+def sample_points(points, low, chunk, multiple):
+    """The (b, s) traced from `low` on: with a sequence chunk, one more chunk at each
+    length; with `multiple`, whole multiples of it, from two chunks on."""
+    if not chunk:
+        return [(b, low + s) for b, s in points]
+    if multiple:
+        first = max(2, -(-low // chunk))
+        return [(b, (first + CHUNK_STEPS[s]) * chunk) for b, s in points]
+    return [(b, low + s + CHUNK_STEPS[s] * chunk) for b, s in points]
+
+
 def valid_seq_len(config, low):
     """[lo, hi]: the sequence lengths the program traced from `low` on holds for (hi 0: no
     bound known). transformers changes what it builds once a sequence reaches a sliding
     window or an attention chunk (masking_utils.py: _ignore_causal_mask_sdpa's
     `kv_length >= local_attention_size`); the traces must not straddle one."""
     limits = [getattr(config, key, None) for key in ("sliding_window", "attention_chunk_size")]
-    limits = sorted({v for v in limits if isinstance(v, int) and v > 0})
-    longest = low + max(s for _, s in SAMPLE_POINTS)
+    chunk = sequence_chunk(config)
+    # Past one Mamba-2 chunk, the reshapes into chunks copy: another program.
+    limits = sorted({v for v in limits + [chunk + 1 if chunk else None]
+                     if isinstance(v, int) and v > 0})
+    longest = max(s for _, s in sample_points(SAMPLE_POINTS, low, chunk, 0))
     crossed = [v for v in limits if low < v <= longest]
     if crossed:
         # The traces run from low + 32 to low + 304 tokens: a window shorter than that is
         # planned only from the window on.
         raise SystemExit(f"sequences from {low} tokens: the traces (up to {longest} tokens) "
-                         f"would cross the sliding window or attention chunk of {crossed[0]} "
-                         f"tokens; plan a sequence of at least {crossed[0]}")
+                         f"would cross a sliding window, an attention chunk or a Mamba-2 chunk "
+                         f"at {crossed[0]} tokens; plan a sequence of at least {crossed[0]}")
     lo = max([v for v in limits if v <= low], default=0)
     above = [v - 1 for v in limits if v > longest]
     max_pos = getattr(config, "max_position_embeddings", 0) or 0

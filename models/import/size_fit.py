@@ -51,6 +51,29 @@ def fit(points, values):
     return terms
 
 
+def fit_size(points, values):
+    """fit(), else the same monomials in a padded length or a number of chunks, each term
+    [c, i, j, "round_up(s,M)"] or [c, i, j, "chunks(s,M)"]: c * b^i * x^j."""
+    try:
+        return fit(points, values)
+    except NoExactFit:
+        for name, size in _padded_sizes():
+            padded = [(b, size(s)) for b, s in points]
+            try:
+                terms = fit(padded, values)
+            except NoExactFit:
+                continue
+            return [[c, i, j, name] if j else [c, i, j] for c, i, j in terms]
+        raise
+
+
+def _padded_sizes():
+    """(name, size of s) of the padded lengths and chunk counts tried, smallest first."""
+    for m in ROUND_UP_MULTIPLES:
+        yield f"round_up(s,{m})", lambda s, m=m: _round_up(s, m)
+        yield f"chunks(s,{m})", lambda s, m=m: _round_up(s, m) // m
+
+
 # The multiples a kernel may pad a sequence to (the memory-efficient attention's
 # logsumexp: 32, kAlignLSE), tried when a count is no polynomial in s. The sample points'
 # lengths are multiples of 16: padding to 8 or 16 is invisible to them.
@@ -63,23 +86,59 @@ def _round_up(s, m):
 
 def fit_shape(points, values):
     """A tensor's element count as the dimensions of a shape: "b", "s", "s+N",
-    "round_up(s,M)" and integers, e.g. ["b", "s+1", 1] for labels padded by one
+    "round_up(s,M)", "chunks(s,M)" and integers, e.g. ["b", "s+1", 1] for labels padded by one
     (c * b^i * s^j, or c * b^i * s^(j-1) * (s + N) when the count is such a sum), or
-    ["b", 16, "round_up(s,32)"] for a count linear in s padded to a multiple of 32."""
+    ["b", "round_up(s,32)", 16] for a count linear in s padded to a multiple of 32."""
     try:
         terms = fit(points, values)
     except NoExactFit:
-        for m in ROUND_UP_MULTIPLES:
-            padded = [(b, _round_up(s, m)) for b, s in points]
-            try:
-                terms = fit(padded, values)
-            except NoExactFit:
-                continue
-            if len(terms) == 1 and terms[0][2] == 1:
-                c, i, _ = terms[0]
-                return ["b"] * i + [f"round_up(s,{m})", c]
+        # Padded points repeat (two lengths in one chunk): the count is tried as
+        # c * b^i * (x + N) with x = round_up(s, M) or ceil(s / M) (a dimension of chunks),
+        # fitted directly rather than solved for.
+        for name, size in _padded_sizes():
+            for i in (1, 0):
+                shape = _padded_fit(points, values, name, size, i)
+                if shape:
+                    return shape
         raise
     return _shape_of(terms)
+
+
+def _padded_fit(points, values, name, size, i):
+    """The count as c * b^i * (x + N) or c * b^i * (x + N) * (x + K), x = size(s) (a
+    padded length or a number of chunks; Mamba-2's decay between chunks is [chunks + 1]^2):
+    the shape ["b"] * i + [name+N, (name+K,) c], or None. Fitted from the first points with
+    distinct x, checked at all."""
+    samples = [(size(s), Fraction(v, b ** i)) for (b, s), v in zip(points, values)]
+    xs = list(dict.fromkeys(x for x, _ in samples))
+    first = dict(reversed(samples))  # the first value seen at each x
+    for degree in (1, 2):
+        if len(xs) <= degree:
+            return None
+        poly = _solve([[x ** j for j in range(degree + 1)] for x in xs[:degree + 1]],
+                      [first[x] for x in xs[:degree + 1]])
+        if any(sum(p * x ** j for j, p in enumerate(poly)) != y for x, y in samples):
+            continue
+        c = poly[-1]
+        # c * prod (x + r) with non-negative integer r: its offsets from the other coefficients.
+        offsets = _integer_roots(poly)
+        if c <= 0 or c.denominator != 1 or offsets is None:
+            return None
+        return ["b"] * i + [name + (f"+{r}" if r else "") for r in offsets] + [int(c)]
+    return None
+
+
+def _integer_roots(poly):
+    """[N] for c * (x + N), [N, K] for c * (x + N) * (x + K), with N, K >= 0 integers."""
+    c = poly[-1]
+    if len(poly) == 2:
+        n = poly[0] / c
+        return [int(n)] if n >= 0 and n.denominator == 1 else None
+    total, product = poly[1] / c, poly[0] / c  # N + K and N * K
+    for n in range(0, int(total) + 1 if total >= 0 else 0):
+        if n * (total - n) == product and (total - n).denominator == 1:
+            return [n, int(total - n)]
+    return None
 
 
 def _shape_of(terms):

@@ -2,6 +2,7 @@
 
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "planner/core/checked_math.h"
 
@@ -18,7 +19,13 @@ int64_t SizeIn(const Dim& d, const ShapeEnv& env) {
     case Dim::Kind::kSeqPlus:
       return CheckedAdd(env.seq_len, d.value, "a dimension s + N");
     case Dim::Kind::kSeqRoundUp:
-      return CheckedAdd(env.seq_len, d.value - 1, "a dimension s rounded up") / d.value * d.value;
+      return CheckedAdd(
+          CheckedAdd(env.seq_len, d.value - 1, "a dimension s rounded up") / d.value * d.value,
+          d.plus, "a dimension s rounded up");
+    case Dim::Kind::kSeqChunks:
+      return CheckedAdd(
+          CheckedAdd(env.seq_len, d.value - 1, "a dimension of chunks of s") / d.value, d.plus,
+          "a dimension of chunks of s");
   }
   return d.value;
 }
@@ -53,19 +60,25 @@ bool SymShape::SameNumel(const SymShape& other) const {
     struct {
       int64_t constant = 1;
       int batch = 0, seq = 0;
-      std::multiset<int64_t> seq_plus, seq_round_up;
+      std::multiset<int64_t> seq_plus;
+      std::multiset<std::pair<int64_t, int64_t>> seq_round_up, seq_chunks;
     } p;
     for (const Dim& d : shape.dims_) {
       if (d.kind == Dim::Kind::kConst) p.constant *= d.value;
       if (d.kind == Dim::Kind::kSeqPlus) p.seq_plus.insert(d.value);
-      if (d.kind == Dim::Kind::kSeqRoundUp) p.seq_round_up.insert(d.value);
+      if (d.kind == Dim::Kind::kSeqRoundUp) p.seq_round_up.emplace(d.value, d.plus);
+      if (d.kind == Dim::Kind::kSeqChunks) p.seq_chunks.emplace(d.value, d.plus);
       p.batch += d.kind == Dim::Kind::kBatch ? 1 : 0;
       p.seq += d.kind == Dim::Kind::kSeq ? 1 : 0;
     }
-    return std::tuple(p.constant, p.batch, p.seq, p.seq_plus, p.seq_round_up);
+    return std::tuple(p.constant, p.batch, p.seq, p.seq_plus, p.seq_round_up, p.seq_chunks);
   };
   return powers(*this) == powers(other);
 }
+
+namespace {
+std::string PlusText(int64_t n) { return n ? "+" + std::to_string(n) : ""; }
+}  // namespace
 
 std::string SymShape::ToString() const {
   std::string out = "[";
@@ -85,7 +98,10 @@ std::string SymShape::ToString() const {
         out += "s+" + std::to_string(dims_[i].value);
         break;
       case Dim::Kind::kSeqRoundUp:
-        out += "round_up(s," + std::to_string(dims_[i].value) + ")";
+        out += "round_up(s," + std::to_string(dims_[i].value) + ")" + PlusText(dims_[i].plus);
+        break;
+      case Dim::Kind::kSeqChunks:
+        out += "chunks(s," + std::to_string(dims_[i].value) + ")" + PlusText(dims_[i].plus);
         break;
     }
   }

@@ -14,17 +14,22 @@
 namespace headroom {
 
 struct Dim {
-  // kSeqRoundUp: s rounded up to a multiple of M (a kernel that pads, e.g. the
-  // memory-efficient attention's logsumexp to 32).
-  enum class Kind { kConst, kBatch, kSeq, kSeqPlus, kSeqRoundUp };
+  // kSeqRoundUp: s rounded up to a multiple of M, plus N (a kernel that pads, e.g. the
+  // memory-efficient attention's logsumexp to 32); kSeqChunks: the number of M-token
+  // chunks s is split into, ceil(s / M), plus N (Mamba-2's reference code pads the
+  // sequence to whole chunks and keeps a state per chunk plus the initial one).
+  enum class Kind { kConst, kBatch, kSeq, kSeqPlus, kSeqRoundUp, kSeqChunks };
   Kind kind = Kind::kConst;
-  int64_t value = 1;  // kConst: the size; kSeqPlus: N; kSeqRoundUp: M
+  int64_t value = 1;  // kConst: the size; kSeqPlus: N; kSeqRoundUp, kSeqChunks: M
+  int64_t plus = 0;   // kSeqRoundUp, kSeqChunks: N
 
   static Dim C(int64_t v) { return {Kind::kConst, v}; }
   static Dim B() { return {Kind::kBatch, 1}; }
   static Dim S() { return {Kind::kSeq, 1}; }
   static Dim SPlus(int64_t n) { return {Kind::kSeqPlus, n}; }
-  static Dim SRoundUp(int64_t m) { return {Kind::kSeqRoundUp, m}; }
+  static Dim SRoundUp(int64_t m, int64_t n = 0) { return {Kind::kSeqRoundUp, m, n}; }
+  static Dim SChunks(int64_t m, int64_t n = 0) { return {Kind::kSeqChunks, m, n}; }
+  bool operator==(const Dim&) const = default;
 };
 
 // The concrete sizes a symbolic shape is evaluated at.

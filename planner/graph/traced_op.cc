@@ -18,9 +18,12 @@ SymSize TermsWithBatchPower(const SymSize& size, int b_pow) {
 }  // namespace
 
 double SymSize::Evaluate(const ShapeEnv& env) const {
-  const double b = static_cast<double>(env.micro_batch), s = static_cast<double>(env.seq_len);
+  const double b = static_cast<double>(env.micro_batch);
   double sum = 0;
-  for (const Monomial& m : terms) sum += m.c * std::pow(b, m.b_pow) * std::pow(s, m.s_pow);
+  for (const Monomial& m : terms) {
+    const double x = static_cast<double>(SizeIn(m.seq, env));
+    sum += m.c * std::pow(b, m.b_pow) * std::pow(x, m.s_pow);
+  }
   return sum;
 }
 

@@ -17,11 +17,13 @@
 
 namespace headroom {
 
-// c * b^b_pow * s^s_pow, with b_pow in {0, 1} and s_pow in {0, 1, 2}.
+// c * b^b_pow * x^s_pow, with b_pow in {0, 1} and s_pow in {0, 1, 2}; x is s, or s padded to
+// whole chunks or their number (`seq`: a sequence split into chunks, Mamba-2's).
 struct Monomial {
   double c = 0;
   int b_pow = 0;
   int s_pow = 0;
+  Dim seq = Dim::S();
   bool operator==(const Monomial&) const = default;
 };
 

@@ -23,6 +23,8 @@ class FakeCase(Case):
 LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
 LLAMA_ALL = LLAMA_QKVO + ("gate_proj", "up_proj", "down_proj")
 DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+# PEFT refuses out_proj and conv1d of Mamba layers (peft tuners_utils: incompatible modules).
+MAMBA_AND_ATTENTION = ("in_proj", "q_proj", "k_proj", "v_proj", "o_proj")
 
 CASES = [
     # Llama-3.2-1B (1.24B, tied embeddings).
@@ -99,6 +101,13 @@ IMPORTED_CASES = [
              mode="lora", lora_targets=DEEPSEEK_MLA, seq_len=512, slow=True),
     FakeCase("deepseek-v3 amp-bf16 adamw ckpt-all s256", "deepseek-v3.json",
              precision="amp-bf16", checkpoint="all", seq_len=256, slow=True),
+    # NVIDIA-Nemotron-Nano-9B-v2 (8.89B: 27 Mamba-2 layers, 4 attention layers, 25 MLPs in
+    # no period; Mamba-2 in transformers' reference code, chunks of 128 tokens): a
+    # sequence of whole chunks and one that is not (the padded chunks sliced).
+    FakeCase("nemotron-nano-9b-v2 bf16 lora mamba+attn s1024", "nemotron-nano-9b-v2.json",
+             precision="bf16", mode="lora", lora_targets=MAMBA_AND_ATTENTION, seq_len=1024),
+    FakeCase("nemotron-nano-9b-v2 amp-bf16 adamw ckpt-all s1000", "nemotron-nano-9b-v2.json",
+             precision="amp-bf16", checkpoint="all", seq_len=1000, slow=True),
 ]
 
 # Small real runs: the fake count against PeakMeter.
