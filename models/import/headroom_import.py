@@ -101,25 +101,38 @@ def layer_kinds(config):
 MAX_PERIODIC_DEPTH = 16
 
 
-def traced_layers(kinds):
-    """The layers traced, in order. A prefix of its own (the first dense layers), one
-    period of the layer pattern after it, plus one layer: the fewest layers that hold every
-    kind and show each repeat. With no short period, the first layer and the first two of
-    each kind: a layer's program depends on its kind, not on its neighbours (each kind's
-    template is its last traced layer)."""
+def layer_selections(kinds):
+    """The sets of layers worth tracing, fewest first; each holds every kind, twice past
+    the first layer where the model has two. One: a prefix of its own (the first dense
+    layers), one period of the layer pattern after it, plus one layer. The other, for a
+    pattern with no short period or a long one (Nemotron-H; Granite 4's nine Mamba-2
+    layers to an attention layer): the first layer and the first two of each kind. A
+    layer's program depends on its kind, not on its neighbours: each kind's template is its
+    last traced layer, and graph_lift checks that the two agree."""
+    n = len(kinds)
+    firsts = {0}
+    for kind in dict.fromkeys(kinds):
+        firsts.update([k for k, x in enumerate(kinds) if x == kind][:2])
+    prefix_and_period = periodic_prefix(kinds)
+    selections = [sorted(firsts)] + ([prefix_and_period] if prefix_and_period else [])
+    return sorted(selections, key=len)
+
+
+def periodic_prefix(kinds):
+    """The first layers up to one period past a prefix of their own, plus one; None when
+    the pattern has no period short enough."""
     n = len(kinds)
     for depth in range(2, min(n, MAX_PERIODIC_DEPTH) + 1):
         for prefix in range(0, depth - 1):
             period = depth - 1 - prefix
             if all(kinds[k] == kinds[prefix + (k - prefix) % period] for k in range(prefix, n)):
                 return list(range(depth))
-    firsts = {0}
-    for kind in dict.fromkeys(kinds):
-        firsts.update([k for k, x in enumerate(kinds) if x == kind][:2])
-    return sorted(firsts)
+    return None
 
 
 def truncated(config, layers, per_layer_keys):
+    """The config of a model made of `layers` alone: the per-layer lists cut to them, the
+    index lists (moe_layers, ...) and first_k_dense_replace renumbered."""
     import copy
 
     small = copy.deepcopy(config)
@@ -131,8 +144,31 @@ def truncated(config, layers, per_layer_keys):
             continue
         values = list(getattr(config, key))
         setattr(small, key, [values[k] for k in layers])
+    for key in INDEX_LISTS:
+        members = getattr(config, key, None)
+        if isinstance(members, list):
+            setattr(small, key, [new for new, old in enumerate(layers) if old in members])
+    first_dense = getattr(config, "first_k_dense_replace", None)
+    if isinstance(first_dense, int):
+        small.first_k_dense_replace = sum(1 for k in layers if k < first_dense)
     small.num_hidden_layers = len(layers)
     return small
+
+
+def traced_model_config(config):
+    """The layers traced and the config of the model made of them: the fewest layers whose
+    truncated config gives each one the kind it has in the whole model (a rule read from
+    layer numbers, such as decoder_sparse_step, holds only on a prefix)."""
+    kinds, per_layer_keys = layer_kinds(config)
+    for layers in layer_selections(kinds):
+        small = truncated(config, layers, per_layer_keys)
+        if layer_kinds(small)[0] == [kinds[k] for k in layers]:
+            return kinds, layers, small
+    from step_recorder import UnliftableOp
+
+    raise UnliftableOp(f"no truncated config keeps the kinds of the decoder layers "
+                       f"({', '.join(dict.fromkeys(kinds))}): {config.model_type} numbers "
+                       f"its layers in a way headroom does not read")
 
 
 def parse_args(argv):
@@ -209,10 +245,8 @@ def import_graph(args, log):
     if args.device == "cuda":
         from trace_step import install_cuda
         install_cuda(args.sm)
-    kinds, per_layer_keys = layer_kinds(config)
-    layers = traced_layers(kinds)
+    kinds, layers, small = traced_model_config(config)
     depth = len(layers)
-    small = truncated(config, layers, per_layer_keys)
     regime = regime_of(args)
 
     def lifted(points):

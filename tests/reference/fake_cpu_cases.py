@@ -108,6 +108,14 @@ IMPORTED_CASES = [
              precision="bf16", mode="lora", lora_targets=MAMBA_AND_ATTENTION, seq_len=1024),
     FakeCase("nemotron-nano-9b-v2 amp-bf16 adamw ckpt-all s1000", "nemotron-nano-9b-v2.json",
              precision="amp-bf16", checkpoint="all", seq_len=1000, slow=True),
+    # Granite-4.0-H-Small (32.2B: 36 Mamba-2 layers and 4 attention layers without
+    # positions, every one with 72 experts of which 10 per token and a shared one;
+    # chunks of 256 tokens).
+    FakeCase("granite-4.0-h-small bf16 lora mamba+attn s1024", "granite-4.0-h-small.json",
+             precision="bf16", mode="lora", lora_targets=MAMBA_AND_ATTENTION, seq_len=1024,
+             slow=True),
+    FakeCase("granite-4.0-h-small amp-bf16 adamw ckpt-all s600", "granite-4.0-h-small.json",
+             precision="amp-bf16", checkpoint="all", seq_len=600, slow=True),
 ]
 
 # Small real runs: the fake count against PeakMeter.
