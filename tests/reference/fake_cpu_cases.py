@@ -9,7 +9,8 @@ copy in place. The real-CPU suite checks that case (gpt2 amp-bf16 ... k2)."""
 
 import dataclasses
 
-from cases import Case, TINY_GPT2, TINY_LLAMA
+from cases import (DEEPSEEK_MLA, LLAMA_ALL, LLAMA_QKVO, MAMBA_AND_ATTENTION, TINY_GPT2,
+                   TINY_LLAMA, Case)
 
 
 @dataclasses.dataclass
@@ -19,12 +20,6 @@ class FakeCase(Case):
         # allocates none (ATen's own gemm).
         return self.plan_flags(("--device", "cpu", "--cpu-bf16", "aten"))
 
-
-LLAMA_QKVO = ("q_proj", "k_proj", "v_proj", "o_proj")
-LLAMA_ALL = LLAMA_QKVO + ("gate_proj", "up_proj", "down_proj")
-DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
-# PEFT refuses out_proj and conv1d of Mamba layers (peft tuners_utils: incompatible modules).
-MAMBA_AND_ATTENTION = ("in_proj", "q_proj", "k_proj", "v_proj", "o_proj")
 
 CASES = [
     # Llama-3.2-1B (1.24B, tied embeddings).

@@ -6,7 +6,8 @@ fake_cuda_cases.FakeCase, plus the optimizer and accumulation."""
 import dataclasses
 
 import fake_cuda_cases as fwd
-from cases import GPT2_QKV, LLAMA_QKVO, TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GPT2
+from cases import DEEPSEEK_MLA, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO, MAMBA_AND_ATTENTION
+from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GPT2
 from cases import TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3
 
 
@@ -39,7 +40,6 @@ def real(name, config, **fields):
     return StepCase(name, config, slow=True, **fields)
 
 
-LLAMA_ALL = fwd.LLAMA_ALL
 WIDE_HEADS_BERT = dict(TINY_BERT, hidden_size=256, num_attention_heads=2, intermediate_size=64)
 
 CASES = [
@@ -143,7 +143,6 @@ CASES = [
 # Families planned from their own code (headroom import on the fake CUDA device,
 # docs/graph-file.md), at real size: `fake_cuda_step.py --imported`. Each plan imports its
 # regime (tens of seconds to minutes a regime on 2 cores, cached in $HEADROOM_CACHE).
-DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
 IMPORTED_CASES = [
     real("smollm3-3b bf16 lora qkvo s1024", "smollm3-3b.json", precision="bf16", mode="lora",
          lora_targets=LLAMA_QKVO, seq_len=1024),
@@ -170,4 +169,12 @@ IMPORTED_CASES = [
          lora_targets=DEEPSEEK_MLA, seq_len=512),
     real("deepseek-v3 amp-bf16 adamw ckpt-all s256", "deepseek-v3.json", precision="amp-bf16",
          checkpoint="all", seq_len=256),
+    real("nemotron-nano-9b-v2 bf16 lora mamba+attn s1024", "nemotron-nano-9b-v2.json",
+         precision="bf16", mode="lora", lora_targets=MAMBA_AND_ATTENTION, seq_len=1024),
+    real("nemotron-nano-9b-v2 amp-bf16 adamw ckpt-all s1000", "nemotron-nano-9b-v2.json",
+         precision="amp-bf16", checkpoint="all", seq_len=1000),
+    real("granite-4.0-h-small bf16 lora mamba+attn s1024", "granite-4.0-h-small.json",
+         precision="bf16", mode="lora", lora_targets=MAMBA_AND_ATTENTION, seq_len=1024),
+    real("granite-4.0-h-small amp-bf16 adamw ckpt-all s600", "granite-4.0-h-small.json",
+         precision="amp-bf16", checkpoint="all", seq_len=600),
 ]
