@@ -122,6 +122,10 @@ class Lifter:
         tensors = self.base.tensors
         if op.aten == "clone":
             return all(not tensors[t].consumers for t in op.outputs)
+        return self._is_view(op)
+
+    def _is_view(self, op):
+        tensors = self.base.tensors
         inputs = {tensors[i].storage for i in op.inputs}
         return op.aten in LAYOUT_OPS and all(tensors[t].storage in inputs for t in op.outputs)
 
@@ -134,10 +138,15 @@ class Lifter:
     def _check_sections_contiguous(self):
         layers = len(self.layer_types)
         current = -1  # -1 prologue, k layer k, layers epilogue
-        resolved = []
+        resolved, between = [], {}
         for op, section in zip(self.base.ops, self.section_of_op):
             if section is None:
                 section = -1 if current == -1 else layers if current >= layers - 1 else None
+                # A view the model takes for the next layer between two layers (Gemma 4's
+                # per_layer_inputs[:, :, i, :]) allocates nothing: it is that layer's.
+                if section is None and self._is_view(op):
+                    section = current + 1
+                    between.setdefault(section, []).append(len(resolved))
                 if section is None:
                     raise UnliftableOp(f"{_where(self.base, op)} runs between decoder layers "
                                        f"{current} and {current + 1}")
@@ -145,7 +154,22 @@ class Lifter:
                 raise UnliftableOp(f"{_where(self.base, op)} runs after a later layer")
             current = section
             resolved.append(section)
+        self._first_layer_views_to_it(resolved, between)
         self.section_of_op = resolved
+
+    def _first_layer_views_to_it(self, resolved, between):
+        """The views the model takes for each layer between two layers (Gemma 4's
+        per_layer_inputs[:, :, i, :]) are that layer's; the same views taken for layer 0,
+        at the end of the prologue, are layer 0's."""
+        views = [self.base.ops[o].aten for o in between.get(1, [])]
+        start = resolved.index(0) if 0 in resolved and views else 0
+        ops = range(start - len(views), start)
+        if (not views or start < len(views)
+                or [self.base.ops[o].aten for o in ops] != views
+                or any(resolved[o] != -1 or not self._is_view(self.base.ops[o]) for o in ops)):
+            return
+        for o in ops:
+            resolved[o] = 0
 
     def _tensor_sections(self):
         """The section each tensor belongs to: its producer's, or its first reader's."""
@@ -221,6 +245,11 @@ class Lifter:
                 return ["input"]
             if self.owner.get(t) == -1:
                 return ["shared", self._prologue_index(t)]
+            # The input's storage under its name before an in-place op of the previous
+            # layer made the input (Gemma 4's `hidden_states *= self.layer_scalar`).
+            if section_input is not None and (self.base.tensors[t].storage
+                                              == self.base.tensors[section_input].storage):
+                return ["input"]
             raise UnliftableOp(f"{where} reads tensor {t} of section {self.owner.get(t)}, "
                                f"neither its own, its input, nor the prologue's")
 
@@ -363,6 +392,16 @@ class Lifter:
                                                                    t.dtype.is_complex)
 
     # ---- Python's references --------------------------------------------------------------
+    def _held_into_epilogue(self, t, freed):
+        """A layer's tensor that Python holds until an op after the last layer: Gemma 4's
+        shared K/V dict, which dies when the model's forward returns (after its final
+        norm). Planned as held to the forward's end: for the few epilogue ops between,
+        a little longer than the real code holds it, never shorter."""
+        layers = len(self.layer_types)
+        owner = self.owner.get(t)
+        return (owner is not None and 0 <= owner < layers and freed in self.py_op
+                and self.section_of_op[self.py_op[freed]] == layers)
+
     def _holds(self, op_ids, local_op, ref):
         """Storages that outlive their last reader in the forward: a Python variable (or
         autocast's cache) holds them until the op after which they die. Read from the
@@ -392,7 +431,7 @@ class Lifter:
             last = readers.get(key, owner.producer if owner.producer is not None else -1)
             if freed <= last:
                 continue
-            if freed == rec.forward_end_op:
+            if freed == rec.forward_end_op or self._held_into_epilogue(base_owner, freed):
                 if self.owner.get(base_owner) == self._current:
                     until_end.append(ref(base_owner, f"tensor {base_owner}"))
             elif self.py_op.get(freed) in local_op:

@@ -3,9 +3,10 @@
     python3 headroom_import.py CONFIG.json --out GRAPH.json [--precision bf16]
         [--lora-rank 8 --lora-targets q_proj,v_proj] [--attention sdpa]
 
-Runs the model at a small depth (one period of its layer pattern, plus one layer) on
-fake tensors at a few micro-batches and sequence lengths, records every op, storage,
-save and gradient (step_recorder.py), lifts the recordings to a graph file
+Runs the model at a small depth (traced_layers.py: one period of its layer pattern plus
+one layer, or the first two layers of each kind) on fake tensors at a few micro-batches
+and sequence lengths, records every op, storage, save and gradient (step_recorder.py),
+lifts the recordings to a graph file
 (graph_lift.py, docs/graph-file.md) and writes it atomically. Exit 2, with the op, the
 module and the model_type named, when something cannot be lifted.
 """
@@ -59,116 +60,6 @@ def load_config(path):
                          f"{transformers.__version__}{hint}; headroom import runs only "
                          f"transformers' own code")
     return model_type, transformers.AutoConfig.for_model(model_type, **fields)
-
-
-# Lists of layer indices, not one value per layer (Llama 4's moe_layers, Qwen's
-# mlp_only_layers): a layer's kind is whether it is in the list.
-INDEX_LISTS = {"moe_layers", "mlp_only_layers", "dense_layers", "sparse_layers"}
-
-
-def layer_kinds(config):
-    """Per decoder layer, what makes layers differ: config.layer_types, every other
-    per-layer list (SmolLM3's no_rope_layers, ...), membership of the index lists, and the
-    integer rules transformers reads per layer: the first k layers dense
-    (first_k_dense_replace: DeepSeek-V3, GLM-4.5) and every n-th layer sparse
-    (decoder_sparse_step), joined into a template name. Returns the kinds and the config
-    keys a truncated config must cut."""
-    n = config.num_hidden_layers
-    fields = sorted(vars(config).items())
-    lists = {key: value for key, value in fields
-             if isinstance(value, list) and len(value) == n and key != "layer_types"
-             and key not in INDEX_LISTS}
-    index_lists = {key: set(value) for key, value in fields
-                   if key in INDEX_LISTS and isinstance(value, list)}
-    first_dense = getattr(config, "first_k_dense_replace", 0) or 0
-    sparse_step = getattr(config, "decoder_sparse_step", 0) or 0
-    kinds = []
-    for k in range(n):
-        parts = [str(config.layer_types[k])] if getattr(config, "layer_types", None) else []
-        parts += [f"{key}={value[k]}" for key, value in lists.items()]
-        parts += [f"{key}" for key, members in index_lists.items() if k in members]
-        if isinstance(first_dense, int) and k < first_dense:
-            parts.append("dense")
-        if isinstance(sparse_step, int) and sparse_step > 1 and (k + 1) % sparse_step != 0:
-            parts.append("not-sparse")
-        kinds.append("/".join(parts) or "decoder")
-    keys = sorted(lists) + (["layer_types"] if getattr(config, "layer_types", None) else [])
-    return kinds, keys
-
-
-# Past this many layers, a pattern's period is not traced whole (Nemotron-H's layers
-# follow no period): the first two layers of each kind are.
-MAX_PERIODIC_DEPTH = 16
-
-
-def layer_selections(kinds):
-    """The sets of layers worth tracing, fewest first; each holds every kind, twice past
-    the first layer where the model has two. One: a prefix of its own (the first dense
-    layers), one period of the layer pattern after it, plus one layer. The other, for a
-    pattern with no short period or a long one (Nemotron-H; Granite 4's nine Mamba-2
-    layers to an attention layer): the first layer and the first two of each kind. A
-    layer's program depends on its kind, not on its neighbours: each kind's template is its
-    last traced layer, and graph_lift checks that the two agree."""
-    n = len(kinds)
-    firsts = {0}
-    for kind in dict.fromkeys(kinds):
-        firsts.update([k for k, x in enumerate(kinds) if x == kind][:2])
-    prefix_and_period = periodic_prefix(kinds)
-    selections = [sorted(firsts)] + ([prefix_and_period] if prefix_and_period else [])
-    return sorted(selections, key=len)
-
-
-def periodic_prefix(kinds):
-    """The first layers up to one period past a prefix of their own, plus one; None when
-    the pattern has no period short enough."""
-    n = len(kinds)
-    for depth in range(2, min(n, MAX_PERIODIC_DEPTH) + 1):
-        for prefix in range(0, depth - 1):
-            period = depth - 1 - prefix
-            if all(kinds[k] == kinds[prefix + (k - prefix) % period] for k in range(prefix, n)):
-                return list(range(depth))
-    return None
-
-
-def truncated(config, layers, per_layer_keys):
-    """The config of a model made of `layers` alone: the per-layer lists cut to them, the
-    index lists (moe_layers, ...) and first_k_dense_replace renumbered."""
-    import copy
-
-    small = copy.deepcopy(config)
-    for key in per_layer_keys:
-        # A per-layer list the config derives from other fields (a read-only property,
-        # e.g. MambaConfig.layer_types) follows num_hidden_layers by itself.
-        attribute = getattr(type(config), key, None)
-        if isinstance(attribute, property) and attribute.fset is None:
-            continue
-        values = list(getattr(config, key))
-        setattr(small, key, [values[k] for k in layers])
-    for key in INDEX_LISTS:
-        members = getattr(config, key, None)
-        if isinstance(members, list):
-            setattr(small, key, [new for new, old in enumerate(layers) if old in members])
-    first_dense = getattr(config, "first_k_dense_replace", None)
-    if isinstance(first_dense, int):
-        small.first_k_dense_replace = sum(1 for k in layers if k < first_dense)
-    small.num_hidden_layers = len(layers)
-    return small
-
-
-def traced_model_config(config):
-    """The layers traced and the config of the model made of them: the fewest layers whose
-    truncated config gives each one the kind it has in the whole model (a rule read from
-    layer numbers, such as decoder_sparse_step, holds only on a prefix)."""
-    kinds, per_layer_keys = layer_kinds(config)
-    for layers in layer_selections(kinds):
-        small = truncated(config, layers, per_layer_keys)
-        if layer_kinds(small)[0] == [kinds[k] for k in layers]:
-            return kinds, layers, small
-    from step_recorder import UnliftableOp
-
-    raise UnliftableOp(f"no truncated config keeps the kinds of the decoder layers "
-                       f"({', '.join(dict.fromkeys(kinds))}): {config.model_type} numbers "
-                       f"its layers in a way headroom does not read")
 
 
 def parse_args(argv):
@@ -240,14 +131,15 @@ def import_graph(args, log):
 
     from graph_lift import Lifter
     from trace_step import record_step
+    from traced_layers import check_parameter_count, traced_model_config
 
     model_type, config = load_config(args.config)
     if args.device == "cuda":
         from trace_step import install_cuda
         install_cuda(args.sm)
-    kinds, layers, small = traced_model_config(config)
-    depth = len(layers)
     regime = regime_of(args)
+    kinds, layers, small = traced_model_config(config, regime)
+    depth = len(layers)
 
     def lifted(points):
         recordings = []
@@ -270,6 +162,7 @@ def import_graph(args, log):
                          f"{chunk or 'none'}")
     valid = valid_seq_len(config, low)
     sections, layer_prefix = lifted(sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple))
+    check_parameter_count(sections, kinds, config, regime)
     single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple))
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single

@@ -111,6 +111,13 @@ IMPORTED_CASES = [
              slow=True),
     FakeCase("granite-4.0-h-small amp-bf16 adamw ckpt-all s600", "granite-4.0-h-small.json",
              precision="amp-bf16", checkpoint="all", seq_len=600, slow=True),
+    # Gemma 4 E2B's text model (5.08B: per-layer input embeddings 30 layers x 256 wide over
+    # a 262k vocabulary, sliding windows of 512 with a full layer of head_dim 512 every
+    # sixth, tied). Traced at its full depth: the per-layer embeddings grow with it.
+    FakeCase("gemma-4-e2b-text bf16 lora qkvo s1024", "gemma-4-e2b-text.json",
+             precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, slow=True),
+    FakeCase("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
+             precision="amp-bf16", checkpoint="all", seq_len=768, slow=True),
 ]
 
 # Small real runs: the fake count against PeakMeter.

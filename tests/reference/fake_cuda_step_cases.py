@@ -177,4 +177,8 @@ IMPORTED_CASES = [
          precision="bf16", mode="lora", lora_targets=MAMBA_AND_ATTENTION, seq_len=1024),
     real("granite-4.0-h-small amp-bf16 adamw ckpt-all s600", "granite-4.0-h-small.json",
          precision="amp-bf16", checkpoint="all", seq_len=600),
+    real("gemma-4-e2b-text bf16 lora qkvo s1024", "gemma-4-e2b-text.json", precision="bf16",
+         mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
+    real("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
+         precision="amp-bf16", checkpoint="all", seq_len=768),
 ]
