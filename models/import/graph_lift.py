@@ -145,8 +145,9 @@ class Lifter:
                 # A view the model takes for the next layer between two layers (Gemma 4's
                 # per_layer_inputs[:, :, i, :]) allocates nothing: it is that layer's.
                 if section is None and self._is_view(op):
-                    section = current + 1
-                    between.setdefault(section, []).append(len(resolved))
+                    between.setdefault(current + 1, []).append(len(resolved))
+                    resolved.append(current + 1)
+                    continue
                 if section is None:
                     raise UnliftableOp(f"{_where(self.base, op)} runs between decoder layers "
                                        f"{current} and {current + 1}")
