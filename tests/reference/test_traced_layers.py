@@ -1,0 +1,79 @@
+"""The layers an import traces (models/import/traced_layers.py), on transformers' own
+config classes at their real depths: which layers each pattern traces, and that the
+truncated config renumbers what transformers reads by layer number (Llama 4's
+moe_layers, DeepSeek's first_k_dense_replace, Gemma 4's per-layer overrides) so each
+traced layer keeps its kind. Builds no model.
+
+    python3 test_traced_layers.py
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "models", "import"))
+
+from traced_layers import layer_kinds, layer_selections, truncated  # noqa: E402
+
+
+def config(model_type, **fields):
+    import transformers
+
+    return transformers.AutoConfig.for_model(model_type, **fields)
+
+
+def main():
+    failures, checks = [], []
+
+    def expect(got, wanted, what):
+        checks.append(what)
+        if got != wanted:
+            failures.append(f"{what}: got {got}, wanted {wanted}")
+
+    # A period of ten (Granite 4: an attention layer after nine Mamba-2 layers): the first
+    # two of each kind are fewer layers than the period plus one.
+    granite = ["attention" if k % 10 == 5 else "mamba" for k in range(40)]
+    expect(layer_selections(granite)[0], [0, 1, 5, 15], "Granite 4's layers")
+    # Sliding and full layers alternating (Gemma 2): the period plus one, three layers.
+    expect(layer_selections(["sliding", "full"] * 13)[0], [0, 1, 2], "alternating layers")
+    # One kind: two layers.
+    expect(layer_selections(["decoder"] * 32)[0], [0, 1], "one kind")
+
+    # Llama 4 Scout: NoPE every fourth layer. Layers 0, 1, 3 and 7 traced as a model of
+    # four; each keeps its kind once moe_layers is renumbered.
+    scout = config("llama4_text", num_hidden_layers=8, interleave_moe_layer_step=2)
+    kinds, keys = layer_kinds(scout)
+    small = truncated(scout, [0, 1, 3, 7], keys)
+    expect(small.moe_layers, [n for n, k in enumerate([0, 1, 3, 7]) if k in scout.moe_layers],
+           "Llama 4's moe_layers renumbered")
+    expect(layer_kinds(small)[0], [kinds[k] for k in [0, 1, 3, 7]], "Llama 4's kinds kept")
+
+    # DeepSeek-V3: the first three layers dense. Layers 0, 1, 3 and 4: two dense, two MoE.
+    deepseek = config("deepseek_v3", num_hidden_layers=8, first_k_dense_replace=3)
+    kinds, keys = layer_kinds(deepseek)
+    small = truncated(deepseek, [0, 1, 3, 4], keys)
+    expect(small.first_k_dense_replace, 2, "first_k_dense_replace renumbered")
+    expect(layer_kinds(small)[0], [kinds[k] for k in [0, 1, 3, 4]], "DeepSeek's kinds kept")
+
+    # Gemma 4: the full layers (every sixth) have head_dim 512 through per_layer_config,
+    # and the last layer of each type stores its K/V (kv_sharing_modes, derived).
+    gemma = config("gemma4_text", num_hidden_layers=12)
+    kinds, keys = layer_kinds(gemma)
+    expect(sorted(set(kinds)), ["full_attention/kv_sharing_modes=None/per_layer_config=head_dim:512",
+                                "full_attention/kv_sharing_modes=store/per_layer_config=head_dim:512",
+                                "sliding_attention/kv_sharing_modes=None",
+                                "sliding_attention/kv_sharing_modes=store"], "Gemma 4's kinds")
+    layers = layer_selections(kinds)[0]
+    expect(layers, [0, 1, 5, 10, 11], "Gemma 4's layers")
+    small = truncated(gemma, layers, keys)
+    expect(small.per_layer_config[2].head_dim, 512, "per_layer_config renumbered")
+    expect(layer_kinds(small)[0], [kinds[k] for k in layers], "Gemma 4's kinds kept")
+
+    for line in failures:
+        print("FAIL", line)
+    print(f"{len(checks) - len(failures)} of {len(checks)} checks hold")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
