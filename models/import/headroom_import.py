@@ -6,9 +6,9 @@
 Runs the model at a small depth (traced_layers.py: one period of its layer pattern plus
 one layer, or the first two layers of each kind) on fake tensors at a few micro-batches
 and sequence lengths, records every op, storage, save and gradient (step_recorder.py),
-lifts the recordings to a graph file
-(graph_lift.py, docs/graph-file.md) and writes it atomically. Exit 2, with the op, the
-module and the model_type named, when something cannot be lifted.
+lifts the recordings to a graph file (graph_lift.py, docs/graph-file.md) and writes it
+atomically. Exit 2, with the op, the module and the model_type named, when something
+cannot be lifted.
 """
 
 import argparse
@@ -138,7 +138,7 @@ def import_graph(args, log):
         from trace_step import install_cuda
         install_cuda(args.sm)
     regime = regime_of(args)
-    kinds, layers, small = traced_model_config(config, regime)
+    kinds, layers, small, whole_parameters = traced_model_config(config, regime)
     depth = len(layers)
 
     def lifted(points):
@@ -162,7 +162,7 @@ def import_graph(args, log):
                          f"{chunk or 'none'}")
     valid = valid_seq_len(config, low)
     sections, layer_prefix = lifted(sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple))
-    check_parameter_count(sections, kinds, config, regime)
+    check_parameter_count(sections, kinds, whole_parameters)
     single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple))
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single

@@ -42,7 +42,7 @@ def layer_kinds(config):
     sparse_step = getattr(config, "decoder_sparse_step", 0) or 0
     kinds = []
     for k in range(n):
-        parts = [str(config.layer_types[k])] if getattr(config, "layer_types", None) else []
+        parts = [str(layer_types[k])] if layer_types else []
         parts += [f"{key}={value[k]}" for key, value in {**lists, **derived}.items()]
         if k in overrides:
             parts.append("per_layer_config=" + ",".join(
@@ -53,7 +53,7 @@ def layer_kinds(config):
         if isinstance(sparse_step, int) and sparse_step > 1 and (k + 1) % sparse_step != 0:
             parts.append("not-sparse")
         kinds.append("/".join(parts) or "decoder")
-    keys = sorted(lists) + (["layer_types"] if getattr(config, "layer_types", None) else [])
+    keys = sorted(lists) + (["layer_types"] if layer_types else [])
     return kinds, keys
 
 
@@ -93,7 +93,6 @@ def layer_selections(kinds):
     layers to an attention layer): the first layer and the first two of each kind. A
     layer's program depends on its kind, not on its neighbours: each kind's template is its
     last traced layer, and graph_lift checks that the two agree."""
-    n = len(kinds)
     firsts = {0}
     for kind in dict.fromkeys(kinds):
         firsts.update([k for k, x in enumerate(kinds) if x == kind][:2])
@@ -144,23 +143,25 @@ def truncated(config, layers, per_layer_keys):
 
 
 def traced_model_config(config, regime):
-    """The layers traced and the config of the model made of them: the fewest layers whose
-    truncated config gives each one the kind it has in the whole model (a rule read from
-    layer numbers, such as decoder_sparse_step, holds only on a prefix) and the
-    parameters outside the layers their shapes in the whole model; else every layer
-    (Gemma 4: the per-layer input embeddings are num_hidden_layers x 256 wide)."""
+    """The layers traced, the config of the model made of them and the whole model's
+    parameter count: the fewest layers whose truncated config gives each one the kind it
+    has in the whole model (a rule read from layer numbers, such as decoder_sparse_step,
+    holds only on a prefix) and the parameters outside the layers their shapes in the
+    whole model; else every layer (Gemma 4: the per-layer input embeddings are
+    num_hidden_layers x 256 wide)."""
     kinds, per_layer_keys = layer_kinds(config)
-    whole = outside_layers(config, regime)
+    outside, whole = parameters_on_meta(config, regime)
     for layers in layer_selections(kinds):
         small = truncated(config, layers, per_layer_keys)
         if (layer_kinds(small)[0] == [kinds[k] for k in layers]
-                and outside_layers(small, regime) == whole):
-            return kinds, layers, small
-    return kinds, list(range(len(kinds))), config
+                and parameters_on_meta(small, regime)[0] == outside):
+            return kinds, layers, small, whole
+    return kinds, list(range(len(kinds))), config, whole
 
 
-def outside_layers(config, regime):
-    """The shapes of the parameters outside the decoder layers, built on the meta device."""
+def parameters_on_meta(config, regime):
+    """The shapes of the parameters outside the decoder layers, and the count of all of
+    them, of the model built on the meta device (no memory)."""
     import torch
 
     from trace_step import build_model, decoder_layers
@@ -168,19 +169,16 @@ def outside_layers(config, regime):
     with torch.device("meta"):
         model = build_model(config, regime)
     prefix = decoder_layers(model, config.num_hidden_layers)[0] + "."
-    return {name: tuple(p.shape) for name, p in model.named_parameters()
-            if not name.startswith(prefix)}
+    outside = {name: tuple(p.shape) for name, p in model.named_parameters()
+               if not name.startswith(prefix)}
+    return outside, sum(p.numel() for p in model.parameters())
 
 
-def check_parameter_count(sections, kinds, config, regime):
-    """The graph expanded to the config's depth holds the parameters transformers builds
-    for the whole model (on the meta device: no memory), or the import stops: a parameter
-    whose size follows the number of layers would be planned at the traced depth."""
+def check_parameter_count(sections, kinds, whole):
+    """The graph expanded to the config's depth holds the `whole` model's parameters, or
+    the import stops: a parameter whose size follows the number of layers would be planned
+    at the traced depth."""
     import math
-
-    import torch
-
-    from trace_step import build_model
 
     def parameters(section):
         return {t["name"]: math.prod(t["shape"]) for t in section["tensors"]
@@ -190,8 +188,6 @@ def check_parameter_count(sections, kinds, config, regime):
     per_template = {kind: sum(parameters(t).values())
                     for kind, t in sections["templates"].items()}
     expanded = sum(outside.values()) + sum(per_template[kind] for kind in kinds)
-    with torch.device("meta"):
-        whole = sum(p.numel() for p in build_model(config, regime).parameters())
     if expanded != whole:
         raise UnliftableOp(f"the graph expanded to {len(kinds)} layers holds {expanded:,} "
                            f"parameters where transformers builds {whole:,}")
