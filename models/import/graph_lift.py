@@ -394,14 +394,17 @@ class Lifter:
 
     # ---- Python's references --------------------------------------------------------------
     def _held_into_epilogue(self, t, freed):
-        """A layer's tensor that Python holds until an op after the last layer: Gemma 4's
-        shared K/V dict, which dies when the model's forward returns (after its final
-        norm). Planned as held to the forward's end: for the few epilogue ops between,
-        a little longer than the real code holds it, never shorter."""
+        """A layer's tensor, other than the last layer's output (the epilogue's input),
+        that Python holds until an op after the last layer: Gemma 4's shared K/V dict,
+        which dies when the model's forward returns (after its final norm). Planned as
+        held to the forward's end: for the few epilogue ops between, a little longer than
+        the real code holds it, never shorter."""
         layers = len(self.layer_types)
         owner = self.owner.get(t)
+        last_output = self.base.layer_io[layers - 1][1]
         return (owner is not None and 0 <= owner < layers and freed in self.py_op
-                and self.section_of_op[self.py_op[freed]] == layers)
+                and self.section_of_op[self.py_op[freed]] == layers
+                and self.base.tensors[t].storage != self.base.tensors[last_output].storage)
 
     def _holds(self, op_ids, local_op, ref):
         """Storages that outlive their last reader in the forward: a Python variable (or
