@@ -5,9 +5,9 @@ first forward and at its peak. Fields as in cases.Case, plus amp-fp16; no optimi
 
 import dataclasses
 
-from cases import (BERT_QV, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO, PHI3_ALL, TINY_BERT, TINY_GEMMA2, TINY_GEMMA3,
-                   TINY_GEMMA3_WINDOW, TINY_GPT2, TINY_LLAMA, TINY_PHI3, TINY_PHI3_WINDOW,
-                   TINY_QWEN2, TINY_QWEN3, load_hf_config)
+from cases import (BERT_QV, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO, PHI3_ALL, TINY_BERT, TINY_GEMMA2,
+                   TINY_GEMMA3, TINY_GEMMA3_WINDOW, TINY_GPT2, TINY_LLAMA, TINY_PHI3,
+                   TINY_PHI3_WINDOW, TINY_QWEN2, TINY_QWEN3, load_hf_config)
 
 
 @dataclasses.dataclass
