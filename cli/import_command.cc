@@ -20,8 +20,8 @@ int RunImportCommand(const ImportFlags& flags) {
   if (!request) return ReportUsageError(request.error().message);
   if (auto error = CheckOutputFlags({{"--out", flags.out}}))
     return ReportUsageError(error->message);
-  Result<std::string> text =
-      ImportGraphFileFor(request_flags.model, GraphOptionsOf(request->config));
+  Result<std::string> text = ImportGraphFileFor(
+      request_flags.model, GraphOptionsOf(request->config), request_flags.trust_remote_code);
   if (!text) return ReportUsageError(text.error().message);
   if (auto error = WriteFileAtomically(flags.out, *text)) return ReportRunFailure(error->message);
   PrintReport(

@@ -298,6 +298,9 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("--model", f.model,
                  "Built-in model name, a YAML spec, a Hugging Face config.json or hub id ORG/NAME")
       ->required();
+  cmd.add_flag("--trust-remote-code", f.trust_remote_code,
+               "Import a model_type transformers does not ship from the Python code its "
+               "config.json's auto_map names, beside the config (run on fake tensors only)");
   auto* gpu = cmd.add_option("--gpu", f.gpu, "GPU from the catalog (see `headroom gpus`)");
   auto* mem = cmd.add_option("--gpu-mem", f.gpu_mem, "Custom GPU memory budget, e.g. 24GiB");
   auto* device = cmd.add_option("--device", f.device, "Plan for 'cpu' instead of a GPU");
@@ -374,7 +377,7 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
 
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   PlanRequest r;
-  auto model = ResolveModel(f.model);
+  auto model = ResolveModel(f.model, {.trust_remote_code = f.trust_remote_code});
   if (!model) return model.error();
   r.model = *model;
   auto device = ToDevice(f);

@@ -18,6 +18,7 @@ namespace headroom {
 
 struct PlanFlags {
   std::string model;
+  bool trust_remote_code = false;  // import a model_type from the code its config names
   std::optional<std::string> gpu;
   std::optional<std::string> gpu_mem;
   std::optional<std::string> device;

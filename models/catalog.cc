@@ -59,7 +59,8 @@ namespace {
 
 // A config.json (built, or imported when no builder plans its model_type) or a graph
 // file `headroom import` wrote.
-Result<ModelSpec> ModelOfJson(const std::string& text, const std::filesystem::path& path) {
+Result<ModelSpec> ModelOfJson(const std::string& text, const std::filesystem::path& path,
+                              ModelSourceOptions options) {
   nlohmann::json root;
   try {
     root = ParsePythonJson(text);
@@ -70,32 +71,33 @@ Result<ModelSpec> ModelOfJson(const std::string& text, const std::filesystem::pa
     return LoadGraphFile(text, path);
   if (root.is_object() && root.contains("model_type") && root["model_type"].is_string() &&
       !HasGraphBuilder(root["model_type"].get<std::string>()))
-    return ImportableModel(text, path, root["model_type"].get<std::string>());
+    return ImportableModel(text, path, root["model_type"].get<std::string>(),
+                           options.trust_remote_code);
   return ParseHfConfigJson(text, path.string());
 }
 
-Result<ModelSpec> ResolveHubModel(std::string_view hub_id) {
+Result<ModelSpec> ResolveHubModel(std::string_view hub_id, ModelSourceOptions options) {
   if (std::optional<std::string> name = CatalogNameForHubId(hub_id)) return LoadCatalogModel(*name);
-  const auto is_model = [](const HubConfig& c) -> std::optional<Error> {
-    Result<ModelSpec> parsed = ModelOfJson(c.text, c.origin);
+  const auto is_model = [options](const HubConfig& c) -> std::optional<Error> {
+    Result<ModelSpec> parsed = ModelOfJson(c.text, c.origin, options);
     if (!parsed) return parsed.error();
     return std::nullopt;
   };
   Result<HubConfig> config = FetchHubConfig(hub_id, HubSettingsFromEnvironment(), is_model);
   if (!config) return config.error();
-  Result<ModelSpec> spec = ModelOfJson(config->text, config->origin);
+  Result<ModelSpec> spec = ModelOfJson(config->text, config->origin, options);
   if (spec) spec->name = std::string(hub_id);
   return spec;
 }
 
 }  // namespace
 
-Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
+Result<ModelSpec> ResolveModel(std::string_view name_or_path, ModelSourceOptions options) {
   namespace fs = std::filesystem;
   fs::path path(name_or_path);
   std::error_code ec;
   if (!fs::exists(path, ec)) {
-    if (IsHubModelId(name_or_path)) return ResolveHubModel(name_or_path);
+    if (IsHubModelId(name_or_path)) return ResolveHubModel(name_or_path, options);
     const bool looks_like_path = name_or_path.find('/') != std::string_view::npos ||
                                  path.extension() == ".json" || path.extension() == ".yaml" ||
                                  path.extension() == ".yml";
@@ -106,7 +108,7 @@ Result<ModelSpec> ResolveModel(std::string_view name_or_path) {
   if (fs::is_directory(path, ec)) path /= "config.json";
   Result<std::string> text = ReadRegularFile(path);
   if (!text) return MakeError("--model: " + text.error().message);
-  if (path.extension() == ".json") return ModelOfJson(*text, path);
+  if (path.extension() == ".json") return ModelOfJson(*text, path, options);
   return ParseModelSpecYaml(*text, path.string());
 }
 

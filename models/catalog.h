@@ -26,8 +26,15 @@ std::string CatalogDescription(std::string_view name);
 // `hub_id`; compared ignoring case, as the Hub resolves ids.
 std::optional<std::string> CatalogNameForHubId(std::string_view hub_id);
 Result<ModelSpec> LoadCatalogModel(std::string_view name);
+// What planning a model may run: transformers' own code only, unless the user opts in to
+// the code a config's auto_map names (beside the config; the import runs it on fake
+// tensors, models/import/headroom_import.py).
+struct ModelSourceOptions {
+  bool trust_remote_code = false;
+};
+
 // An existing file or directory, else a Hub id (its catalog entry, else its config.json
 // from the Hugging Face cache or the Hub, named by the id), else a catalog name.
-Result<ModelSpec> ResolveModel(std::string_view name_or_path);
+Result<ModelSpec> ResolveModel(std::string_view name_or_path, ModelSourceOptions options = {});
 
 }  // namespace headroom

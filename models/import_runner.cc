@@ -45,16 +45,16 @@ uint64_t Fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
   return h;
 }
 
-// The importer's own code (the .py files beside the script): a changed importer records
-// again rather than serve what an older one wrote.
-uint64_t ImporterHash(const fs::path& script) {
+// The .py files of `dir`, in name order, hashed into `h`: the importer's own code (a
+// changed importer records again rather than serve what an older one wrote) and a
+// trusted model's.
+uint64_t PythonFilesHash(const fs::path& dir, uint64_t h) {
   std::vector<fs::path> files;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(script.parent_path(), ec)) {
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (entry.path().extension() == ".py") files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
-  uint64_t h = Fnv1a("headroom-import");
   for (const fs::path& f : files) {
     if (Result<std::string> text = ReadRegularFile(f)) h = Fnv1a(*text, h);
   }
@@ -97,7 +97,7 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
 }  // namespace
 
 Result<std::string> ImportGraphText(const fs::path& config, std::string_view config_text,
-                                    const TraceRegime& regime) {
+                                    const TraceRegime& regime, const fs::path& remote_code_dir) {
   Result<std::vector<std::string>> regime_args = ImporterArgs(regime);
   if (!regime_args) return regime_args.error();
   const std::string python = EnvOr("HEADROOM_PYTHON", "python3");
@@ -112,9 +112,12 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
         "(bash scripts/setup.sh --torch){}",
         python, versions ? ": " + versions->last_error_line : ": " + versions.error().message));
   }
+  uint64_t code = PythonFilesHash(fs::path(script).parent_path(), Fnv1a("headroom-import"));
+  if (!remote_code_dir.empty())
+    code = PythonFilesHash(remote_code_dir, Fnv1a("trust-remote-code", code));
   const uint64_t key =
       Fnv1a(fmt::format("{}|{}|{}", DescribeRegime(regime), regime.base_dtype, regime.min_seq_len),
-            Fnv1a(versions->out, Fnv1a(config_text, ImporterHash(script))));
+            Fnv1a(versions->out, Fnv1a(config_text, code)));
   const fs::path cached = CacheDir() / fmt::format("{:016x}.json", key);
   if (Result<std::string> text = ReadRegularFile(cached, kMaxGraphFileBytes)) {
     Result<ImportedGraph> graph = ParseImportedGraph(*text, cached.string());
@@ -129,6 +132,8 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
   const fs::path written = TemporaryNameBeside(cached);
   std::vector<std::string> argv = {python, script, config_copy.string(), "--out", written.string()};
   argv.insert(argv.end(), regime_args->begin(), regime_args->end());
+  if (!remote_code_dir.empty())
+    argv.insert(argv.end(), {"--trust-remote-code", remote_code_dir.string()});
   // Progress (the importer's lines, 10-60 s a regime) on a terminal only, as capacity's:
   // a script reading stderr gets the one-line error or nothing.
   const bool terminal = isatty(STDERR_FILENO) != 0;
@@ -156,8 +161,8 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
 }
 
 Result<ImportedGraph> ImportGraph(const fs::path& config, std::string_view config_text,
-                                  const TraceRegime& regime) {
-  Result<std::string> text = ImportGraphText(config, config_text, regime);
+                                  const TraceRegime& regime, const fs::path& remote_code_dir) {
+  Result<std::string> text = ImportGraphText(config, config_text, regime, remote_code_dir);
   if (!text) return text.error();
   return ParseImportedGraph(*text, config.string() + " (imported)");
 }

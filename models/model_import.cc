@@ -82,7 +82,7 @@ Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::pa
 }
 
 Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
-                                       const GraphOptions& options) {
+                                       const GraphOptions& options, bool trust_remote_code) {
   Result<std::string> text = ReadRegularFile(config);
   if (!text) return text.error();
   nlohmann::json root;
@@ -96,7 +96,8 @@ Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
   Result<ModelSpec> spec = ImportableModel(*text, config, root["model_type"].get<std::string>());
   if (!spec) return spec.error();
   const TraceRegime regime = spec->imported->RegimeFor(TraceRegimeOf(options), options.seq_len);
-  return ImportGraphText(config, *text, regime);
+  return ImportGraphText(config, *text, regime,
+                         trust_remote_code ? config.parent_path() : std::filesystem::path());
 }
 
 bool HasGraphBuilder(std::string_view model_type) {
@@ -108,7 +109,7 @@ bool HasGraphBuilder(std::string_view model_type) {
 }
 
 Result<ModelSpec> ImportableModel(std::string_view config_text, const std::filesystem::path& path,
-                                  std::string_view model_type) {
+                                  std::string_view model_type, bool trust_remote_code) {
   // The sizes reports need come from the first import: the one the plan's own regime asks
   // for is made when the plan builds its graph, so the spec is filled lazily from it.
   const nlohmann::json root = ParsePythonJson(config_text);
@@ -125,9 +126,9 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
   const int64_t sequence_chunk = std::max(field("chunk_size"), field("mamba_chunk_size"));
   auto model = std::make_shared<const ImportedModel>(
       std::string(model_type),
-      [path, config = std::string(config_text)](const TraceRegime& regime) {
-        return ImportGraph(path, config, regime);
-      },
+      [path, config = std::string(config_text),
+       code_dir = trust_remote_code ? path.parent_path() : std::filesystem::path()](
+          const TraceRegime& regime) { return ImportGraph(path, config, regime, code_dir); },
       std::move(thresholds), sequence_chunk);
   ModelSpec spec;
   spec.name = path.parent_path().filename().string();

@@ -57,23 +57,29 @@ Result<ModelSpec> LoadGraphFile(std::string_view text, const std::filesystem::pa
 // A config.json of a model_type no builder plans: the spec imports its graph for each
 // regime a plan asks for (the first import of each takes seconds; later ones are read
 // from the cache).
+// With `trust_remote_code`, a model_type transformers does not ship is imported from the
+// code its auto_map names in the config's directory.
 Result<ModelSpec> ImportableModel(std::string_view config_text, const std::filesystem::path& path,
-                                  std::string_view model_type);
+                                  std::string_view model_type, bool trust_remote_code = false);
 
 // `headroom import`: the graph file of the config.json at `config` (a built type too: its
 // graph then comes from transformers' code rather than the builder) for `options`.
 Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
-                                       const GraphOptions& options);
+                                       const GraphOptions& options, bool trust_remote_code = false);
 
 // True for the model types headroom builds by hand (models/hf_config.cc).
 bool HasGraphBuilder(std::string_view model_type);
 
 // Runs the importer for `config` under `regime`, through the cache
 // ($HEADROOM_CACHE, else $XDG_CACHE_HOME/headroom, else ~/.cache/headroom): the graph
-// file's text, or the graph read from it.
+// file's text, or the graph read from it. A non-empty `remote_code_dir` lets the importer
+// run the model code there that the config's auto_map names (its .py files join the
+// cache key).
 Result<std::string> ImportGraphText(const std::filesystem::path& config,
-                                    std::string_view config_text, const TraceRegime& regime);
+                                    std::string_view config_text, const TraceRegime& regime,
+                                    const std::filesystem::path& remote_code_dir = {});
 Result<ImportedGraph> ImportGraph(const std::filesystem::path& config, std::string_view config_text,
-                                  const TraceRegime& regime);
+                                  const TraceRegime& regime,
+                                  const std::filesystem::path& remote_code_dir = {});
 
 }  // namespace headroom

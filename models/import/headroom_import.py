@@ -42,7 +42,11 @@ CHUNK_KEYS = ("chunk_size", "mamba_chunk_size")
 CHUNK_STEPS = {32: 0, 48: 1, 80: 2, 112: 3, 304: 5}
 
 
-def load_config(path):
+def load_config(path, remote_code_dir=None):
+    """The model_type and the transformers config of the config.json at `path`. A type
+    transformers does not ship is refused, unless the user trusts the code its auto_map
+    names in `remote_code_dir` (--trust-remote-code): that code then builds the config
+    and the model, which run on fake tensors only like any other."""
     import transformers
 
     # As transformers reads a config.json (configuration_utils.py, _dict_from_json_file):
@@ -55,10 +59,18 @@ def load_config(path):
     # A config may name remote code (auto_map) for a type transformers ships: transformers
     # then runs its own, as it does without trust_remote_code; only unknown types need it.
     if model_type not in transformers.CONFIG_MAPPING:
-        hint = " (it names remote code: trust_remote_code)" if fields.get("auto_map") else ""
+        auto_map = fields.get("auto_map") or {}
+        if remote_code_dir and "AutoConfig" in auto_map:
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            config_class = get_class_from_dynamic_module(auto_map["AutoConfig"], remote_code_dir)
+            config = config_class(**fields)
+            config.name_or_path = remote_code_dir  # where from_config finds the model's code
+            return model_type, config
+        hint = ("; it names remote code (auto_map): plan it with --trust-remote-code to run "
+                "that code, on fake tensors only" if auto_map else "")
         raise SystemExit(f"{path}: model_type '{model_type}' is not in transformers "
-                         f"{transformers.__version__}{hint}; headroom import runs only "
-                         f"transformers' own code")
+                         f"{transformers.__version__}{hint}")
     return model_type, transformers.AutoConfig.for_model(model_type, **fields)
 
 
@@ -67,6 +79,9 @@ def parse_args(argv):
     p.add_argument("config", help="a config.json (transformers' format)")
     p.add_argument("--out", required=True, help="the graph file to write")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "amp-bf16"])
+    p.add_argument("--trust-remote-code", metavar="DIR",
+                   help="run the model code the config's auto_map names in DIR (a "
+                        "model_type transformers does not ship), on fake tensors only")
     p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: full fine-tune)")
     p.add_argument("--lora-alpha", type=int, default=0, help="default: twice the rank")
     p.add_argument("--lora-targets", default="q_proj,v_proj")
@@ -133,7 +148,7 @@ def import_graph(args, log):
     from trace_step import record_step
     from traced_layers import check_parameter_count, traced_model_config
 
-    model_type, config = load_config(args.config)
+    model_type, config = load_config(args.config, args.trust_remote_code)
     if args.device == "cuda":
         from trace_step import install_cuda
         install_cuda(args.sm)

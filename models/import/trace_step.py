@@ -71,8 +71,12 @@ def build_model(hf_config, regime):
     # LoRA loads the frozen base in regime["base_dtype"] (PEFT keeps the adapters in
     # fp32); a full fine-tune loads the precision's weights (amp: fp32).
     dtype = DTYPES[regime.get("base_dtype") or ("bf16" if regime["precision"] == "bf16" else "fp32")]
+    # A model_type transformers does not ship reached here only from the code the user
+    # trusted (headroom_import.load_config): its config names that code in auto_map.
+    remote = hf_config.model_type not in transformers.CONFIG_MAPPING
     model = transformers.AutoModelForCausalLM.from_config(
-        hf_config, attn_implementation=regime["attention"], dtype=dtype)
+        hf_config, attn_implementation=regime["attention"], dtype=dtype,
+        trust_remote_code=remote)
     model.train()
     if regime["mode"] == "lora":
         import peft
