@@ -1,6 +1,7 @@
 // ExpandImportedGraph: an imported graph file's prologue, one template per decoder layer
 // (layer_types), and the epilogue, appended to an OpGraph in the order the model's code
 // ran them, each layer a checkpointable block.
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,61 +11,176 @@
 namespace headroom {
 namespace {
 
+// Where a loop's ops and tensors landed, repetition by repetition of its middle iteration.
+struct UnrolledLoop {
+  const ImportedLoop* loop = nullptr;
+  std::vector<std::vector<OpId>> ops;                           // [repetition][offset]
+  std::vector<std::unordered_map<int, TensorId>> tensors;       // [repetition]: local -> id
+  // The part of the loop op `i` belongs to: 0 first, 1 middle, 2 last iteration, -1 none.
+  int Part(int i) const {
+    const int start = loop->first_op - loop->ops;
+    return i < start || i >= start + 3 * loop->ops ? -1 : (i - start) / loop->ops;
+  }
+};
+
 class Expander {
  public:
-  explicit Expander(OpGraph& graph) : graph_(graph) {}
+  Expander(OpGraph& graph, int64_t seq_len) : graph_(graph), seq_len_(seq_len) {}
 
   // Appends `section`; `prefix` names its parameters and ops (a layer's module path);
-  // `input` is what ["input"] refers to. Returns the section's tensors as graph ids.
-  std::vector<TensorId> Append(const ImportedSection& section, const std::string& prefix,
-                               TensorId input, int block) {
-    std::vector<TensorId> local(section.tensors.size());
-    const auto resolve = [&](const SectionRef& r) {
-      switch (r.kind) {
-        case SectionRef::Kind::kLocal:
-          return local.at(r.index);
-        case SectionRef::Kind::kInput:
-          return input;
-        case SectionRef::Kind::kShared:
-          return shared_.at(r.index);
-      }
-      return TensorId{};
-    };
+  // `input` is what ["input"] refers to. A rolled loop's middle iteration runs its
+  // number of iterations less two times, each repetition reading what the one before it
+  // made where the recorded middle iteration read the first. Returns the section's
+  // tensors as graph ids (a loop's: its last iteration's).
+  Result<std::vector<TensorId>> Append(const ImportedSection& section, const std::string& prefix,
+                                       TensorId input, int block) {
+    local_.assign(section.tensors.size(), TensorId{});
+    input_ = input;
+    made_by_.assign(section.tensors.size(), -1);
+    for (size_t i = 0; i < section.ops.size(); ++i) {
+      for (int k : section.ops[i].outputs) made_by_[k] = static_cast<int>(i);
+    }
     for (size_t k = 0; k < section.tensors.size(); ++k) {
       const ImportedTensor& t = section.tensors[k];
-      if (t.role == TensorRole::kActivation) continue;
-      local[k] = AddLeaf(t, prefix);
+      if (t.role != TensorRole::kActivation) local_[k] = AddLeaf(t, prefix);
     }
-    std::vector<OpId> ops;
+    std::vector<UnrolledLoop> loops;
+    for (const ImportedLoop& loop : section.loops) loops.push_back({.loop = &loop});
+    std::vector<OpId> ops(section.ops.size());
     if (block >= 0) graph_.BeginBlock(input);
-    for (const ImportedOp& op : section.ops) {
-      std::vector<TensorId> inputs;
-      for (const SectionRef& r : op.inputs) inputs.push_back(resolve(r));
-      std::vector<TensorInfo> outputs;
-      for (int k : op.outputs) {
-        const ImportedTensor& t = section.tensors[k];
-        TensorInfo info{.name = prefix + t.name, .shape = t.shape, .fixed_dtype = t.dtype};
-        if (t.alias_of) info.alias_of = graph_.StorageOf(resolve(*t.alias_of));
-        outputs.push_back(std::move(info));
+    size_t next_loop = 0;
+    for (int i = 0; i < static_cast<int>(section.ops.size()); ++i) {
+      if (next_loop < loops.size() && i == loops[next_loop].loop->first_op) {
+        if (auto ran = RunMiddle(section, prefix, loops[next_loop], ops); !ran) return ran.error();
+        i += loops[next_loop++].loop->ops - 1;
+        continue;
       }
-      const std::vector<TensorId> made = graph_.AddOp({.kind = OpKind::kTraced,
-                                                       .name = prefix + op.name,
-                                                       .inputs = std::move(inputs),
-                                                       .traced = op.traced},
-                                                      std::move(outputs));
-      for (size_t i = 0; i < made.size(); ++i) local[op.outputs[i]] = made[i];
-      ops.push_back(OpId{graph_.num_ops() - 1});
+      ops[i] = AddOp(section, prefix, i);
     }
-    if (block >= 0) graph_.EndBlock(local.at(section.output));
-    for (const auto& [t, until] : section.holds) graph_.HoldUntilOpRan(resolve(t), ops.at(until));
-    for (const SectionRef& t : section.held_until_forward_end)
-      graph_.HoldUntilForwardEnd(resolve(t));
-    return local;
+    if (block >= 0) graph_.EndBlock(Resolve(SectionRef{.index = section.output}));
+    AddHolds(section, loops, ops);
+    return local_;
   }
 
   void SetShared(std::vector<TensorId> shared) { shared_ = std::move(shared); }
 
  private:
+  TensorId Resolve(const SectionRef& r) const {
+    switch (r.kind) {
+      case SectionRef::Kind::kLocal:
+        return local_.at(r.index);
+      case SectionRef::Kind::kInput:
+        return input_;
+      case SectionRef::Kind::kShared:
+        return shared_.at(r.index);
+    }
+    return TensorId{};
+  }
+
+  OpId AddOp(const ImportedSection& section, const std::string& prefix, int i) {
+    const ImportedOp& op = section.ops[i];
+    std::vector<TensorId> inputs;
+    for (const SectionRef& r : op.inputs) inputs.push_back(Resolve(r));
+    std::vector<TensorInfo> outputs;
+    for (int k : op.outputs) {
+      const ImportedTensor& t = section.tensors[k];
+      TensorInfo info{.name = prefix + t.name, .shape = t.shape, .fixed_dtype = t.dtype};
+      if (t.alias_of) info.alias_of = graph_.StorageOf(Resolve(*t.alias_of));
+      outputs.push_back(std::move(info));
+    }
+    const std::vector<TensorId> made = graph_.AddOp(
+        {.kind = OpKind::kTraced, .name = prefix + op.name, .inputs = std::move(inputs),
+         .traced = op.traced},
+        std::move(outputs));
+    for (size_t k = 0; k < made.size(); ++k) local_[op.outputs[k]] = made[k];
+    return OpId{graph_.num_ops() - 1};
+  }
+
+  // The middle iteration, repeated. From the second repetition on, a tensor the first
+  // iteration made stands for the one the previous repetition made at its place.
+  Result<bool> RunMiddle(const ImportedSection& section, const std::string& prefix,
+                         UnrolledLoop& unrolled, std::vector<OpId>& ops) {
+    const ImportedLoop& loop = *unrolled.loop;
+    const int64_t repetitions = SizeIn(loop.iterations, {.seq_len = seq_len_}) - 2;
+    if (repetitions < 1) {
+      return MakeError(fmt::format("a loop over {}-token chunks needs at least 3 of them; a "
+                                   "sequence of {} tokens has fewer",
+                                   loop.iterations.value, seq_len_));
+    }
+    std::vector<std::pair<int, int>> carried;  // (first iteration's tensor, the middle's)
+    for (int j = 0; j < loop.ops; ++j) {
+      const ImportedOp& first = section.ops[loop.first_op - loop.ops + j];
+      const ImportedOp& middle = section.ops[loop.first_op + j];
+      for (size_t k = 0; k < first.outputs.size(); ++k)
+        carried.emplace_back(first.outputs[k], middle.outputs.at(k));
+    }
+    std::vector<TensorId> first_iteration;
+    for (const auto& [t0, t1] : carried) first_iteration.push_back(local_[t0]);
+    for (int64_t r = 0; r < repetitions; ++r) {
+      if (r > 0) {
+        for (const auto& [t0, t1] : carried) local_[t0] = local_[t1];
+      }
+      auto& rep_ops = unrolled.ops.emplace_back();
+      auto& rep_tensors = unrolled.tensors.emplace_back();
+      for (int j = 0; j < loop.ops; ++j) {
+        rep_ops.push_back(AddOp(section, prefix, loop.first_op + j));
+        for (int k : section.ops[loop.first_op + j].outputs) rep_tensors[k] = local_[k];
+      }
+    }
+    for (size_t c = 0; c < carried.size(); ++c) local_[carried[c].first] = first_iteration[c];
+    for (int j = 0; j < loop.ops; ++j) ops[loop.first_op + j] = unrolled.ops.front()[j];
+    return true;
+  }
+
+  // Python's holds. One on a middle iteration's tensor, or on the tensor the first
+  // iteration hands the middle one until an op of it, holds in every repetition: the
+  // repetition's tensor (or the previous repetition's, in place of the first iteration's)
+  // until the op of that repetition, or of the next where the hold ends in the last.
+  void AddHolds(const ImportedSection& section, const std::vector<UnrolledLoop>& loops,
+                const std::vector<OpId>& ops) {
+    for (const auto& [t, until] : section.holds) {
+      const int maker = t.kind == SectionRef::Kind::kLocal ? made_by_[t.index] : -1;
+      const UnrolledLoop* in = nullptr;
+      for (const UnrolledLoop& u : loops) {
+        if (u.Part(maker) == 1 || (u.Part(maker) == 0 && u.Part(until) == 1)) in = &u;
+      }
+      if (!in) {
+        graph_.HoldUntilOpRan(Resolve(t), ops.at(until));
+        continue;
+      }
+      const ImportedLoop& loop = *in->loop;
+      const int n = static_cast<int>(in->ops.size());
+      for (int r = 0; r < n; ++r) {
+        TensorId held = in->Part(maker) == 1 ? in->tensors[r].at(t.index)
+                        : r == 0             ? Resolve(t)
+                                             : in->tensors[r - 1].at(MiddleOf(section, loop, t.index));
+        OpId end = ops.at(until);
+        if (in->Part(until) == 1) end = in->ops[r][until - loop.first_op];
+        if (in->Part(until) == 2 && r + 1 < n) end = in->ops[r + 1][until - loop.first_op - loop.ops];
+        graph_.HoldUntilOpRan(held, end);
+      }
+    }
+    for (const SectionRef& t : section.held_until_forward_end) {
+      graph_.HoldUntilForwardEnd(Resolve(t));
+      const int maker = t.kind == SectionRef::Kind::kLocal ? made_by_[t.index] : -1;
+      for (const UnrolledLoop& u : loops) {
+        if (u.Part(maker) != 1) continue;
+        for (size_t r = 0; r + 1 < u.tensors.size(); ++r)
+          graph_.HoldUntilForwardEnd(u.tensors[r].at(t.index));
+      }
+    }
+  }
+
+  // The middle iteration's tensor at the place of the first iteration's `t`.
+  int MiddleOf(const ImportedSection& section, const ImportedLoop& loop, int t) const {
+    const ImportedOp& first = section.ops[made_by_[t]];
+    const ImportedOp& middle = section.ops[made_by_[t] + loop.ops];
+    for (size_t k = 0; k < first.outputs.size(); ++k) {
+      if (first.outputs[k] == t) return middle.outputs.at(k);
+    }
+    return t;
+  }
+
   TensorId AddLeaf(const ImportedTensor& t, const std::string& prefix) {
     const std::string name = prefix + t.name;
     switch (t.role) {
@@ -82,7 +198,11 @@ class Expander {
   }
 
   OpGraph& graph_;
+  int64_t seq_len_;
   std::vector<TensorId> shared_;
+  std::vector<TensorId> local_;
+  std::vector<int> made_by_;
+  TensorId input_;
 };
 
 Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& options) {
@@ -127,19 +247,24 @@ Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOp
   const ImportedProgram& program =
       options.single_sample && imported.micro_batch_1 ? *imported.micro_batch_1 : imported.program;
   OpGraph graph;
-  Expander expander(graph);
-  const std::vector<TensorId> prologue = expander.Append(program.prologue, "", {}, -1);
-  expander.SetShared(prologue);
+  Expander expander(graph, options.seq_len);
+  Result<std::vector<TensorId>> prologue = expander.Append(program.prologue, "", {}, -1);
+  if (!prologue) return prologue.error();
+  expander.SetShared(*prologue);
   if (program.prologue.input_embeddings >= 0)
-    graph.MarkInputEmbeddings(prologue.at(program.prologue.input_embeddings));
-  TensorId hidden = prologue.at(program.prologue.output);
+    graph.MarkInputEmbeddings(prologue->at(program.prologue.input_embeddings));
+  TensorId hidden = prologue->at(program.prologue.output);
   for (size_t k = 0; k < imported.layer_types.size(); ++k) {
     const ImportedSection& layer = program.templates.at(imported.layer_types[k]);
     const std::string prefix = fmt::format("{}{}.", imported.layer_prefix, k);
-    hidden = expander.Append(layer, prefix, hidden, static_cast<int>(k)).at(layer.output);
+    Result<std::vector<TensorId>> made =
+        expander.Append(layer, prefix, hidden, static_cast<int>(k));
+    if (!made) return made.error();
+    hidden = made->at(layer.output);
   }
-  const std::vector<TensorId> epilogue = expander.Append(program.epilogue, "", hidden, -1);
-  graph.SetLoss(epilogue.at(program.epilogue.loss));
+  Result<std::vector<TensorId>> epilogue = expander.Append(program.epilogue, "", hidden, -1);
+  if (!epilogue) return epilogue.error();
+  graph.SetLoss(epilogue->at(program.epilogue.loss));
   graph.CheckWellFormed();
   return graph;
 }

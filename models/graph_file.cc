@@ -248,6 +248,56 @@ ImportedOp OpOf(const json& o, const std::string& where) {
   return out;
 }
 
+// The rolled loops of a section: each one's three iterations run the same ops; what the
+// section hands on (its output, loss) is not made inside a middle iteration; a hold spans
+// one iteration at most.
+void CheckLoops(const ImportedSection& s, const std::string& where) {
+  int end = 0;
+  for (const ImportedLoop& loop : s.loops) {
+    if (loop.ops <= 0 || loop.first_op - loop.ops < end ||
+        loop.first_op + 2 * loop.ops > int(s.ops.size()) ||
+        loop.iterations.kind != Dim::Kind::kSeqChunks || loop.iterations.plus != 0)
+      throw FileError(where + ": a loop outside the section's ops, or not one per chunk");
+    for (int j = loop.first_op - loop.ops; j < loop.first_op; ++j) {
+      for (int k : {j + loop.ops, j + 2 * loop.ops}) {
+        if (s.ops[j].name != s.ops[k].name || s.ops[j].traced->aten != s.ops[k].traced->aten)
+          throw FileError(fmt::format("{}: op {} of a loop differs between its iterations",
+                                      where, s.ops[k].name));
+      }
+    }
+    end = loop.first_op + 2 * loop.ops;
+  }
+  if (s.loops.empty()) return;
+  std::vector<int> made_by(s.tensors.size(), -1);
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    for (int k : s.ops[i].outputs) made_by.at(k) = int(i);
+  }
+  const auto part = [&](int op, const ImportedLoop& loop) {
+    return op < loop.first_op - loop.ops || op >= loop.first_op + 2 * loop.ops
+               ? -1
+               : (op - loop.first_op + loop.ops) / loop.ops;  // 0 first, 1 middle, 2 last
+  };
+  for (const ImportedLoop& loop : s.loops) {
+    for (int k : {s.output, s.loss, s.input_embeddings}) {
+      if (k >= 0 && part(made_by[k], loop) == 1)
+        throw FileError(where + ": a section's output is made inside a loop");
+    }
+    for (const auto& [t, until] : s.holds) {
+      if (t.kind == SectionRef::Kind::kLocal && part(made_by[t.index], loop) == 0 &&
+          part(until, loop) == 2)
+        throw FileError(where + ": a hold spans more than one iteration of a loop");
+    }
+  }
+}
+
+ImportedLoop LoopOf(const json& j, const std::string& where) {
+  ImportedLoop loop;
+  loop.first_op = static_cast<int>(IntField(j, "first_op", where));
+  loop.ops = static_cast<int>(IntField(j, "ops", where));
+  loop.iterations = DimOf(Field(j, "iterations", where), where);
+  return loop;
+}
+
 // Every reference points at a tensor that exists when it is read: locals made earlier
 // (parameters, inputs and buffers at any point), shared ones of the prologue.
 void CheckSection(const ImportedSection& s, const std::string& where, size_t shared_tensors,
@@ -284,12 +334,16 @@ void CheckSection(const ImportedSection& s, const std::string& where, size_t sha
   for (int k : {s.output, s.loss, s.input_embeddings}) {
     if (k >= int(s.tensors.size())) throw FileError(where + ": an index past the tensors");
   }
+  CheckLoops(s, where);
 }
 
 ImportedSection SectionOf(const json& j, const std::string& where) {
   ImportedSection s;
   for (const json& t : Field(j, "tensors", where)) s.tensors.push_back(TensorOf(t, where));
   for (const json& o : Field(j, "ops", where)) s.ops.push_back(OpOf(o, where));
+  if (j.contains("loops")) {
+    for (const json& l : j["loops"]) s.loops.push_back(LoopOf(l, where));
+  }
   s.output = IndexOr(j, "output", -1);
   s.loss = IndexOr(j, "loss", -1);
   s.input_embeddings = IndexOr(j, "input_embeddings", -1);

@@ -73,9 +73,20 @@ struct ImportedOp {
   std::shared_ptr<const TracedOp> traced;
 };
 
+// A Python loop over the sequence's chunks (the gated delta rule's reference scan), rolled
+// up by the import (loop_roll.py): ops [first_op - ops, first_op) are its first
+// iteration, [first_op, first_op + ops) a middle one, which runs `iterations` - 2 times,
+// and the next `ops` its last.
+struct ImportedLoop {
+  int first_op = 0;
+  int ops = 0;
+  Dim iterations;  // chunks(s,M)
+};
+
 struct ImportedSection {
   std::vector<ImportedTensor> tensors;
   std::vector<ImportedOp> ops;
+  std::vector<ImportedLoop> loops;  // in op order, not overlapping
   int output = -1;
   std::vector<std::pair<SectionRef, int>> holds;  // tensor, until op (local)
   std::vector<SectionRef> held_until_forward_end;
@@ -98,7 +109,9 @@ struct ImportedGraph {
   TraceRegime regime;
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, max_positions = 0;
   int64_t min_seq_len = 0, max_seq_len = 0;  // valid_seq_len; max 0: no bound known
-  int64_t sequence_chunk = 0;  // Mamba-2's chunk (0: none); see TraceRegime::seq_multiple
+  // The chunk Mamba-2's scan or a rolled loop splits the sequence into (0: none); see
+  // TraceRegime::seq_multiple.
+  int64_t sequence_chunk = 0;
   std::string layer_prefix;
   std::vector<std::string> layer_types;  // one template name per layer
   ImportedProgram program;

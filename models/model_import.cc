@@ -31,20 +31,35 @@ TraceRegime ImportedModel::RegimeFor(TraceRegime regime, int64_t seq_len) const 
   for (int64_t threshold : seq_thresholds_) {
     if (threshold <= seq_len) regime.min_seq_len = std::max(regime.min_seq_len, threshold);
   }
-  if (sequence_chunk_ > 0 && seq_len > 0 && seq_len % sequence_chunk_ == 0)
-    regime.seq_multiple = sequence_chunk_;
+  const int64_t chunk = sequence_chunk_ > 0 ? sequence_chunk_ : learned_chunk_.load();
+  if (chunk > 0 && seq_len > 0 && seq_len % chunk == 0) regime.seq_multiple = chunk;
   return regime;
 }
 
 Result<std::shared_ptr<const ImportedGraph>> ImportedModel::GraphFor(TraceRegime wanted,
                                                                      int64_t seq_len) const {
-  const TraceRegime regime = RegimeFor(std::move(wanted), seq_len);
   const std::lock_guard<std::mutex> lock(mutex_);
+  const TraceRegime regime = RegimeFor(wanted, seq_len);
   for (const auto& graph : graphs_) {
     if (graph->regime == regime) return graph;
   }
   // A graph file holds its own regime only: ExpandImportedGraph says which it was.
   if (!importer_) return graphs_.front();
+  Result<std::shared_ptr<const ImportedGraph>> graph = Import(regime);
+  if (!graph) return graph;
+  // No config field names the chunks a loop in the model's code runs over (the gated
+  // delta rule's reference scan: 64 tokens); the import finds them, and a sequence of
+  // whole chunks is another program, imported in turn.
+  if (sequence_chunk_ == 0 && (*graph)->sequence_chunk > 0 && learned_chunk_.load() == 0) {
+    learned_chunk_ = (*graph)->sequence_chunk;
+    const TraceRegime learned = RegimeFor(wanted, seq_len);
+    if (!(learned == regime)) return Import(learned);
+  }
+  return graph;
+}
+
+Result<std::shared_ptr<const ImportedGraph>> ImportedModel::Import(
+    const TraceRegime& regime) const {
   Result<ImportedGraph> imported = importer_(regime);
   if (!imported) {
     return MakeError(
@@ -95,9 +110,20 @@ Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
     return MakeError(fmt::format("{}: missing field 'model_type'", config.string()));
   Result<ModelSpec> spec = ImportableModel(*text, config, root["model_type"].get<std::string>());
   if (!spec) return spec.error();
-  const TraceRegime regime = spec->imported->RegimeFor(TraceRegimeOf(options), options.seq_len);
-  return ImportGraphText(config, *text, regime,
-                         trust_remote_code ? config.parent_path() : std::filesystem::path());
+  TraceRegime regime = spec->imported->RegimeFor(TraceRegimeOf(options), options.seq_len);
+  const std::filesystem::path code_dir =
+      trust_remote_code ? config.parent_path() : std::filesystem::path();
+  Result<std::string> graph_text = ImportGraphText(config, *text, regime, code_dir);
+  if (!graph_text) return graph_text;
+  // The chunks of a loop in the model's code are found by the import (ImportedModel::
+  // GraphFor): a sequence of whole chunks is another program, imported in turn.
+  Result<ImportedGraph> graph = ParseImportedGraph(*graph_text, config.string());
+  if (graph && graph->sequence_chunk > 0 && regime.seq_multiple == 0 && options.seq_len > 0 &&
+      options.seq_len % graph->sequence_chunk == 0) {
+    regime.seq_multiple = graph->sequence_chunk;
+    return ImportGraphText(config, *text, regime, code_dir);
+  }
+  return graph_text;
 }
 
 bool HasGraphBuilder(std::string_view model_type) {

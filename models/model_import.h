@@ -6,6 +6,7 @@
 
 #include "models/layer.h"
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -40,10 +41,15 @@ class ImportedModel {
   Result<std::shared_ptr<const ImportedGraph>> GraphFor(TraceRegime regime, int64_t seq_len) const;
 
  private:
+  // Runs the importer for `regime` and keeps its graph (mutex_ held).
+  Result<std::shared_ptr<const ImportedGraph>> Import(const TraceRegime& regime) const;
+
   std::string model_type_;
   Importer importer_;
   std::vector<int64_t> seq_thresholds_;
   int64_t sequence_chunk_ = 0;
+  // The chunk of a loop over the sequence, found by the first import (0: none found).
+  mutable std::atomic<int64_t> learned_chunk_{0};
   mutable std::mutex mutex_;
   mutable std::vector<std::shared_ptr<const ImportedGraph>> graphs_;
 };

@@ -8,7 +8,7 @@ same order); only sizes may differ. Anything that cannot be lifted raises
 UnliftableOp naming the op, its module and the reason: nothing is guessed.
 """
 
-from size_fit import NoExactFit, fit_shape, fit_size
+from size_fit import ROUND_UP_MULTIPLES, NoExactFit, fit_shape, fit_size
 from step_recorder import UnliftableOp
 
 ACCUMULATE_GRAD = 2 ** 64 - 1  # the sequence number of AccumulateGrad nodes
@@ -91,7 +91,7 @@ class Lifter:
         self.py_op, self.py_tensor = {}, {}
         i = 0
         for j, op in enumerate(py):
-            while i < len(base) and (base[i].aten, base[i].module) != (op.aten, op.module):
+            while i < len(base) and not self._same_op(op, base[i]):
                 if not self._autograd_copy(base[i]):
                     raise UnliftableOp(
                         f"the forward runs other ops under torch.no_grad() (a checkpointed "
@@ -114,6 +114,18 @@ class Lifter:
             raise UnliftableOp("the forward runs more ops with autograd than under "
                                "torch.no_grad()")
         self.py_op[self.python.forward_end_op] = self.base.forward_end_op
+
+    def _same_op(self, py_op, op):
+        """The no_grad forward's op `py_op` is the recorded `op`: the same op of the same
+        module reading the same storages (a view autograd replays after an in-place op on
+        a view is the same op as the next view the code takes)."""
+        if (op.aten, op.module) != (py_op.aten, py_op.module) or \
+                len(op.inputs) != len(py_op.inputs):
+            return False
+        tensors = self.base.tensors
+        return all(a not in self.py_tensor
+                   or tensors[self.py_tensor[a]].storage == tensors[b].storage
+                   for a, b in zip(py_op.inputs, op.inputs))
 
     def _autograd_copy(self, op):
         """An op only autograd runs: a copy of a tensor an in-place op changes that nothing
@@ -266,11 +278,36 @@ class Lifter:
             section["output"] = local[output]
         self._current = k
         section["holds"], section["held_until_forward_end"] = self._holds(op_ids, local_op, ref)
+        loops = self._loops(local_op)
+        if loops:
+            section["loops"] = loops
         if k == layers:
             section["loss"] = ref(self.base.loss_index, "the loss")[1]
         if k == -1 and self.base.input_embeddings is not None:
             section["input_embeddings"] = local[self.base.input_embeddings]
         return section
+
+    def _loops(self, local_op):
+        """The rolled loops of a section (loop_roll.py): the local index of the middle
+        iteration's first op, its op count, and the iterations as a dimension of s."""
+        loops = []
+        for n, (start, p, _) in enumerate(getattr(self.base, "loops", [])):
+            if start not in local_op:
+                continue
+            if any(o not in local_op or local_op[o] != local_op[start] + o - start
+                   for o in range(start - p, start + 2 * p)):
+                raise UnliftableOp(f"{_where(self.base, self.base.ops[start])}: a loop that "
+                                   f"spans sections")
+            counts = [rec.loops[n][2] for rec in self.recs]
+            chunk = next((m for m in ROUND_UP_MULTIPLES
+                          if all(c == -(-s // m) for c, (_, s) in zip(counts, self.points))),
+                         None)
+            if chunk is None:
+                raise UnliftableOp(f"{_where(self.base, self.base.ops[start])}: a loop of "
+                                   f"{counts} iterations, not one per chunk of the sequence")
+            loops.append({"first_op": local_op[start], "ops": p,
+                          "iterations": f"chunks(s,{chunk})"})
+        return loops
 
     def _same_value(self, t, section_input):
         return t == section_input
@@ -367,7 +404,10 @@ class Lifter:
                 return ["none"] * len(inputs)
             return ["none"] * len(inputs)
         flows, edges = op.grads
-        seqs = [None if n is None else n._sequence_nr() for n in edges]
+        # A rolled loop's last iteration reads what iteration 1 stands for (loop_roll.py).
+        alias = getattr(self.base, "seq_alias", {})
+        seqs = [None if n is None else alias.get(n._sequence_nr(), n._sequence_nr())
+                for n in edges]
         result = []
         cursor = 0
         for i in inputs:

@@ -40,6 +40,9 @@ SINGLE_SAMPLE_POINTS = [(1, 32), (1, 48), (1, 80), (1, 112), (1, 304)]
 # of chunks, so each sequence length above gets a chunk more than the one before it.
 CHUNK_KEYS = ("chunk_size", "mamba_chunk_size")
 CHUNK_STEPS = {32: 0, 48: 1, 80: 2, 112: 3, 304: 5}
+# A Python loop over the chunks (the gated delta rule's reference scan) is rolled up to
+# its first, one middle and its last iteration (loop_roll.py): it needs three.
+LOOP_MIN_CHUNKS = 3
 
 
 def load_config(path, remote_code_dir=None):
@@ -140,11 +143,22 @@ def write_atomically(path, text):
         raise
 
 
+class SequenceLoop(Exception):
+    """The model's code loops over chunks of `chunk` tokens (loop_roll.py): traced again
+    with at least three chunks at every length."""
+
+    def __init__(self, chunk):
+        super().__init__(chunk)
+        self.chunk = chunk
+
+
 def import_graph(args, log):
     import torch
     import transformers
 
     from graph_lift import Lifter
+    from loop_roll import roll, sequence_loops
+    from size_fit import ROUND_UP_MULTIPLES
     from trace_step import record_step
     from traced_layers import check_parameter_count, traced_model_config
 
@@ -156,14 +170,30 @@ def import_graph(args, log):
     kinds, layers, small, whole_parameters = traced_model_config(config, regime)
     depth = len(layers)
 
-    def lifted(points):
-        recordings = []
-        for b, s in points:
-            start = time.time()
-            recordings.append(record_step(small, regime, b, s))
-            log(f"traced {depth} of {len(kinds)} layers at b={b}, s={s}: "
-                f"{len(recordings[-1].ops)} ops ({time.time() - start:.1f} s)")
-        no_grad = record_step(small, regime, *points[0], grad=False)
+    def record(point, grad=True):
+        start = time.time()
+        rec = record_step(small, regime, *point, grad=grad)
+        if grad:
+            log(f"traced {depth} of {len(kinds)} layers at b={point[0]}, s={point[1]}: "
+                f"{len(rec.ops)} ops ({time.time() - start:.1f} s)")
+        return rec
+
+    def lifted(points, looped):
+        # The two longest first: a program whose op count grows with the sequence shows
+        # there, before the other lengths are traced.
+        recordings = {n: record(points[n]) for n in (len(points) - 1, len(points) - 2)}
+        if not looped and len({len(r.ops) for r in recordings.values()}) > 1:
+            found = loop_chunk([recordings[len(points) - 2], recordings[len(points) - 1]],
+                               points[-2:], ROUND_UP_MULTIPLES)
+            if found:
+                raise SequenceLoop(found)
+        recordings = [recordings.get(n) or record(p) for n, p in enumerate(points)]
+        no_grad = record(points[0], grad=False)
+        if looped:
+            loops = sequence_loops(recordings, points)
+            for rec, rec_loops, (b, s) in zip(recordings, loops, points):
+                roll(rec, rec_loops, f"b={b}, s={s}")
+            roll(no_grad, matching_runs(no_grad, recordings[0]), "torch.no_grad()")
         lifter = Lifter(recordings, points, recordings[0].layer_prefix,
                         [kinds[k] for k in layers], no_grad)
         return lifter.sections(), recordings[0].layer_prefix
@@ -171,14 +201,30 @@ def import_graph(args, log):
     # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a
     # sliding window or an attention chunk, so the traces sit in the plan's band.
     low = args.min_seq_len
-    chunk = sequence_chunk(config)
+    chunk = sequence_chunk(config) or args.seq_multiple
     if args.seq_multiple != chunk and args.seq_multiple:
         raise SystemExit(f"--seq-multiple {args.seq_multiple}: the model's sequence chunk is "
                          f"{chunk or 'none'}")
-    valid = valid_seq_len(config, low)
-    sections, layer_prefix = lifted(sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple))
+    # A chunk only the caller knows was learned from an earlier import: a loop's.
+    looped = bool(chunk) and not sequence_chunk(config)
+    valid = valid_seq_len(config, low, chunk, looped)
+    try:
+        sections, layer_prefix = lifted(
+            sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
+    except SequenceLoop as found:
+        if chunk and found.chunk != chunk:
+            raise SystemExit(f"the model loops over {found.chunk}-token chunks, not the "
+                             f"{chunk} of --seq-multiple") from None
+        chunk, looped = found.chunk, True
+        log(f"its code loops over {chunk}-token chunks of the sequence: traced again from "
+            f"{LOOP_MIN_CHUNKS} chunks on")
+        sections, layer_prefix = lifted(
+            sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
+    if looped:
+        valid = valid_seq_len(config, low, chunk, looped)
     check_parameter_count(sections, kinds, whole_parameters)
-    single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple))
+    single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple, looped),
+                       looped)
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single
     with open(args.config, "rb") as f:
@@ -216,34 +262,65 @@ def _program(sections):
             ops(sections["epilogue"]))
 
 
+def matching_runs(rec, like):
+    """The runs of `rec` that are the rolled loops of `like`, the same forward at the same
+    size without autograd, as (start, P, R): in the same module, of as many iterations
+    (autograd's own copies may make a body of `like` longer)."""
+    from loop_roll import periodic_runs
+    from step_recorder import UnliftableOp
+
+    runs = periodic_runs(rec)
+    found = []
+    for start, _, r in like.loops:
+        module = like.ops[start].module
+        found.append(max((run for run in runs if rec.ops[run[0]].module == module
+                          and run[2] == r), key=lambda run: run[1], default=None))
+    if None in found:
+        raise UnliftableOp("the loops under torch.no_grad() (a checkpointed layer's first "
+                           "forward) are not those with autograd")
+    return found
+
+
+def loop_chunk(recordings, points, candidates):
+    from loop_roll import loop_chunk as chunk_of
+
+    return chunk_of(recordings, points, candidates)
+
+
 def sequence_chunk(config):
     """The chunk Mamba-2's reference code splits the sequence into (0: none)."""
     sizes = [getattr(config, key, None) for key in CHUNK_KEYS]
     return max([v for v in sizes if isinstance(v, int) and v > 0], default=0)
 
 
-def sample_points(points, low, chunk, multiple):
+def sample_points(points, low, chunk, multiple, looped=False):
     """The (b, s) traced from `low` on: with a sequence chunk, one more chunk at each
-    length; with `multiple`, whole multiples of it, from two chunks on."""
+    length; with `multiple`, whole multiples of it, from two chunks on. A loop over the
+    chunks is traced from LOOP_MIN_CHUNKS chunks on, so that it can be rolled."""
     if not chunk:
         return [(b, low + s) for b, s in points]
+    if looped:
+        low = max(low, (LOOP_MIN_CHUNKS - 1) * chunk)
     if multiple:
-        first = max(2, -(-low // chunk))
+        first = max(LOOP_MIN_CHUNKS if looped else 2, -(-low // chunk))
         return [(b, (first + CHUNK_STEPS[s]) * chunk) for b, s in points]
     return [(b, low + s + CHUNK_STEPS[s] * chunk) for b, s in points]
 
 
-def valid_seq_len(config, low):
+def valid_seq_len(config, low, chunk, looped):
     """[lo, hi]: the sequence lengths the program traced from `low` on holds for (hi 0: no
     bound known). transformers changes what it builds once a sequence reaches a sliding
     window or an attention chunk (masking_utils.py: _ignore_causal_mask_sdpa's
     `kv_length >= local_attention_size`); the traces must not straddle one."""
     limits = [getattr(config, key, None) for key in ("sliding_window", "attention_chunk_size")]
-    chunk = sequence_chunk(config)
-    # Past one Mamba-2 chunk, the reshapes into chunks copy: another program.
-    limits = sorted({v for v in limits + [chunk + 1 if chunk else None]
+    # Past one Mamba-2 chunk, the reshapes into chunks copy: another program. A loop over
+    # the chunks is rolled from LOOP_MIN_CHUNKS of them on: its traces start past them.
+    rolled = (LOOP_MIN_CHUNKS - 1) * chunk + 1 if looped else 0
+    if looped:
+        low = max(low, rolled - 1)
+    limits = sorted({v for v in limits + [None if looped else chunk + 1 if chunk else None]
                      if isinstance(v, int) and v > 0})
-    longest = max(s for _, s in sample_points(SAMPLE_POINTS, low, chunk, 0))
+    longest = max(s for _, s in sample_points(SAMPLE_POINTS, low, chunk, 0, looped))
     crossed = [v for v in limits if low < v <= longest]
     if crossed:
         # The traces run from low + 32 to low + 304 tokens: a window shorter than that is
@@ -251,7 +328,7 @@ def valid_seq_len(config, low):
         raise SystemExit(f"sequences from {low} tokens: the traces (up to {longest} tokens) "
                          f"would cross a sliding window, an attention chunk or a Mamba-2 chunk "
                          f"at {crossed[0]} tokens; plan a sequence of at least {crossed[0]}")
-    lo = max([v for v in limits if v <= low], default=0)
+    lo = max([v for v in limits if v <= low] + [rolled], default=0)
     above = [v - 1 for v in limits if v > longest]
     max_pos = getattr(config, "max_position_embeddings", 0) or 0
     return [lo, min(above + ([max_pos] if max_pos else []), default=0)]

@@ -121,6 +121,8 @@ LLAMA_ALL = LLAMA_QKVO + ("gate_proj", "up_proj", "down_proj")
 DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
 # PEFT refuses out_proj and conv1d of Mamba layers (peft tuners_utils: incompatible modules).
 MAMBA_AND_ATTENTION = ("in_proj", "q_proj", "k_proj", "v_proj", "o_proj")
+# Qwen3-Next's and Qwen3.5's gated DeltaNet projections beside the attention's.
+DELTANET_AND_ATTENTION = ("in_proj_qkvz", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj")
 BERT_QV = ("query", "value")
 
 CASES = [

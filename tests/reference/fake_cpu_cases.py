@@ -9,7 +9,7 @@ copy in place. The real-CPU suite checks that case (gpt2 amp-bf16 ... k2)."""
 
 import dataclasses
 
-from cases import (DEEPSEEK_MLA, LLAMA_ALL, LLAMA_QKVO, MAMBA_AND_ATTENTION, TINY_GPT2,
+from cases import (DELTANET_AND_ATTENTION, DEEPSEEK_MLA, LLAMA_ALL, LLAMA_QKVO, MAMBA_AND_ATTENTION, TINY_GPT2,
                    TINY_LLAMA, Case)
 
 
@@ -118,6 +118,14 @@ IMPORTED_CASES = [
              precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, slow=True),
     FakeCase("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
              precision="amp-bf16", checkpoint="all", seq_len=768, slow=True),
+    # Qwen3-Next-80B-A3B (79.7B: three gated DeltaNet layers to one of gated attention,
+    # 512 experts of which 10 per token and a shared one). The gated delta rule in
+    # transformers' reference code, a Python loop over 64-token chunks, rolled
+    # (loop_roll.py): a sequence of whole chunks and one that is not.
+    FakeCase("qwen3-next-80b-a3b bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
+             precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
+    FakeCase("qwen3-next-80b-a3b amp-bf16 adamw ckpt-all s1024", "qwen3-next-80b-a3b.json",
+             precision="amp-bf16", checkpoint="all", seq_len=1024, slow=True),
 ]
 
 # Small real runs: the fake count against PeakMeter.
