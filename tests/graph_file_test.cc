@@ -368,6 +368,116 @@ TEST(TraceRegime, GpusThatPickSdpaKernelsAlikeShareOneCapability) {
   EXPECT_EQ(SdpaCapabilityClass(0), 80);  // unknown: a current data-centre GPU
 }
 
+// A layer whose scan runs one op per 16-token chunk, rolled by the import: the first
+// iteration, one middle iteration and the last, then the layer's output. The first
+// iteration's state is held by Python until the middle iteration's op has run.
+json ScanLayer() {
+  const auto activation = [](const char* name, json shape) {
+    return json{{"name", name}, {"role", "activation"}, {"shape", shape}, {"dtype", "f32"}};
+  };
+  const json input = json::array({"input"});
+  const auto local = [](int k) { return json::array({"local", k}); };
+  return {{"tensors",
+           {activation("zero", {"b", kHidden}), activation("first", {"b", kHidden}),
+            activation("middle", {"b", kHidden}), activation("last", {"b", kHidden}),
+            activation("out", {"b", "s", kHidden})}},
+          {"ops",
+           {Op("/zeros", "zeros", json::array(), {0}, json::array(), json::array()),
+            Op("scan/add", "add", {local(0), input}, {1}, {false, false}, {"pass", "none"}),
+            Op("scan/add", "add", {local(1), input}, {2}, {false, false}, {"pass", "none"}),
+            Op("scan/add", "add", {local(2), input}, {3}, {false, false}, {"pass", "none"}),
+            Op("/mul", "mul", {input, local(3)}, {4}, {true, true}, {"new", "new"})}},
+          {"loops", {{{"first_op", 2}, {"ops", 1}, {"iterations", "chunks(s,16)"}}}},
+          {"holds", {{{"tensor", local(1)}, {"until_op", 2}}}},
+          {"output", 4}};
+}
+
+TEST(GraphFile, UnrollsARolledLoopOnceForEachChunk) {
+  json file = TinyGraphFile();
+  file["templates"]["decoder"] = ScanLayer();
+  Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  for (const auto& [seq_len, chunks] : {std::pair{48, 3}, std::pair{64, 4}, std::pair{63, 4}}) {
+    Result<OpGraph> graph = ExpandImportedGraph(*parsed, Fp32Options(seq_len));
+    ASSERT_TRUE(graph) << graph.error().message;
+    // Prologue and loss, and per layer: zeros, one add per chunk, mul.
+    EXPECT_EQ(graph->num_ops(), 2 + 2 * (chunks + 2)) << seq_len;
+    std::vector<OpId> scan;
+    for (int i = 0; i < graph->num_ops(); ++i) {
+      if (graph->op(OpId{i}).name == "model.layers.1.scan/add") scan.push_back(OpId{i});
+    }
+    ASSERT_EQ(scan.size(), size_t(chunks));
+    // Each chunk reads the state the one before it made; the layer's output, the last.
+    for (size_t c = 1; c < scan.size(); ++c)
+      EXPECT_EQ(graph->op(scan[c]).inputs[0], graph->op(scan[c - 1]).outputs[0]);
+    EXPECT_EQ(graph->op(OpId{graph->num_ops() - 2}).inputs[1], graph->op(scan.back()).outputs[0]);
+    // The hold repeats with the middle iteration: each state until the next chunk's op.
+    std::vector<std::pair<TensorId, OpId>> holds;
+    for (const auto& hold : graph->held_until_op()) {
+      if (graph->op(hold.second).name == "model.layers.1.scan/add") holds.push_back(hold);
+    }
+    ASSERT_EQ(holds.size(), size_t(chunks - 2));
+    for (size_t r = 0; r < holds.size(); ++r) {
+      EXPECT_EQ(holds[r].first, graph->op(scan[r]).outputs[0]);
+      EXPECT_EQ(holds[r].second, scan[r + 1]);
+    }
+  }
+  Result<OpGraph> short_scan = ExpandImportedGraph(*parsed, Fp32Options(32));
+  ASSERT_FALSE(short_scan);
+  EXPECT_NE(short_scan.error().message.find("at least 3"), std::string::npos)
+      << short_scan.error().message;
+}
+
+TEST(GraphFile, RefusesLoopsWhoseIterationsDiffer) {
+  const auto error_of = [](const json& layer) {
+    json file = TinyGraphFile();
+    file["templates"]["decoder"] = layer;
+    Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+    return parsed ? std::string("parsed") : parsed.error().message;
+  };
+  json other = ScanLayer();
+  other["ops"][3]["aten"] = "sub";
+  EXPECT_NE(error_of(other).find("differs between its iterations"), std::string::npos)
+      << error_of(other);
+  json outside = ScanLayer();
+  outside["loops"][0]["first_op"] = 4;
+  EXPECT_NE(error_of(outside).find("a loop outside"), std::string::npos) << error_of(outside);
+  json output = ScanLayer();
+  output["output"] = 2;
+  EXPECT_NE(error_of(output).find("made inside a loop"), std::string::npos) << error_of(output);
+  json spanning = ScanLayer();
+  spanning["holds"][0]["until_op"] = 3;
+  EXPECT_NE(error_of(spanning).find("more than one iteration"), std::string::npos)
+      << error_of(spanning);
+}
+
+// No config field names the chunks of a loop in the model's code: the first import finds
+// them, and a sequence of whole chunks is imported again as the program it is.
+TEST(ImportedModel, LearnsALoopsChunkFromItsFirstImport) {
+  std::vector<TraceRegime> asked;
+  const ImportedModel model(
+      "qwen3_next",
+      [&](const TraceRegime& regime) -> Result<ImportedGraph> {
+        asked.push_back(regime);
+        ImportedGraph graph;
+        graph.model_type = "qwen3_next";
+        graph.regime = regime;
+        graph.sequence_chunk = 64;
+        return graph;
+      },
+      {});
+  Result<std::shared_ptr<const ImportedGraph>> whole = model.GraphFor({}, 1024);
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_EQ((*whole)->regime.seq_multiple, 64);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0].seq_multiple, 0);
+  Result<std::shared_ptr<const ImportedGraph>> sliced = model.GraphFor({}, 1000);
+  ASSERT_TRUE(sliced);
+  EXPECT_EQ((*sliced)->regime.seq_multiple, 0);
+  EXPECT_EQ(asked.size(), 2u);  // the first import's graph
+  EXPECT_EQ(model.RegimeFor({}, 2048).seq_multiple, 64);
+}
+
 // Past one chunk the program changes (the reshapes into chunks copy), and again at whole
 // multiples of it: the regime a plan asks the import for says which it runs.
 TEST(ImportedModel, ARegimeOnEachSideOfTheSequenceChunk) {

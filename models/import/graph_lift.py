@@ -12,6 +12,8 @@ from size_fit import ROUND_UP_MULTIPLES, NoExactFit, fit_shape, fit_size
 from step_recorder import UnliftableOp
 
 ACCUMULATE_GRAD = 2 ** 64 - 1  # the sequence number of AccumulateGrad nodes
+# The template of decoder layer 0 where autograd treats it apart from the others of its kind.
+FIRST_LAYER = "@0"
 
 DTYPE_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int64": "i64",
                "int32": "i32", "bool": "bool", "float64": "f64", "int8": "i8",
@@ -222,6 +224,12 @@ class Lifter:
                 raise UnliftableOp(f"decoder layers of type '{kind}' differ between traced "
                                    f"layers ({self._first_difference(templates[kind], section)})")
             templates[kind] = section
+            if k == 0:
+                first = section
+        # The first layer's input may not require grad (a frozen embedding under LoRA):
+        # autograd saves less there (its norm's inputs), so it gets a template of its own.
+        if first != templates[self.layer_types[0]]:
+            templates[self.layer_types[0] + FIRST_LAYER] = first
         out["templates"] = templates
         out["epilogue"] = self._section(layers)
         return out

@@ -74,7 +74,20 @@ def load_config(path, remote_code_dir=None):
                 "that code, on fake tensors only" if auto_map else "")
         raise SystemExit(f"{path}: model_type '{model_type}' is not in transformers "
                          f"{transformers.__version__}{hint}")
-    return model_type, transformers.AutoConfig.for_model(model_type, **fields)
+    return model_type, causal_lm_config(transformers.AutoConfig.for_model(model_type, **fields))
+
+
+def causal_lm_config(config):
+    """The config AutoModelForCausalLM.from_config builds its model from: a vision-language
+    config whose causal-LM class is its text model (Qwen3.5's Qwen3_5ForCausalLM on its
+    text_config: the vision tower is not built) gives its text config."""
+    import transformers
+
+    model_class = transformers.AutoModelForCausalLM._model_mapping.get(type(config), None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if model_class is not None and text is not config and model_class.config_class is type(text):
+        return text
+    return config
 
 
 def parse_args(argv):
@@ -190,7 +203,7 @@ def import_graph(args, log):
         recordings = [recordings.get(n) or record(p) for n, p in enumerate(points)]
         no_grad = record(points[0], grad=False)
         if looped:
-            loops = sequence_loops(recordings, points)
+            loops = sequence_loops(recordings, points, chunk)
             for rec, rec_loops, (b, s) in zip(recordings, loops, points):
                 roll(rec, rec_loops, f"b={b}, s={s}")
             roll(no_grad, matching_runs(no_grad, recordings[0]), "torch.no_grad()")
@@ -222,9 +235,10 @@ def import_graph(args, log):
             sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
     if looped:
         valid = valid_seq_len(config, low, chunk, looped)
-    check_parameter_count(sections, kinds, whole_parameters)
     single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple, looped),
                        looped)
+    layer_types = first_layer_apart(kinds, [sections, single])
+    check_parameter_count(sections, layer_types, whole_parameters)
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single
     with open(args.config, "rb") as f:
@@ -248,10 +262,23 @@ def import_graph(args, log):
         "valid_seq_len": valid,
         "sequence_chunk": chunk,
         "layer_prefix": layer_prefix,
-        "layer_types": kinds,
+        "layer_types": layer_types,
         **sections,
     }
     return graph
+
+
+def first_layer_apart(kinds, programs):
+    """The template of each layer: layer 0's own where a program lifted one (graph_lift's
+    FIRST_LAYER), in every program then."""
+    from graph_lift import FIRST_LAYER
+
+    first = kinds[0] + FIRST_LAYER
+    if not any(first in p["templates"] for p in programs):
+        return list(kinds)
+    for p in programs:
+        p["templates"].setdefault(first, p["templates"][kinds[0]])
+    return [first] + list(kinds[1:])
 
 
 def _program(sections):

@@ -57,18 +57,25 @@ def _runs_between(sigs, lo, hi):
     return runs
 
 
-def sequence_loops(recs, points):
-    """Per recording, the loops whose number of iterations differs between the
-    recordings, as [(start, P, R)]; [] when there are none."""
-    runs = [periodic_runs(rec) for rec in recs]
-    keys = [[_key(rec, run) for run in rec_runs] for rec, rec_runs in zip(recs, runs)]
+def sequence_loops(recs, points, chunk):
+    """Per recording, its loops over `chunk`-token chunks of the sequence, as
+    [(start, P, R)]: the runs of R = ceil(s / chunk) repeats of a body of two ops or more,
+    the same bodies at every (b, s) of `points`, which must not all hold as many chunks."""
+    loops = [[run for run in periodic_runs(rec) if run[1] > 1 and run[2] == -(-s // chunk)]
+             for rec, (_, s) in zip(recs, points)]
+    # A run of a fixed count (the same op on q, k and v) may equal ceil(s / chunk) at one
+    # length: a loop over the chunks is one at every length.
+    common = set.intersection(*[{_key(rec, run) for run in rec_loops}
+                                for rec, rec_loops in zip(recs, loops)])
+    loops = [[run for run in rec_loops if _key(rec, run) in common]
+             for rec, rec_loops in zip(recs, loops)]
+    keys = [[_key(rec, run) for run in rec_loops] for rec, rec_loops in zip(recs, loops)]
     for rec_keys, point in zip(keys[1:], points[1:]):
         if rec_keys != keys[0]:
-            raise UnliftableOp(f"the repeated ops at b={point[0]}, s={point[1]} are not those "
-                               f"at b={points[0][0]}, s={points[0][1]}: the program depends "
-                               f"on the sizes")
-    varying = [n for n in range(len(keys[0])) if len({r[n][2] for r in runs}) > 1]
-    return [[rec_runs[n] for n in varying] for rec_runs in runs]
+            raise UnliftableOp(f"the loops over {chunk}-token chunks at b={point[0]}, "
+                               f"s={point[1]} are not those at b={points[0][0]}, "
+                               f"s={points[0][1]}: the program depends on the sizes")
+    return loops
 
 
 def _key(rec, run):
@@ -77,14 +84,16 @@ def _key(rec, run):
 
 
 def loop_chunk(recs, points, candidates):
-    """The M of `candidates` for which every loop of every recording runs ceil(s / M)
-    iterations (a loop over M-token chunks), or None."""
-    loops = sequence_loops(recs, points)
-    if not loops or not loops[0]:
-        return None
-    fits = [m for m in candidates
-            if all(r == -(-s // m) for rec_loops, (_, s) in zip(loops, points)
-                   for _, _, r in rec_loops)]
+    """The one M of `candidates` over whose chunks the recordings loop (the same loops,
+    ceil(s / M) iterations each), or None."""
+    fits = []
+    for m in candidates:
+        try:
+            loops = sequence_loops(recs, points, m)
+        except UnliftableOp:
+            continue
+        if loops[0]:
+            fits.append(m)
     return fits[0] if len(fits) == 1 else None
 
 

@@ -82,6 +82,15 @@ TINY_LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads"
 TINY_QWEN2 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
               "num_hidden_layers": 2, "intermediate_size": 160, "vocab_size": 512,
               "max_window_layers": 2}
+# Qwen3-Next at toy size: three gated DeltaNet layers and one of attention (its
+# full_attention_interval), four experts of which two per token, and a shared one.
+TINY_QWEN3_NEXT = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 16, "num_hidden_layers": 4, "intermediate_size": 128,
+                   "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                   "linear_key_head_dim": 16, "linear_value_head_dim": 16, "num_experts": 4,
+                   "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                   "shared_expert_intermediate_size": 32, "vocab_size": 512,
+                   "layer_types": ["linear_attention"] * 3 + ["full_attention"]}
 TINY_QWEN3 = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
               "head_dim": 32, "num_hidden_layers": 2, "intermediate_size": 176,
               "vocab_size": 512}

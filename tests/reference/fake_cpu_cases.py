@@ -9,8 +9,8 @@ copy in place. The real-CPU suite checks that case (gpt2 amp-bf16 ... k2)."""
 
 import dataclasses
 
-from cases import (DELTANET_AND_ATTENTION, DEEPSEEK_MLA, LLAMA_ALL, LLAMA_QKVO, MAMBA_AND_ATTENTION, TINY_GPT2,
-                   TINY_LLAMA, Case)
+from cases import (DEEPSEEK_MLA, DELTANET_AND_ATTENTION, LLAMA_ALL, LLAMA_QKVO,
+                   MAMBA_AND_ATTENTION, TINY_GPT2, TINY_LLAMA, TINY_QWEN3_NEXT, Case)
 
 
 @dataclasses.dataclass
@@ -122,10 +122,32 @@ IMPORTED_CASES = [
     # 512 experts of which 10 per token and a shared one). The gated delta rule in
     # transformers' reference code, a Python loop over 64-token chunks, rolled
     # (loop_roll.py): a sequence of whole chunks and one that is not.
+    # ctest runs the toy-size model (its import takes seconds), on both sides of a whole
+    # number of chunks.
+    FakeCase("tiny-qwen3-next bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
+             TINY_QWEN3_NEXT, precision="bf16", mode="lora",
+             lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
+    FakeCase("tiny-qwen3-next amp-bf16 adamw ckpt-all mb2 s512", "qwen3-next-80b-a3b.json",
+             TINY_QWEN3_NEXT, precision="amp-bf16", checkpoint="all", micro_batch=2,
+             seq_len=512),
     FakeCase("qwen3-next-80b-a3b bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
-             precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
+             precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=1000,
+             slow=True),
     FakeCase("qwen3-next-80b-a3b amp-bf16 adamw ckpt-all s1024", "qwen3-next-80b-a3b.json",
              precision="amp-bf16", checkpoint="all", seq_len=1024, slow=True),
+    # Qwen3.5 (the vision-language configs: AutoModelForCausalLM builds their text model
+    # alone) at transformers' defaults, and Qwen3.5-35B-A3B (256 experts of which 8 per
+    # token and a shared one): the same gated DeltaNet layers as Qwen3-Next.
+    FakeCase("qwen3.5-defaults bf16 lora deltanet+attn s2000", "qwen3.5-defaults.json",
+             precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=2000,
+             slow=True),
+    FakeCase("qwen3.5-defaults amp-bf16 adamw ckpt-all s768", "qwen3.5-defaults.json",
+             precision="amp-bf16", checkpoint="all", seq_len=768, slow=True),
+    FakeCase("qwen3.5-35b-a3b bf16 lora deltanet+attn ckpt-all s4096", "qwen3.5-35b-a3b.json",
+             precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION,
+             checkpoint="all", seq_len=4096, slow=True),
+    FakeCase("qwen3.5-35b-a3b amp-bf16 adamw s500", "qwen3.5-35b-a3b.json",
+             precision="amp-bf16", seq_len=500, slow=True),
 ]
 
 # Small real runs: the fake count against PeakMeter.
