@@ -14,8 +14,8 @@ namespace {
 // Where a loop's ops and tensors landed, repetition by repetition of its middle iteration.
 struct UnrolledLoop {
   const ImportedLoop* loop = nullptr;
-  std::vector<std::vector<OpId>> ops;                           // [repetition][offset]
-  std::vector<std::unordered_map<int, TensorId>> tensors;       // [repetition]: local -> id
+  std::vector<std::vector<OpId>> ops;                      // [repetition][offset]
+  std::vector<std::unordered_map<int, TensorId>> tensors;  // [repetition]: local -> id
   // The part of the loop op `i` belongs to: 0 first, 1 middle, 2 last iteration, -1 none.
   int Part(int i) const {
     const int start = loop->first_op - loop->ops;
@@ -88,10 +88,11 @@ class Expander {
       if (t.alias_of) info.alias_of = graph_.StorageOf(Resolve(*t.alias_of));
       outputs.push_back(std::move(info));
     }
-    const std::vector<TensorId> made = graph_.AddOp(
-        {.kind = OpKind::kTraced, .name = prefix + op.name, .inputs = std::move(inputs),
-         .traced = op.traced},
-        std::move(outputs));
+    const std::vector<TensorId> made = graph_.AddOp({.kind = OpKind::kTraced,
+                                                     .name = prefix + op.name,
+                                                     .inputs = std::move(inputs),
+                                                     .traced = op.traced},
+                                                    std::move(outputs));
     for (size_t k = 0; k < made.size(); ++k) local_[op.outputs[k]] = made[k];
     return OpId{graph_.num_ops() - 1};
   }
@@ -103,9 +104,10 @@ class Expander {
     const ImportedLoop& loop = *unrolled.loop;
     const int64_t repetitions = SizeIn(loop.iterations, {.seq_len = seq_len_}) - 2;
     if (repetitions < 1) {
-      return MakeError(fmt::format("a loop over {}-token chunks needs at least 3 of them; a "
-                                   "sequence of {} tokens has fewer",
-                                   loop.iterations.value, seq_len_));
+      return MakeError(
+          fmt::format("a loop over {}-token chunks needs at least 3 of them; a "
+                      "sequence of {} tokens has fewer",
+                      loop.iterations.value, seq_len_));
     }
     std::vector<std::pair<int, int>> carried;  // (first iteration's tensor, the middle's)
     for (int j = 0; j < loop.ops; ++j) {
@@ -153,10 +155,11 @@ class Expander {
       for (int r = 0; r < n; ++r) {
         TensorId held = in->Part(maker) == 1 ? in->tensors[r].at(t.index)
                         : r == 0             ? Resolve(t)
-                                             : in->tensors[r - 1].at(MiddleOf(section, loop, t.index));
+                                 : in->tensors[r - 1].at(MiddleOf(section, loop, t.index));
         OpId end = ops.at(until);
         if (in->Part(until) == 1) end = in->ops[r][until - loop.first_op];
-        if (in->Part(until) == 2 && r + 1 < n) end = in->ops[r + 1][until - loop.first_op - loop.ops];
+        if (in->Part(until) == 2 && r + 1 < n)
+          end = in->ops[r + 1][until - loop.first_op - loop.ops];
         graph_.HoldUntilOpRan(held, end);
       }
     }

@@ -261,8 +261,8 @@ void CheckLoops(const ImportedSection& s, const std::string& where) {
     for (int j = loop.first_op - loop.ops; j < loop.first_op; ++j) {
       for (int k : {j + loop.ops, j + 2 * loop.ops}) {
         if (s.ops[j].name != s.ops[k].name || s.ops[j].traced->aten != s.ops[k].traced->aten)
-          throw FileError(fmt::format("{}: op {} of a loop differs between its iterations",
-                                      where, s.ops[k].name));
+          throw FileError(fmt::format("{}: op {} of a loop differs between its iterations", where,
+                                      s.ops[k].name));
       }
     }
     end = loop.first_op + 2 * loop.ops;

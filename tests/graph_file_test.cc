@@ -455,17 +455,16 @@ TEST(GraphFile, RefusesLoopsWhoseIterationsDiffer) {
 // them, and a sequence of whole chunks is imported again as the program it is.
 TEST(ImportedModel, LearnsALoopsChunkFromItsFirstImport) {
   std::vector<TraceRegime> asked;
-  const ImportedModel model(
-      "qwen3_next",
-      [&](const TraceRegime& regime) -> Result<ImportedGraph> {
-        asked.push_back(regime);
-        ImportedGraph graph;
-        graph.model_type = "qwen3_next";
-        graph.regime = regime;
-        graph.sequence_chunk = 64;
-        return graph;
-      },
-      {});
+  const ImportedModel model("qwen3_next",
+                            [&](const TraceRegime& regime) -> Result<ImportedGraph> {
+                              asked.push_back(regime);
+                              ImportedGraph graph;
+                              graph.model_type = "qwen3_next";
+                              graph.regime = regime;
+                              graph.sequence_chunk = 64;
+                              return graph;
+                            },
+                            {});
   Result<std::shared_ptr<const ImportedGraph>> whole = model.GraphFor({}, 1024);
   ASSERT_TRUE(whole) << whole.error().message;
   EXPECT_EQ((*whole)->regime.seq_multiple, 64);

@@ -122,14 +122,15 @@ IMPORTED_CASES = [
     # 512 experts of which 10 per token and a shared one). The gated delta rule in
     # transformers' reference code, a Python loop over 64-token chunks, rolled
     # (loop_roll.py): a sequence of whole chunks and one that is not.
-    # ctest runs the toy-size model (its import takes seconds), on both sides of a whole
-    # number of chunks.
+    # ctest runs the toy-size model's LoRA case (about a minute with its import); the rest
+    # run with --with-slow, the second on a sequence of whole chunks (imported twice: the
+    # first import finds the chunk).
     FakeCase("tiny-qwen3-next bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
              TINY_QWEN3_NEXT, precision="bf16", mode="lora",
              lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
     FakeCase("tiny-qwen3-next amp-bf16 adamw ckpt-all mb2 s512", "qwen3-next-80b-a3b.json",
              TINY_QWEN3_NEXT, precision="amp-bf16", checkpoint="all", micro_batch=2,
-             seq_len=512),
+             seq_len=512, slow=True),
     FakeCase("qwen3-next-80b-a3b bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
              precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=1000,
              slow=True),
