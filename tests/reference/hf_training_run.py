@@ -140,7 +140,9 @@ def run(case, meter):
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = build_optimizer(case, params)
     b, s, accum = case["micro_batch"], case["seq_len"], case["grad_accum"]
-    vocab = hf_config.vocab_size
+    # A vision-language config (Qwen3.5) keeps it in its text config, the one
+    # AutoModelForCausalLM builds its model from.
+    vocab = hf_config.get_text_config().vocab_size
     gen = torch.Generator(device=device).manual_seed(1)
     autocast = case["precision"] == "amp-bf16"
 
