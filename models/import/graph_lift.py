@@ -214,20 +214,23 @@ class Lifter:
     def sections(self):
         layers = len(self.layer_types)
         out = {"prologue": self._section(-1)}
-        # The last traced layer of each type is its template: the first layer's input may
-        # not require grad (a frozen embedding), which changes what autograd saves and
-        # hands on there, not the program; the program must be the same in all.
+        # The last traced layer of each type is its template, layer 0 apart (below); the
+        # others of a type must run the same program.
         templates = {}
+        first = None
         for k, kind in enumerate(self.layer_types):
             section = self._section(k)
-            if kind in templates and _program(templates[kind]) != _program(section):
+            if (kind in templates and templates[kind] is not first
+                    and _program(templates[kind]) != _program(section)):
                 raise UnliftableOp(f"decoder layers of type '{kind}' differ between traced "
                                    f"layers ({self._first_difference(templates[kind], section)})")
             templates[kind] = section
             if k == 0:
                 first = section
         # The first layer's input may not require grad (a frozen embedding under LoRA):
-        # autograd saves less there (its norm's inputs), so it gets a template of its own.
+        # autograd saves less there (its norm's inputs) and may run fewer ops (no view
+        # replayed after an in-place op on a view that needs no gradient), so it gets a
+        # template of its own, its recorded program.
         if first != templates[self.layer_types[0]]:
             templates[self.layer_types[0] + FIRST_LAYER] = first
         out["templates"] = templates
@@ -418,9 +421,11 @@ class Lifter:
                 for n in edges]
         result = []
         cursor = 0
-        for i in inputs:
+        for n, i in enumerate(inputs):
             t = self.base.tensors[i]
-            if not self._requires_grad(t):
+            # An in-place op on a view hands its gradient to the base it read (input 0)
+            # and to what it wrote; the view's own node is not in the backward's graph.
+            if not self._requires_grad(t) or (op.writes_view and n == 1):
                 result.append("none")
                 continue
             expected = ACCUMULATE_GRAD if t.producer is None else \

@@ -64,7 +64,7 @@ class StorageRecord:
 class OpRecord:
     __slots__ = ("index", "aten", "module", "inputs", "outputs", "node_seq", "grad_mode",
                  "saved", "grads", "backward_peak", "backward_new_grad_bytes", "inplace",
-                 "flops", "backward_flops")
+                 "flops", "backward_flops", "writes_view")
 
     def __init__(self, index, aten, module, inputs, outputs, grad_mode, inplace):
         self.index = index
@@ -81,6 +81,9 @@ class OpRecord:
         self.inplace = inplace
         self.flops = 0
         self.backward_flops = 0
+        # An in-place op on a view: it reads its base (input 0) and makes the base's next
+        # version (its last output), as autograd's CopySlices does.
+        self.writes_view = False
 
 
 def _flops(func, args, kwargs, out):
@@ -202,20 +205,50 @@ class StepRecorder(TorchDispatchMode):
         self._seq_seen = _NEXT_SEQ()
         flat_args = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         inputs = [self.record_of(a) for a in flat_args]
+        # In place on a view (`out[:, :, i] = x`): autograd makes the base's next version
+        # (CopySlices), read here as input 0 and made as the last output, so that what
+        # reads the base later reads this write.
+        base = flat_args[0]._base if func._schema.is_mutable and flat_args else None
+        if base is not None:
+            inputs = [self.record_of(base)] + inputs
         index = len(self.ops)
         op = OpRecord(index, str(func.overloadpacket.__name__), self.current_module(),
                       [r.index for r in inputs], [], torch.is_grad_enabled(),
                       func._schema.is_mutable)
+        op.writes_view = base is not None
         if made_node:
             op.node_seq = seq - 1
             self.node_to_op[op.node_seq] = index
+        elif func._schema.is_mutable:
+            self._take_node_from_autograd_clone(op, seq, inputs)
         self.ops.append(op)
         for r in inputs:
             r.consumers.append(index)
         for t in out_tensors:
             op.outputs.append(self._output(t, index).index)
+        if base is not None:
+            op.outputs.append(self._output(base, index).index)
         op.flops = _flops(func, args, kwargs, out)
         return out
+
+    def _take_node_from_autograd_clone(self, op, seq, inputs):
+        """An in-place op whose backward needs the original (`top_k /= sum`): autograd
+        makes its node, then clones the original (a node of its own, which nothing in the
+        backward reaches), then runs the op. The number before the clone's is the op's
+        node, and what the clone's node saved, the op's node saved."""
+        prev = self.ops[-1] if self.ops else None
+        if (prev is None or prev.aten != "clone" or prev.node_seq is None
+                or prev.node_seq != seq - 1 or not inputs
+                or self.tensors[prev.inputs[0]].storage != inputs[0].storage
+                or prev.node_seq - 1 in self.node_to_op):
+            return
+        op.node_seq = prev.node_seq - 1
+        self.node_to_op[op.node_seq] = op.index
+        # Its saves were packed after the clone, under the clone's number.
+        op.saved, prev.saved = prev.saved, []
+        for key in op.saved:
+            self.storages[key].saved_by.discard(prev.index)
+            self.storages[key].saved_by.add(op.index)
 
     def _output(self, t, op_index):
         index = len(self.tensors)
@@ -294,9 +327,22 @@ class StepRecorder(TorchDispatchMode):
                 continue
             seen.add(node)
             op_index = self.node_to_op.get(node._sequence_nr())
+            if op_index is None and node.name().endswith("CopySlices"):
+                op_index = self._copy_slices_op(node._sequence_nr())
             if op_index is not None:
                 node.register_hook(self._grad_hook(op_index, node))
             stack.extend(n for n, _ in node.next_functions)
+
+    def _copy_slices_op(self, seq):
+        """The in-place op on a view whose node autograd wraps, after the op, in the
+        CopySlices numbered next: that node is the op's in the graph the backward runs."""
+        op_index = self.node_to_op.get(seq - 1)
+        if op_index is None or not self.ops[op_index].writes_view:
+            return None
+        del self.node_to_op[seq - 1]
+        self.node_to_op[seq] = op_index
+        self.ops[op_index].node_seq = seq
+        return op_index
 
     def _grad_hook(self, op_index, node):
         recorder = self

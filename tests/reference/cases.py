@@ -132,6 +132,9 @@ DEEPSEEK_MLA = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_pr
 MAMBA_AND_ATTENTION = ("in_proj", "q_proj", "k_proj", "v_proj", "o_proj")
 # Qwen3-Next's and Qwen3.5's gated DeltaNet projections beside the attention's.
 DELTANET_AND_ATTENTION = ("in_proj_qkvz", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj")
+# Qwen3.5 projects q, k, v and the gate z apart.
+QWEN3_5_DELTANET_AND_ATTENTION = ("in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj",
+                                  "v_proj", "o_proj")
 BERT_QV = ("query", "value")
 
 CASES = [

@@ -257,7 +257,7 @@ def train(case, model, hf_config, meter, measuring):
                 if hasattr(meter, "reset_mod_stats"):
                     meter.reset_mod_stats()  # MemTracker refuses a module's second call
                 meter.phase = "forward"
-                ids = torch.randint(0, hf_config.vocab_size, (b, s))
+                ids = torch.randint(0, hf_config.get_text_config().vocab_size, (b, s))
                 labels = (torch.randint(0, hf_config.num_labels, (b,))
                           if case["task"] == "seq-cls" else ids)
                 with torch.autocast("cuda", dtype=amp or torch.float16, enabled=bool(amp)):

@@ -6,7 +6,8 @@ fake_cuda_cases.FakeCase, plus the optimizer and accumulation."""
 import dataclasses
 
 import fake_cuda_cases as fwd
-from cases import DEEPSEEK_MLA, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO, MAMBA_AND_ATTENTION
+from cases import DEEPSEEK_MLA, DELTANET_AND_ATTENTION, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO
+from cases import MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_QWEN3_NEXT
 from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GPT2
 from cases import TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3
 
@@ -181,4 +182,14 @@ IMPORTED_CASES = [
          mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
     real("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
          precision="amp-bf16", checkpoint="all", seq_len=768),
+    real("tiny-qwen3-next bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
+         overrides=TINY_QWEN3_NEXT, precision="bf16", mode="lora",
+         lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
+    real("qwen3-next-80b-a3b bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
+         precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
+    real("qwen3-next-80b-a3b amp-bf16 adamw ckpt-all s1024", "qwen3-next-80b-a3b.json",
+         precision="amp-bf16", checkpoint="all", seq_len=1024),
+    real("qwen3.5-35b-a3b bf16 lora deltanet+attn ckpt-all s4096", "qwen3.5-35b-a3b.json",
+         precision="bf16", mode="lora", lora_targets=QWEN3_5_DELTANET_AND_ATTENTION,
+         checkpoint="all", seq_len=4096),
 ]
