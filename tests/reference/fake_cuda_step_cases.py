@@ -192,4 +192,10 @@ IMPORTED_CASES = [
     real("qwen3.5-35b-a3b bf16 lora deltanet+attn ckpt-all s4096", "qwen3.5-35b-a3b.json",
          precision="bf16", mode="lora", lora_targets=QWEN3_5_DELTANET_AND_ATTENTION,
          checkpoint="all", seq_len=4096),
+    real("qwen3.5-35b-a3b amp-bf16 adamw s500", "qwen3.5-35b-a3b.json",
+         precision="amp-bf16", seq_len=500),
+    real("qwen3.5-defaults bf16 lora out_proj+qkvo s2000", "qwen3.5-defaults.json",
+         precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=2000),
+    real("qwen3.5-defaults amp-bf16 adamw ckpt-all s768", "qwen3.5-defaults.json",
+         precision="amp-bf16", checkpoint="all", seq_len=768),
 ]
