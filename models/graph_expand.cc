@@ -1,6 +1,7 @@
 // ExpandImportedGraph: an imported graph file's prologue, one template per decoder layer
 // (layer_types), and the epilogue, appended to an OpGraph in the order the model's code
 // ran them, each layer a checkpointable block.
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -243,6 +244,24 @@ Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& opti
   return true;
 }
 
+// One line per module whose code loops over the sequence's chunks: the plan is for that
+// reference code, and a fused kernel a GPU install may run instead is not modelled.
+void AddLoopAssumptions(const ImportedProgram& program, int64_t seq_len, OpGraph& graph) {
+  std::set<std::string> seen;
+  for (const auto& [kind, section] : program.templates) {
+    for (const ImportedLoop& loop : section.loops) {
+      const std::string& name = section.ops.at(loop.first_op).name;
+      const std::string module = name.substr(0, name.rfind('/'));
+      if (!seen.insert(module).second) continue;
+      graph.AddAssumption(fmt::format(
+          "{}: the model's reference code, a Python loop over {}-token chunks ({} at this "
+          "sequence), as transformers runs it without fused kernels (flash-linear-attention's "
+          "chunk_gated_delta_rule for a gated delta rule is not modelled)",
+          module, loop.iterations.value, SizeIn(loop.iterations, {.seq_len = seq_len})));
+    }
+  }
+}
+
 }  // namespace
 
 Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options) {
@@ -268,6 +287,7 @@ Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOp
   Result<std::vector<TensorId>> epilogue = expander.Append(program.epilogue, "", hidden, -1);
   if (!epilogue) return epilogue.error();
   graph.SetLoss(epilogue->at(program.epilogue.loss));
+  AddLoopAssumptions(program, options.seq_len, graph);
   graph.CheckWellFormed();
   return graph;
 }

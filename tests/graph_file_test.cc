@@ -2,6 +2,7 @@
 // depth, refused for another regime or another sequence band, and planned.
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -407,6 +408,14 @@ TEST(GraphFile, UnrollsARolledLoopOnceForEachChunk) {
       if (graph->op(OpId{i}).name == "model.layers.1.scan/add") scan.push_back(OpId{i});
     }
     ASSERT_EQ(scan.size(), size_t(chunks));
+    // The plan names the reference code it assumes, once for the module.
+    ASSERT_EQ(graph->assumptions().size(), 1u);
+    EXPECT_NE(graph->assumptions()[0].find(
+                  fmt::format("scan: the model's reference code, a Python loop over 16-token "
+                              "chunks ({} at this sequence)",
+                              chunks)),
+              std::string::npos)
+        << graph->assumptions()[0];
     // Each chunk reads the state the one before it made; the layer's output, the last.
     for (size_t c = 1; c < scan.size(); ++c)
       EXPECT_EQ(graph->op(scan[c]).inputs[0], graph->op(scan[c - 1]).outputs[0]);

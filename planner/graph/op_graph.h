@@ -146,6 +146,10 @@ class OpGraph {
   // has run in the forward, after autograd and its other consumers let go of it.
   void HoldUntilOpRan(TensorId t, OpId op) { held_until_op_.push_back({t, op}); }
   const std::vector<std::pair<TensorId, OpId>>& held_until_op() const { return held_until_op_; }
+  // What the graph takes the model's code to run where a user's install may run other
+  // kernels (an imported graph's reference paths), one line each for the reports.
+  void AddAssumption(std::string line) { assumptions_.push_back(std::move(line)); }
+  const std::vector<std::string>& assumptions() const { return assumptions_; }
   // The output of the model's input embedding (what transformers' get_input_embeddings()
   // returns): enable_input_require_grads() hooks it.
   void MarkInputEmbeddings(TensorId t) { input_embeddings_ = t; }
@@ -197,6 +201,7 @@ class OpGraph {
   TensorId loss_;
   std::vector<TensorId> held_until_forward_end_;
   std::vector<std::pair<TensorId, OpId>> held_until_op_;
+  std::vector<std::string> assumptions_;
   TensorId input_embeddings_;
 };
 

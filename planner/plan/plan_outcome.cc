@@ -36,6 +36,7 @@ Result<PlanOutcome> PlanForGraphs(const PlanRequest& request, const OpGraph& gra
     out.usable_bytes = out.search->usable_bytes;
     out.within_margin = out.search->feasible;
     out.graph = out.search->graph;
+    out.assumptions = (out.graph ? *out.graph : graph).assumptions();
     out.plan = out.search->plan;
     out.prediction = std::move(out.search->prediction);  // one copy of the timeline
     out.time = out.search->time;
@@ -43,6 +44,7 @@ Result<PlanOutcome> PlanForGraphs(const PlanRequest& request, const OpGraph& gra
     return out;
   }
   out.plan = std::move(*stated);
+  out.assumptions = graph.assumptions();
   out.prediction = PredictStep(graph, request.config, out.plan.checkpointed, request.device);
   out.time = StepTimeModel(graph, request.config, request.device).Estimate(out.plan.checkpointed);
   out.margin = margin;

@@ -28,6 +28,8 @@ struct PlanOutcome {
   // The graph `prediction` ran on when the solver's plan runs another than the request's
   // (a KV cache, copied head views: models/layer_builder.h); null: the request's.
   std::shared_ptr<const OpGraph> graph;
+  // The reference paths the graph assumes (OpGraph::assumptions).
+  std::vector<std::string> assumptions;
   // One rule for a typed plan and a solved one: a plan fits when it runs without running
   // out of memory and its peak (the device's on a GPU, PeakAgainstBudget) is within the
   // device's memory less the margin.

@@ -28,6 +28,7 @@ ReportInputs ReportOf(const PlanRequest& request, const PlanOutcome& o) {
           ChooseWindowAttentionKernel(request.model, o.plan.config),
           SlidingLayerCount(request.model),
           request.model.num_layers,
+          o.assumptions,
           o.fits(),
           o.usable_bytes,
           o.margin};

@@ -107,6 +107,8 @@ std::string RequestLines(const ReportInputs& in) {
         "[b, 1, s, s] one\n",
         in.window_layers, in.num_layers, AttentionKernelName(w->kernel), w->reason);
   }
+  for (const std::string& line : in.assumptions)
+    out += fmt::format("  assumed: {}\n", TerminalEscaped(line));
   if (c.parallel.distributed()) {
     out += fmt::format(
         "  {} ranks ({}), sharding {}{}: the figures below are rank {}'s, "
@@ -274,6 +276,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
        in.window_attention_kernel
            ? nlohmann::json(AttentionKernelName(in.window_attention_kernel->kernel))
            : nlohmann::json(nullptr)},
+      {"assumptions", in.assumptions},
       {"checkpoint", c.checkpoint.ToString()},
       {"checkpointed_layers", CheckpointedIndices(p.checkpointed)},
       {"stack", StackName(c.stack)},

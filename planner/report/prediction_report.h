@@ -32,6 +32,7 @@ struct ReportInputs {
   std::optional<AttentionKernelChoice> window_attention_kernel;
   int64_t window_layers = 0;  // how many of the model's layers are sliding-window layers
   int64_t num_layers = 0;
+  std::vector<std::string> assumptions;  // the graph's reference paths (OpGraph::assumptions)
   // The rule the verdict applies, the same for a typed plan and a solved one: the peak
   // against the device's memory less the margin (PlanOutcome).
   bool fits = false;
