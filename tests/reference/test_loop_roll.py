@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "models", "import"))
 import torch  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
+from expectations import Expectations  # noqa: E402
 from loop_roll import loop_chunk, roll, sequence_loops  # noqa: E402
 from step_recorder import StepRecorder, UnliftableOp  # noqa: E402
 
@@ -55,12 +56,8 @@ def record(s, two_back=False):
 
 
 def main():
-    failures, checks = [], []
-
-    def expect(got, wanted, what):
-        checks.append(what)
-        if got != wanted:
-            failures.append(f"{what}: got {got}, wanted {wanted}")
+    checks = Expectations()
+    expect = checks.expect
 
     points = [(2, 40), (2, 56), (2, 72)]  # 3, 4 and 5 chunks
     recs = [record(s) for _, s in points]
@@ -91,10 +88,7 @@ def main():
         expect("reads other tensors" in str(e) or "other than the one before" in str(e), True,
                f"a scan reading two iterations back refused ({e})")
 
-    for line in failures:
-        print("FAIL", line)
-    print(f"{len(checks) - len(failures)} of {len(checks)} checks hold")
-    return 1 if failures else 0
+    return checks.report()
 
 
 if __name__ == "__main__":

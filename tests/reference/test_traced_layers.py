@@ -13,6 +13,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "models", "import"))
 
+from expectations import Expectations  # noqa: E402
 from traced_layers import layer_kinds, layer_selections, truncated  # noqa: E402
 
 
@@ -23,12 +24,8 @@ def config(model_type, **fields):
 
 
 def main():
-    failures, checks = [], []
-
-    def expect(got, wanted, what):
-        checks.append(what)
-        if got != wanted:
-            failures.append(f"{what}: got {got}, wanted {wanted}")
+    checks = Expectations()
+    expect = checks.expect
 
     # A period of ten (Granite 4: an attention layer after nine Mamba-2 layers): the first
     # two of each kind are fewer layers than the period plus one.
@@ -69,10 +66,7 @@ def main():
     expect(small.per_layer_config[2].head_dim, 512, "per_layer_config renumbered")
     expect(layer_kinds(small)[0], [kinds[k] for k in layers], "Gemma 4's kinds kept")
 
-    for line in failures:
-        print("FAIL", line)
-    print(f"{len(checks) - len(failures)} of {len(checks)} checks hold")
-    return 1 if failures else 0
+    return checks.report()
 
 
 if __name__ == "__main__":
