@@ -8,8 +8,9 @@ middle one) and its last, dropping the rest: recordings at different lengths the
 the same program, the lifter fits their sizes as usual, and the graph file names the
 loop (its middle iteration repeated `iterations - 2` times, docs/graph-file.md).
 
-A loop is a run of ops of one module that repeats a body of P ops, whose number of
-repetitions differs between the recordings. Each middle iteration must read what the
+A loop is a run of ops of one module that repeats a body of P ops once per chunk of the
+sequence, ceil(s / M) times, at every length recorded (a fixed repetition, the same op on
+q, k and v, is none). Each middle iteration must read what the
 one before it made, or what the loop did not make, exactly as that one did; a tensor
 made in the loop may be freed by Python one iteration later at most. Anything else is
 refused: nothing is guessed.
@@ -17,7 +18,7 @@ refused: nothing is guessed.
 
 from step_recorder import UnliftableOp
 
-MAX_BODY_OPS = 256
+MAX_BODY_OPS = 256  # the longest loop body looked for
 # The iterations a rolled loop keeps: the first, one middle, the last.
 KEPT_ITERATIONS = 3
 
