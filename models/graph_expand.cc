@@ -1,6 +1,7 @@
 // ExpandImportedGraph: an imported graph file's prologue, one template per decoder layer
 // (layer_types), and the epilogue, appended to an OpGraph in the order the model's code
-// ran them, each layer a checkpointable block.
+// ran them, each layer a checkpointable block and a rolled loop's middle iteration
+// repeated once per chunk of the plan's sequence.
 #include <set>
 #include <unordered_map>
 #include <utility>
