@@ -170,7 +170,7 @@ def import_graph(args, log):
     import transformers
 
     from graph_lift import Lifter
-    from loop_roll import roll, sequence_loops
+    from loop_roll import loop_chunk, roll, sequence_loops
     from size_fit import ROUND_UP_MULTIPLES
     from trace_step import record_step
     from traced_layers import check_parameter_count, traced_model_config
@@ -306,12 +306,6 @@ def matching_runs(rec, like):
         raise UnliftableOp("the loops under torch.no_grad() (a checkpointed layer's first "
                            "forward) are not those with autograd")
     return found
-
-
-def loop_chunk(recordings, points, candidates):
-    from loop_roll import loop_chunk as chunk_of
-
-    return chunk_of(recordings, points, candidates)
 
 
 def sequence_chunk(config):
