@@ -63,8 +63,7 @@ Result<std::shared_ptr<const ImportedGraph>> ImportedModel::Import(
   Result<ImportedGraph> imported = importer_(regime);
   if (!imported) {
     return MakeError(
-        fmt::format("model_type '{}' has no builder; its graph is imported from "
-                    "its transformers code: {}",
+        fmt::format("model_type '{}': its graph is imported from its transformers code: {}",
                     model_type_, imported.error().message));
   }
   if (!(imported->regime == regime)) {
@@ -108,22 +107,16 @@ Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
   }
   if (!root.is_object() || !root.contains("model_type") || !root["model_type"].is_string())
     return MakeError(fmt::format("{}: missing field 'model_type'", config.string()));
-  Result<ModelSpec> spec = ImportableModel(*text, config, root["model_type"].get<std::string>());
+  Result<ModelSpec> spec =
+      ImportableModel(*text, config, root["model_type"].get<std::string>(), trust_remote_code);
   if (!spec) return spec.error();
-  TraceRegime regime = spec->imported->RegimeFor(TraceRegimeOf(options), options.seq_len);
-  const std::filesystem::path code_dir =
-      trust_remote_code ? config.parent_path() : std::filesystem::path();
-  Result<std::string> graph_text = ImportGraphText(config, *text, regime, code_dir);
-  if (!graph_text) return graph_text;
-  // The chunks of a loop in the model's code are found by the import (ImportedModel::
-  // GraphFor): a sequence of whole chunks is another program, imported in turn.
-  Result<ImportedGraph> graph = ParseImportedGraph(*graph_text, config.string());
-  if (graph && graph->sequence_chunk > 0 && regime.seq_multiple == 0 && options.seq_len > 0 &&
-      options.seq_len % graph->sequence_chunk == 0) {
-    regime.seq_multiple = graph->sequence_chunk;
-    return ImportGraphText(config, *text, regime, code_dir);
-  }
-  return graph_text;
+  // The regime the plan runs, a loop's chunk learned from a first import (GraphFor); the
+  // file is that import's text, from the cache.
+  Result<std::shared_ptr<const ImportedGraph>> graph =
+      spec->imported->GraphFor(TraceRegimeOf(options), options.seq_len);
+  if (!graph) return graph.error();
+  return ImportGraphText(config, *text, (*graph)->regime,
+                         trust_remote_code ? config.parent_path() : std::filesystem::path());
 }
 
 bool HasGraphBuilder(std::string_view model_type) {

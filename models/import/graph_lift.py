@@ -8,7 +8,7 @@ same order); only sizes may differ. Anything that cannot be lifted raises
 UnliftableOp naming the op, its module and the reason: nothing is guessed.
 """
 
-from size_fit import ROUND_UP_MULTIPLES, NoExactFit, fit_shape, fit_size
+from size_fit import NoExactFit, fit_shape, fit_size
 from step_recorder import UnliftableOp
 
 ACCUMULATE_GRAD = 2 ** 64 - 1  # the sequence number of AccumulateGrad nodes
@@ -54,8 +54,11 @@ def _program(section):
 
 
 class Lifter:
-    def __init__(self, recordings, points, layer_prefix, layer_types, no_grad_recording):
+    def __init__(self, recordings, points, layer_prefix, layer_types, no_grad_recording,
+                 loop_chunk=0):
         self.recs = recordings
+        # The chunk of the sequence the recordings' rolled loops run over (loop_roll.py).
+        self.loop_chunk = loop_chunk
         self.points = points
         self.base = recordings[0]
         # The same forward under torch.no_grad() at points[0]: where autograd saves a
@@ -302,22 +305,15 @@ class Lifter:
         """The rolled loops of a section (loop_roll.py): the local index of the middle
         iteration's first op, its op count, and the iterations as a dimension of s."""
         loops = []
-        for n, (start, p, _) in enumerate(getattr(self.base, "loops", [])):
+        for start, p, _ in getattr(self.base, "loops", []):
             if start not in local_op:
                 continue
             if any(o not in local_op or local_op[o] != local_op[start] + o - start
                    for o in range(start - p, start + 2 * p)):
                 raise UnliftableOp(f"{_where(self.base, self.base.ops[start])}: a loop that "
                                    f"spans sections")
-            counts = [rec.loops[n][2] for rec in self.recs]
-            chunk = next((m for m in ROUND_UP_MULTIPLES
-                          if all(c == -(-s // m) for c, (_, s) in zip(counts, self.points))),
-                         None)
-            if chunk is None:
-                raise UnliftableOp(f"{_where(self.base, self.base.ops[start])}: a loop of "
-                                   f"{counts} iterations, not one per chunk of the sequence")
             loops.append({"first_op": local_op[start], "ops": p,
-                          "iterations": f"chunks(s,{chunk})"})
+                          "iterations": f"chunks(s,{self.loop_chunk})"})
         return loops
 
     def _same_value(self, t, section_input):

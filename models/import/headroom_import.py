@@ -170,7 +170,7 @@ def import_graph(args, log):
     import transformers
 
     from graph_lift import Lifter
-    from loop_roll import loop_chunk, roll, sequence_loops
+    from loop_roll import loop_chunk, matching_runs, roll, sequence_loops
     from size_fit import ROUND_UP_MULTIPLES
     from trace_step import record_step
     from traced_layers import check_parameter_count, traced_model_config
@@ -208,7 +208,7 @@ def import_graph(args, log):
                 roll(rec, rec_loops, f"b={b}, s={s}")
             roll(no_grad, matching_runs(no_grad, recordings[0]), "torch.no_grad()")
         lifter = Lifter(recordings, points, recordings[0].layer_prefix,
-                        [kinds[k] for k in layers], no_grad)
+                        [kinds[k] for k in layers], no_grad, chunk if looped else 0)
         return lifter.sections(), recordings[0].layer_prefix
 
     # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a
@@ -287,25 +287,6 @@ def _program(sections):
         return [(op["aten"], op["name"], op["inputs"], op["outputs"]) for op in section["ops"]]
     return (ops(sections["prologue"]), {k: ops(v) for k, v in sections["templates"].items()},
             ops(sections["epilogue"]))
-
-
-def matching_runs(rec, like):
-    """The runs of `rec` that are the rolled loops of `like`, the same forward at the same
-    size without autograd, as (start, P, R): in the same module, of as many iterations
-    (autograd's own copies may make a body of `like` longer)."""
-    from loop_roll import periodic_runs
-    from step_recorder import UnliftableOp
-
-    runs = periodic_runs(rec)
-    found = []
-    for start, _, r in like.loops:
-        module = like.ops[start].module
-        found.append(max((run for run in runs if rec.ops[run[0]].module == module
-                          and run[2] == r), key=lambda run: run[1], default=None))
-    if None in found:
-        raise UnliftableOp("the loops under torch.no_grad() (a checkpointed layer's first "
-                           "forward) are not those with autograd")
-    return found
 
 
 def sequence_chunk(config):

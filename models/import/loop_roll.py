@@ -98,6 +98,22 @@ def loop_chunk(recs, points, candidates):
     return fits[0] if len(fits) == 1 else None
 
 
+def matching_runs(rec, like):
+    """The runs of `rec` that are the rolled loops of `like`, the same forward at the same
+    size without autograd, as (start, P, R): in the same module, of as many iterations
+    (autograd's own copies may make a body of `like` longer)."""
+    runs = periodic_runs(rec)
+    found = []
+    for start, _, r in like.loops:
+        module = like.ops[start].module
+        found.append(max((run for run in runs if rec.ops[run[0]].module == module
+                          and run[2] == r), key=lambda run: run[1], default=None))
+    if None in found:
+        raise UnliftableOp("the loops under torch.no_grad() (a checkpointed layer's first "
+                           "forward) are not those with autograd")
+    return found
+
+
 def roll(rec, loops, where):
     """Rewrites `rec` in place to keep iterations 0, 1 and R - 1 of each (start, P, R) of
     `loops`; sets rec.loops to [(start of iteration 1, P, R)] in the new numbering and
