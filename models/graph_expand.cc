@@ -2,6 +2,7 @@
 // (layer_types), and the epilogue, appended to an OpGraph in the order the model's code
 // ran them, each layer a checkpointable block and a rolled loop's middle iteration
 // repeated once per chunk of the plan's sequence.
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -65,6 +66,32 @@ class Expander {
   }
 
   void SetShared(std::vector<TensorId> shared) { shared_ = std::move(shared); }
+  // The layer just appended from template `kind`: what ["layer", kind, i] reads from now on.
+  void SetLatestLayer(const std::string& kind, std::vector<TensorId> made) {
+    latest_layer_[kind] = std::move(made);
+  }
+  // The template kind a reference of `section` reads that no layer expanded so far ran, or
+  // nullptr.
+  const std::string* MissingLayer(const ImportedSection& section) const {
+    const auto missing = [&](const SectionRef& r) {
+      return r.kind == SectionRef::Kind::kLayer && !latest_layer_.contains(r.layer_kind);
+    };
+    for (const ImportedOp& op : section.ops) {
+      for (const SectionRef& r : op.inputs) {
+        if (missing(r)) return &r.layer_kind;
+      }
+    }
+    for (const ImportedTensor& t : section.tensors) {
+      if (t.alias_of && missing(*t.alias_of)) return &t.alias_of->layer_kind;
+    }
+    for (const auto& [t, until] : section.holds) {
+      if (missing(t)) return &t.layer_kind;
+    }
+    for (const SectionRef& t : section.held_until_forward_end) {
+      if (missing(t)) return &t.layer_kind;
+    }
+    return nullptr;
+  }
 
  private:
   TensorId Resolve(const SectionRef& r) const {
@@ -75,6 +102,8 @@ class Expander {
         return input_;
       case SectionRef::Kind::kShared:
         return shared_.at(r.index);
+      case SectionRef::Kind::kLayer:
+        return latest_layer_.at(r.layer_kind).at(r.index);
     }
     return TensorId{};
   }
@@ -205,6 +234,7 @@ class Expander {
   OpGraph& graph_;
   int64_t seq_len_;
   std::vector<TensorId> shared_;
+  std::map<std::string, std::vector<TensorId>> latest_layer_;
   std::vector<TensorId> local_;
   std::vector<int> made_by_;
   TensorId input_;
@@ -280,10 +310,17 @@ Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOp
   for (size_t k = 0; k < imported.layer_types.size(); ++k) {
     const ImportedSection& layer = program.templates.at(imported.layer_types[k]);
     const std::string prefix = fmt::format("{}{}.", imported.layer_prefix, k);
+    if (const std::string* kind = expander.MissingLayer(layer)) {
+      return MakeError(fmt::format(
+          "{}: decoder layer {} reads a tensor of a layer of kind '{}', and no layer before it "
+          "is of that kind",
+          imported.model_type, k, *kind));
+    }
     Result<std::vector<TensorId>> made =
         expander.Append(layer, prefix, hidden, static_cast<int>(k));
     if (!made) return made.error();
     hidden = made->at(layer.output);
+    expander.SetLatestLayer(imported.layer_types[k], *made);
   }
   Result<std::vector<TensorId>> epilogue = expander.Append(program.epilogue, "", hidden, -1);
   if (!epilogue) return epilogue.error();

@@ -167,6 +167,9 @@ SectionRef RefOf(const json& r, const std::string& where) {
     if (r[0] == "local") return {SectionRef::Kind::kLocal, r[1].get<int>()};
     if (r[0] == "shared") return {SectionRef::Kind::kShared, r[1].get<int>()};
   }
+  if (r.is_array() && r.size() == 3 && r[0] == "layer" && r[1].is_string() &&
+      r[2].is_number_integer() && r[2].get<int>() >= 0)
+    return {SectionRef::Kind::kLayer, r[2].get<int>(), r[1].get<std::string>()};
   throw FileError(fmt::format("{}: bad reference {}", where, r.dump()));
 }
 
@@ -299,12 +302,20 @@ ImportedLoop LoopOf(const json& j, const std::string& where) {
 }
 
 // Every reference points at a tensor that exists when it is read: locals made earlier
-// (parameters, inputs and buffers at any point), shared ones of the prologue.
+// (parameters, inputs and buffers at any point), shared ones of the prologue, in a
+// template a tensor of a template (that a layer of that kind ran before is checked when
+// the layers are expanded).
 void CheckSection(const ImportedSection& s, const std::string& where, size_t shared_tensors,
-                  bool has_input) {
+                  bool has_input, const std::map<std::string, ImportedSection>* templates) {
+  const auto layer_tensor = [&](const SectionRef& r) {
+    if (!templates) return false;
+    const auto it = templates->find(r.layer_kind);
+    return it != templates->end() && r.index < int(it->second.tensors.size());
+  };
   const auto check = [&](const SectionRef& r, const std::string& what) {
     const bool ok = r.kind == SectionRef::Kind::kLocal    ? r.index < int(s.tensors.size())
                     : r.kind == SectionRef::Kind::kShared ? r.index < int(shared_tensors)
+                    : r.kind == SectionRef::Kind::kLayer  ? layer_tensor(r)
                                                           : has_input;
     if (!ok)
       throw FileError(fmt::format("{}: {} refers to a tensor that does not exist", where, what));
@@ -368,12 +379,12 @@ ImportedProgram ProgramOf(const json& j, const std::vector<std::string>& layer_t
     p.templates.emplace(name, SectionOf(section, where + " template '" + name + "'"));
   p.epilogue = SectionOf(Field(j, "epilogue", where), where + " epilogue");
   const size_t shared = p.prologue.tensors.size();
-  CheckSection(p.prologue, where + " prologue", 0, false);
+  CheckSection(p.prologue, where + " prologue", 0, false, nullptr);
   for (const auto& [name, section] : p.templates) {
-    CheckSection(section, where + " template '" + name + "'", shared, true);
+    CheckSection(section, where + " template '" + name + "'", shared, true, &p.templates);
     if (section.output < 0) throw FileError(where + " template '" + name + "': no output");
   }
-  CheckSection(p.epilogue, where + " epilogue", shared, true);
+  CheckSection(p.epilogue, where + " epilogue", shared, true, nullptr);
   if (p.prologue.output < 0) throw FileError(where + " prologue: no output");
   if (p.epilogue.loss < 0) throw FileError(where + " epilogue: no loss");
   for (const std::string& type : layer_types) {

@@ -49,11 +49,14 @@ TraceRegime TraceRegimeOf(const GraphOptions& options);
 // One line, for messages: "bf16, lora r8 (q_proj, v_proj), sdpa, KV cache".
 std::string DescribeRegime(const TraceRegime& regime);
 
-// A tensor or op reference from inside a section.
+// A tensor or op reference from inside a section. kLayer: tensor `index` of the latest
+// layer expanded from template `layer_kind` (Gemma 4's KV-shared layers read the K/V the
+// last layer of their type before them stored).
 struct SectionRef {
-  enum class Kind { kLocal, kInput, kShared };
+  enum class Kind { kLocal, kInput, kShared, kLayer };
   Kind kind = Kind::kLocal;
   int index = 0;
+  std::string layer_kind;
 };
 
 struct ImportedTensor {

@@ -369,6 +369,64 @@ TEST(TraceRegime, GpusThatPickSdpaKernelsAlikeShareOneCapability) {
   EXPECT_EQ(SdpaCapabilityClass(0), 80);  // unknown: a current data-centre GPU
 }
 
+// Three layers: "store" (the tiny decoder), then two "reuse" layers adding the store
+// layer's projection (its tensor 1) to their input, as Gemma 4's KV-shared layers read the
+// K/V the last layer of their type before them stored.
+json SharedTensorGraphFile() {
+  json file = TinyGraphFile();
+  json reuse = {{"tensors",
+                 {{{"name", "out"},
+                   {"role", "activation"},
+                   {"shape", {"b", "s", kHidden}},
+                   {"dtype", "f32"}}}},
+                {"ops",
+                 {Op("/add", "add", {json::array({"input"}), json::array({"layer", "store", 1})},
+                     {0}, {false, false}, {"pass", "pass"})}},
+                {"output", 0}};
+  file["templates"] = {{"store", file["templates"]["decoder"]}, {"reuse", reuse}};
+  file["layer_types"] = {"store", "reuse", "reuse"};
+  file["config"]["num_layers"] = 3;
+  return file;
+}
+
+TEST(GraphFile, ALayerReadsTheLatestLayerOfTheKindItNames) {
+  Result<ImportedGraph> parsed = ParseImportedGraph(SharedTensorGraphFile().dump(), "toy.json");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  Result<OpGraph> graph = ExpandImportedGraph(*parsed, Fp32Options(32));
+  ASSERT_TRUE(graph) << graph.error().message;
+  // embed, store's mm and add, one add per reuse layer, the loss.
+  ASSERT_EQ(graph->num_ops(), 1 + 2 + 2 + 1);
+  const TensorId stored = graph->op(OpId{1}).outputs[0];
+  EXPECT_EQ(graph->op(OpId{3}).inputs[1], stored);
+  EXPECT_EQ(graph->op(OpId{4}).inputs[1], stored);
+  EXPECT_EQ(graph->op(OpId{4}).inputs[0], graph->op(OpId{3}).outputs[0]);
+  EXPECT_NO_THROW(graph->CheckWellFormed());
+}
+
+TEST(GraphFile, RefusesALayerReadingAKindThatHasNotRun) {
+  json unknown = SharedTensorGraphFile();
+  unknown["templates"]["reuse"]["ops"][0]["inputs"][1] = {"layer", "nothing", 1};
+  Result<ImportedGraph> parsed = ParseImportedGraph(unknown.dump(), "toy.json");
+  ASSERT_FALSE(parsed);
+  EXPECT_NE(parsed.error().message.find("refers to a tensor that does not exist"),
+            std::string::npos)
+      << parsed.error().message;
+  json past = SharedTensorGraphFile();
+  past["templates"]["reuse"]["ops"][0]["inputs"][1] = {"layer", "store", 3};
+  EXPECT_FALSE(ParseImportedGraph(past.dump(), "toy.json"));
+  json before = SharedTensorGraphFile();
+  before["layer_types"] = {"reuse", "store", "reuse"};
+  Result<ImportedGraph> reordered = ParseImportedGraph(before.dump(), "toy.json");
+  ASSERT_TRUE(reordered) << reordered.error().message;
+  Result<OpGraph> graph = ExpandImportedGraph(*reordered, Fp32Options(32));
+  ASSERT_FALSE(graph);
+  EXPECT_NE(graph.error().message.find(
+                "decoder layer 0 reads a tensor of a layer of kind 'store', and no layer before "
+                "it is of that kind"),
+            std::string::npos)
+      << graph.error().message;
+}
+
 // A layer whose scan runs one op per 16-token chunk, rolled by the import: the first
 // iteration, one middle iteration and the last, then the layer's output. The first
 // iteration's state is held by Python until the middle iteration's op has run.

@@ -55,8 +55,10 @@ def _program(section):
 
 class Lifter:
     def __init__(self, recordings, points, layer_prefix, layer_types, no_grad_recording,
-                 loop_chunk=0):
+                 loop_chunk=0, checkpointed=False):
         self.recs = recordings
+        # Recorded for gradient checkpointing: a layer may not read another layer's tensor.
+        self.checkpointed = checkpointed
         # The chunk of the sequence the recordings' rolled loops run over (loop_roll.py).
         self.loop_chunk = loop_chunk
         self.points = points
@@ -155,10 +157,18 @@ class Lifter:
     def _check_sections_contiguous(self):
         layers = len(self.layer_types)
         current = -1  # -1 prologue, k layer k, layers epilogue
+        self.transparent = {}  # a whole alias between layers -> the tensor it aliases
         resolved, between = [], {}
         for op, section in zip(self.base.ops, self.section_of_op):
             if section is None:
                 section = -1 if current == -1 else layers if current >= layers - 1 else None
+                # A whole-tensor alias taken between two layers (Gemma 4 slices its
+                # inputs to logits_to_keep, the whole sequence in training, before its
+                # first KV-shared layer) is the tensor it aliases to every reader.
+                if section is None and self._whole_alias(op):
+                    self.transparent[op.outputs[0]] = op.inputs[0]
+                    resolved.append(None)
+                    continue
                 # A view the model takes for the next layer between two layers (Gemma 4's
                 # per_layer_inputs[:, :, i, :]) allocates nothing: it is that layer's.
                 if section is None and self._is_view(op):
@@ -174,6 +184,12 @@ class Lifter:
             resolved.append(section)
         self._first_layer_views_to_it(resolved, between)
         self.section_of_op = resolved
+
+    def _whole_alias(self, op):
+        tensors = self.base.tensors
+        return (op.aten == "alias" and len(op.inputs) == 1 and len(op.outputs) == 1
+                and tensors[op.outputs[0]].shape == tensors[op.inputs[0]].shape
+                and tensors[op.outputs[0]].storage == tensors[op.inputs[0]].storage)
 
     def _first_layer_views_to_it(self, resolved, between):
         """The views the model takes for each layer between two layers (Gemma 4's
@@ -266,6 +282,8 @@ class Lifter:
                 section_input = self.base.layer_io[layers - 1][1]
 
         def ref(t, where):
+            while t in self.transparent:
+                t = self.transparent[t]
             if t in local:
                 return ["local", local[t]]
             if section_input is not None and self._same_value(t, section_input):
@@ -277,8 +295,12 @@ class Lifter:
             if section_input is not None and (self.base.tensors[t].storage
                                               == self.base.tensors[section_input].storage):
                 return ["input"]
+            earlier = self.owner.get(t)
+            if earlier is not None and 0 < earlier < k:
+                return self._earlier_layer_ref(t, earlier, k, where)
             raise UnliftableOp(f"{where} reads tensor {t} of section {self.owner.get(t)}, "
-                               f"neither its own, its input, nor the prologue's")
+                               f"neither its own, its input, an earlier layer's nor the "
+                               f"prologue's")
 
         self._ref = ref
         prefix = f"{self.layer_prefix}{k}." if 0 <= k < layers else ""
@@ -315,6 +337,28 @@ class Lifter:
             loops.append({"first_op": local_op[start], "ops": p,
                           "iterations": f"chunks(s,{self.loop_chunk})"})
         return loops
+
+    def _earlier_layer_ref(self, t, earlier, k, where):
+        """A tensor an earlier layer made, read by layer k: Gemma 4's KV-shared layers read
+        the K/V the last layer of their type before them stored (`shared_kv_states`, a
+        dict keyed by layer type: the latest writer wins). Named by the template of the
+        layer that made it, ["layer", KIND, index]: the planner reads it from the latest
+        layer of that kind it expanded, which must be the one the recording read."""
+        if self.checkpointed:
+            # torch.utils.checkpoint saves a layer's tensor arguments; this one reaches
+            # the layer inside a Python object (Gemma 4's shared_kv_states dict, which the
+            # recomputations read again in the backward), a lifetime the planner's
+            # checkpointing does not model.
+            raise UnliftableOp(f"{where} reads tensor {t} of layer {earlier} outside the "
+                               f"layer's arguments: gradient checkpointing of such layers "
+                               f"is not modelled (plan it with --checkpoint none)")
+        kind = self.layer_types[earlier]
+        latest = max(j for j in range(k) if self.layer_types[j] == kind)
+        if latest != earlier:
+            raise UnliftableOp(f"{where} reads tensor {t} of layer {earlier}, not of the "
+                               f"latest layer of its kind '{kind}' (layer {latest})")
+        local = sorted(x for x, s in self.owner.items() if s == earlier).index(t)
+        return ["layer", kind, local]
 
     def _same_value(self, t, section_input):
         return t == section_input

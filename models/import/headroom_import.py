@@ -208,7 +208,8 @@ def import_graph(args, log):
                 roll(rec, rec_loops, f"b={b}, s={s}")
             roll(no_grad, matching_runs(no_grad, recordings[0]), "torch.no_grad()")
         lifter = Lifter(recordings, points, recordings[0].layer_prefix,
-                        [kinds[k] for k in layers], no_grad, chunk if looped else 0)
+                        [kinds[k] for k in layers], no_grad, chunk if looped else 0,
+                        checkpointed=args.checkpointing)
         return lifter.sections(), recordings[0].layer_prefix
 
     # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a

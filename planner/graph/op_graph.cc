@@ -153,13 +153,13 @@ void OpGraph::CheckWellFormed() const {
         const TensorInfo& t = tensors_[in.value];
         const bool inside = t.producer.valid() && t.producer.value >= b.first_op.value;
         // An imported graph's prologue makes its tables with traced ops (rotary cos/sin,
-        // masks, position ids), which the layers read as shared tensors.
+        // masks, position ids), which the layers read as shared tensors; an imported
+        // layer may read an earlier layer's tensor (Gemma 4's shared K/V).
         const bool per_forward_table =
             t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
                                    graph_[t.producer.value].kind == OpKind::kCausalMask ||
                                    graph_[t.producer.value].kind == OpKind::kWindowMask ||
-                                   (graph_[t.producer.value].kind == OpKind::kTraced &&
-                                    graph_[t.producer.value].block == -1));
+                                   graph_[t.producer.value].kind == OpKind::kTraced);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
                              t.role == TensorRole::kBuffer || t.role == TensorRole::kInput ||
                              per_forward_table;

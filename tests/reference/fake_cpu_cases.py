@@ -10,8 +10,8 @@ copy in place. The real-CPU suite checks that case (gpt2 amp-bf16 ... k2)."""
 import dataclasses
 
 from cases import (DEEPSEEK_MLA, DELTANET_AND_ATTENTION, LLAMA_ALL, LLAMA_QKVO,
-                   MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_GPT2, TINY_LLAMA,
-                   TINY_QWEN3_NEXT, Case)
+                   MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_GEMMA4_KV_SHARED,
+                   TINY_GPT2, TINY_LLAMA, TINY_QWEN3_NEXT, Case)
 
 
 @dataclasses.dataclass
@@ -119,6 +119,22 @@ IMPORTED_CASES = [
              precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, slow=True),
     FakeCase("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
              precision="amp-bf16", checkpoint="all", seq_len=768, slow=True),
+    # Gemma 4 with KV-shared layers (the config's num_kv_shared_layers): a shared layer
+    # reads the K/V the last layer of its type before the shared ones stored. A toy model
+    # and the E2B defaults with their last 10 layers shared (--with-slow: the toy's import
+    # traces all 12 layers, about 90 s, too long for ctest's budget). Checkpointing such
+    # layers is refused by the import.
+    FakeCase("tiny-gemma4-kv-shared bf16 lora qkvo s100", "gemma-4-e2b-text.json",
+             TINY_GEMMA4_KV_SHARED, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,
+             seq_len=100, slow=True),
+    FakeCase("tiny-gemma4-kv-shared amp-bf16 adamw mb2 s64", "gemma-4-e2b-text.json",
+             TINY_GEMMA4_KV_SHARED, precision="amp-bf16", micro_batch=2, seq_len=64,
+             slow=True),
+    FakeCase("gemma-4-e2b-text kv-shared-10 bf16 lora qkvo s1024", "gemma-4-e2b-text.json",
+             {"num_kv_shared_layers": 10}, precision="bf16", mode="lora",
+             lora_targets=LLAMA_QKVO, seq_len=1024, slow=True),
+    FakeCase("gemma-4-e2b-text kv-shared-10 amp-bf16 adamw s768", "gemma-4-e2b-text.json",
+             {"num_kv_shared_layers": 10}, precision="amp-bf16", seq_len=768, slow=True),
     # Qwen3-Next-80B-A3B (79.7B: three gated DeltaNet layers to one of gated attention,
     # 512 experts of which 10 per token and a shared one). The gated delta rule in
     # transformers' reference code, a Python loop over 64-token chunks, rolled

@@ -8,7 +8,7 @@ import dataclasses
 import fake_cuda_cases as fwd
 from cases import DEEPSEEK_MLA, DELTANET_AND_ATTENTION, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO
 from cases import MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_QWEN3_NEXT
-from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GPT2
+from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GEMMA4_KV_SHARED, TINY_GPT2
 from cases import TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3
 
 
@@ -182,6 +182,14 @@ IMPORTED_CASES = [
          mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
     real("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
          precision="amp-bf16", checkpoint="all", seq_len=768),
+    real("tiny-gemma4-kv-shared bf16 lora qkvo s100", "gemma-4-e2b-text.json",
+         overrides=TINY_GEMMA4_KV_SHARED, precision="bf16", mode="lora",
+         lora_targets=LLAMA_QKVO, seq_len=100),
+    real("gemma-4-e2b-text kv-shared-10 bf16 lora qkvo s1024", "gemma-4-e2b-text.json",
+         overrides={"num_kv_shared_layers": 10}, precision="bf16", mode="lora",
+         lora_targets=LLAMA_QKVO, seq_len=1024),
+    real("gemma-4-e2b-text kv-shared-10 amp-bf16 adamw s768", "gemma-4-e2b-text.json",
+         overrides={"num_kv_shared_layers": 10}, precision="amp-bf16", seq_len=768),
     real("tiny-qwen3-next bf16 lora deltanet+attn s1000", "qwen3-next-80b-a3b.json",
          overrides=TINY_QWEN3_NEXT, precision="bf16", mode="lora",
          lora_targets=DELTANET_AND_ATTENTION, seq_len=1000),
