@@ -36,6 +36,10 @@ json Op(const std::string& name, const std::string& aten, json inputs, json outp
           {"flops", {{"forward", json::array()}, {"backward", json::array()}}}};
 }
 
+json Activation(const std::string& name, json shape) {
+  return {{"name", name}, {"role", "activation"}, {"shape", shape}, {"dtype", "f32"}};
+}
+
 // Embedding, two layers of one template (x @ w then x + that), a loss over labels of s + 1.
 json TinyGraphFile() {
   const json local0 = json::array({"local", 0}), local1 = json::array({"local", 1});
@@ -374,11 +378,7 @@ TEST(TraceRegime, GpusThatPickSdpaKernelsAlikeShareOneCapability) {
 // K/V the last layer of their type before them stored.
 json SharedTensorGraphFile() {
   json file = TinyGraphFile();
-  json reuse = {{"tensors",
-                 {{{"name", "out"},
-                   {"role", "activation"},
-                   {"shape", {"b", "s", kHidden}},
-                   {"dtype", "f32"}}}},
+  json reuse = {{"tensors", {Activation("out", {"b", "s", kHidden})}},
                 {"ops",
                  {Op("/add", "add", {json::array({"input"}), json::array({"layer", "store", 1})},
                      {0}, {false, false}, {"pass", "pass"})}},
@@ -431,15 +431,12 @@ TEST(GraphFile, RefusesALayerReadingAKindThatHasNotRun) {
 // iteration, one middle iteration and the last, then the layer's output. The first
 // iteration's state is held by Python until the middle iteration's op has run.
 json ScanLayer() {
-  const auto activation = [](const char* name, json shape) {
-    return json{{"name", name}, {"role", "activation"}, {"shape", shape}, {"dtype", "f32"}};
-  };
   const json input = json::array({"input"});
   const auto local = [](int k) { return json::array({"local", k}); };
   return {{"tensors",
-           {activation("zero", {"b", kHidden}), activation("first", {"b", kHidden}),
-            activation("middle", {"b", kHidden}), activation("last", {"b", kHidden}),
-            activation("out", {"b", "s", kHidden})}},
+           {Activation("zero", {"b", kHidden}), Activation("first", {"b", kHidden}),
+            Activation("middle", {"b", kHidden}), Activation("last", {"b", kHidden}),
+            Activation("out", {"b", "s", kHidden})}},
           {"ops",
            {Op("/zeros", "zeros", json::array(), {0}, json::array(), json::array()),
             Op("scan/add", "add", {local(0), input}, {1}, {false, false}, {"pass", "none"}),

@@ -357,14 +357,17 @@ class Lifter:
         if latest != earlier:
             raise UnliftableOp(f"{where} reads tensor {t} of layer {earlier}, not of the "
                                f"latest layer of its kind '{kind}' (layer {latest})")
-        local = sorted(x for x, s in self.owner.items() if s == earlier).index(t)
-        return ["layer", kind, local]
+        return ["layer", kind, self._local_index(t, earlier)]
 
     def _same_value(self, t, section_input):
         return t == section_input
 
     def _prologue_index(self, t):
-        return sorted(x for x, s in self.owner.items() if s == -1).index(t)
+        return self._local_index(t, -1)
+
+    def _local_index(self, t, section):
+        """Tensor t's index among its section's tensors (as _section lists them)."""
+        return sorted(x for x, s in self.owner.items() if s == section).index(t)
 
     def _tensor(self, t, ref, prefix):
         rec = self.base.tensors[t]

@@ -155,14 +155,14 @@ void OpGraph::CheckWellFormed() const {
         // An imported graph's prologue makes its tables with traced ops (rotary cos/sin,
         // masks, position ids), which the layers read as shared tensors; an imported
         // layer may read an earlier layer's tensor (Gemma 4's shared K/V).
-        const bool per_forward_table =
+        const bool table_or_traced =
             t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
                                    graph_[t.producer.value].kind == OpKind::kCausalMask ||
                                    graph_[t.producer.value].kind == OpKind::kWindowMask ||
                                    graph_[t.producer.value].kind == OpKind::kTraced);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
                              t.role == TensorRole::kBuffer || t.role == TensorRole::kInput ||
-                             per_forward_table;
+                             table_or_traced;
         if (!allowed)
           throw std::logic_error("op graph: block reads an unexpected tensor " + t.name);
       }
