@@ -10,9 +10,13 @@ Result<OpGraph> BuildGraph(const ModelSpec& spec, const GraphOptions& options) {
   if (spec.family == ModelFamily::kImported) {
     // A plan file names the model by its sizes, which do not carry an imported graph.
     if (!spec.imported)
-      return MakeError(fmt::format("{} is an imported model type; plan files do not carry its "
-                                   "graph: pass --model with its config.json",
-                                   spec.name));
+      return MakeError(
+          fmt::format("{} is an imported model type; plan files do not carry its "
+                      "graph: pass --model with its config.json",
+                      spec.name));
+    // Refused before the import runs, which takes seconds to minutes.
+    if (auto ok = CheckImportedCpuKernel(spec.imported->model_type(), options); !ok)
+      return ok.error();
     auto graph = spec.imported->GraphFor(TraceRegimeOf(options), options.seq_len);
     if (!graph) return graph.error();
     return ExpandImportedGraph(**graph, options);

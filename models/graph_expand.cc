@@ -241,6 +241,7 @@ class Expander {
 };
 
 Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& options) {
+  if (auto ok = CheckImportedCpuKernel(imported.model_type, options); !ok) return ok.error();
   TraceRegime wanted = TraceRegimeOf(options);
   wanted.min_seq_len = imported.regime.min_seq_len;  // the band is checked below
   wanted.seq_multiple = imported.regime.seq_multiple;
@@ -294,6 +295,16 @@ void AddLoopAssumptions(const ImportedProgram& program, int64_t seq_len, OpGraph
 }
 
 }  // namespace
+
+Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOptions& options) {
+  const auto kernel = options.cpu_bf16_matmul;
+  if (!kernel || *kernel == CpuBf16::kAtenGemm) return true;
+  return MakeError(fmt::format(
+      "{}: an imported model type's 16-bit matmuls are planned on the CPU for ATen's gemm "
+      "only; the scratch of oneDNN's {} kernel is modelled for the built model types, not for "
+      "recorded products: plan it with --cpu-bf16 aten, on a GPU, or in fp32",
+      model_type, CpuBf16Name(*kernel)));
+}
 
 Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options) {
   if (auto ok = CheckRegime(imported, options); !ok) return ok.error();

@@ -125,6 +125,9 @@ struct ImportedGraph {
 Result<ImportedGraph> ParseImportedGraph(std::string_view text, std::string_view origin);
 
 // The full-depth graph of one micro-batch, when `options` run what the file recorded.
+// An imported graph's products are recorded ops without oneDNN's scratch: on the CPU,
+// 16-bit plans are made for ATen's gemm only (--cpu-bf16 aten), refused under the others.
+Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOptions& options);
 Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options);
 
 }  // namespace headroom

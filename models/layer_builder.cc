@@ -8,6 +8,14 @@
 
 namespace headroom {
 
+namespace {
+// fp32 weights with a 16-bit frozen base (LoRA) still multiply in 16 bits.
+bool RunsHalfMatmulsOnCpu(const TrainingConfig& config) {
+  const bool half_base = config.base_dtype && *config.base_dtype != DType::kF32;
+  return !config.kernels.cuda && (config.precision != Precision::kFp32 || half_base);
+}
+}  // namespace
+
 GraphOptions GraphOptionsOf(const TrainingConfig& config) {
   const bool python = RunsPythonStack(config.stack);
   return {.fine_tune = config.fine_tune,
@@ -21,7 +29,10 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .precision = config.precision,
           .stack = config.stack,
           .base_dtype = config.base_dtype,
-          .single_sample = config.micro_batch == 1};
+          .single_sample = config.micro_batch == 1,
+          .cpu_bf16_matmul = RunsHalfMatmulsOnCpu(config)
+                                 ? std::optional<CpuBf16>(config.kernels.cpu_bf16)
+                                 : std::nullopt};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }

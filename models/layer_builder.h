@@ -52,6 +52,10 @@ struct GraphOptions {
   // A micro-batch of one: transformers runs a slightly different program (a [1, s] slice
   // is contiguous), which an import records separately.
   bool single_sample = false;
+  // The CPU kernel that runs the plan's 16-bit matrix products; none on CUDA or in fp32.
+  // The built graphs read it from the simulator's target; an imported graph is refused
+  // under the oneDNN kernels, whose scratch is modelled per built op kind.
+  std::optional<CpuBf16> cpu_bf16_matmul;
   bool operator==(const GraphOptions&) const = default;
 };
 

@@ -31,10 +31,10 @@ enum class ModelFamily {
 };
 
 inline constexpr EnumName<ModelFamily> kFamilyNames[] = {
-    {ModelFamily::kGpt2, "gpt2"},    {ModelFamily::kLlama, "llama"},
-    {ModelFamily::kBert, "bert"},    {ModelFamily::kQwen3, "qwen3"},
-    {ModelFamily::kPhi3, "phi3"},    {ModelFamily::kGemma2, "gemma2"},
-    {ModelFamily::kGemma3, "gemma3"}, {ModelFamily::kQwen3Moe, "qwen3_moe"},
+    {ModelFamily::kGpt2, "gpt2"},       {ModelFamily::kLlama, "llama"},
+    {ModelFamily::kBert, "bert"},       {ModelFamily::kQwen3, "qwen3"},
+    {ModelFamily::kPhi3, "phi3"},       {ModelFamily::kGemma2, "gemma2"},
+    {ModelFamily::kGemma3, "gemma3"},   {ModelFamily::kQwen3Moe, "qwen3_moe"},
     {ModelFamily::kMixtral, "mixtral"}, {ModelFamily::kImported, "imported"}};
 inline std::string_view FamilyName(ModelFamily family) { return NameIn(kFamilyNames, family); }
 

@@ -34,28 +34,25 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
   // (modeling_qwen3_moe.py:250-268), Mixtral softmax(logits.float()) and keeps the fp32
   // weights (modeling_mixtral.py:106-111).
   TensorId router = layers.Param(p + ".gate.weight", {Dim::C(experts), Dim::C(h)});
-  TensorId logits =
-      AddOne(g, {.kind = OpKind::kLinear, .name = p + ".gate", .inputs = {x, router}},
-             TokenShape(experts));
+  TensorId logits = AddOne(g, {.kind = OpKind::kLinear, .name = p + ".gate", .inputs = {x, router}},
+                           TokenShape(experts));
   TensorId probs;
   if (mixtral) {
-    TensorId f32 = AddOne(g, {.kind = OpKind::kCastF32, .name = p + ".gate.float", .inputs = {logits}},
-                          TokenShape(experts));
+    TensorId f32 =
+        AddOne(g, {.kind = OpKind::kCastF32, .name = p + ".gate.float", .inputs = {logits}},
+               TokenShape(experts));
     probs = AddOne(g, {.kind = OpKind::kSoftmax, .name = p + ".gate.softmax", .inputs = {f32}},
                    TokenShape(experts));
   } else {
-    probs = AddOne(g,
-                   {.kind = OpKind::kSoftmax,
-                    .name = p + ".gate.softmax",
-                    .inputs = {logits},
-                    .upcast = true},
-                   TokenShape(experts));
+    probs = AddOne(
+        g,
+        {.kind = OpKind::kSoftmax, .name = p + ".gate.softmax", .inputs = {logits}, .upcast = true},
+        TokenShape(experts));
   }
-  const auto top = g.AddOp({.kind = OpKind::kTopK, .name = p + ".gate.topk", .inputs = {probs}},
-                           {{.name = p + ".gate.top_values", .shape = pairs},
-                            {.name = p + ".gate.top_indices",
-                             .shape = pairs,
-                             .fixed_dtype = DType::kI64}});
+  const auto top =
+      g.AddOp({.kind = OpKind::kTopK, .name = p + ".gate.topk", .inputs = {probs}},
+              {{.name = p + ".gate.top_values", .shape = pairs},
+               {.name = p + ".gate.top_indices", .shape = pairs, .fixed_dtype = DType::kI64}});
   TensorId weights = top[0];
   if (mixtral || spec.norm_topk_prob) {
     weights = AddOne(
@@ -86,8 +83,8 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
                                   .name = p + ".experts.gather_weights",
                                   .inputs = {weights, perm}},
                                  PairRows(k, 1));
-  TensorId gate_up_w = layers.Param(p + ".experts.gate_up_proj",
-                                    {Dim::C(experts), Dim::C(2 * width), Dim::C(h)});
+  TensorId gate_up_w =
+      layers.Param(p + ".experts.gate_up_proj", {Dim::C(experts), Dim::C(2 * width), Dim::C(h)});
   // grouped_mm of the pairs' rows against every expert's weights [E, out, in].
   auto grouped_mm = [&](const std::string& name, TensorId rows, TensorId experts_w, int64_t out) {
     return AddOne(g,
@@ -96,8 +93,8 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
   };
   TensorId gate_up = grouped_mm(p + ".experts.gate_up_proj", tokens, gate_up_w, 2 * width);
   // _default_apply_gate: gate, up = chunk(2); act(gate) * up (moe.py:568-579).
-  const auto halves = layers.SplitView(p + ".experts.chunk", gate_up, {"gate", "up"},
-                                       PairRows(k, width));
+  const auto halves =
+      layers.SplitView(p + ".experts.chunk", gate_up, {"gate", "up"}, PairRows(k, width));
   TensorId act = layers.Activation(p + ".experts.act", halves[0]);
   TensorId gated = layers.Binary(OpKind::kMul, p + ".experts.gate_mul", act, halves[1]);
   TensorId down_w =
@@ -110,14 +107,17 @@ TensorId SparseMoeBlock(LayerBuilder& layers, const std::string& p, TensorId x) 
                               .inputs = {weighted, perm},
                               .inverse_permutation = true},
                              PairRows(k, h));
-  TensorId summed = AddOne(
-      g, {.kind = OpKind::kSumTopK, .name = p + ".experts.sum", .inputs = {restored}}, TokenShape(h));
-  TensorId out = AddOne(
-      g, {.kind = OpKind::kCastLike, .name = p + ".experts.to", .inputs = {summed, x}}, TokenShape(h));
+  TensorId summed =
+      AddOne(g, {.kind = OpKind::kSumTopK, .name = p + ".experts.sum", .inputs = {restored}},
+             TokenShape(h));
+  TensorId out =
+      AddOne(g, {.kind = OpKind::kCastLike, .name = p + ".experts.to", .inputs = {summed, x}},
+             TokenShape(h));
 
   // Python holds until the block returns: the router's logits (the block's `_`) and
   // routing weights, and the experts' sorted ids and gathered tokens (locals).
-  for (TensorId held : {logits, weights, sorted[0], tokens}) layers.HeldUntilModuleReturns(held, out);
+  for (TensorId held : {logits, weights, sorted[0], tokens})
+    layers.HeldUntilModuleReturns(held, out);
   return out;
 }
 

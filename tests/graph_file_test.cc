@@ -163,6 +163,21 @@ TEST(GraphFile, RefusesAnotherRegimeNamingBoth) {
   EXPECT_FALSE(ExpandImportedGraph(*file, checkpointed));
 }
 
+TEST(GraphFile, RefusesOneDnnKernelsNamingAtensGemm) {
+  Result<ImportedGraph> file = ParseImportedGraph(TinyGraphFile().dump(), "toy.json");
+  ASSERT_TRUE(file);
+  GraphOptions amx = Fp32Options(32);
+  amx.cpu_bf16_matmul = CpuBf16::kAmx;
+  Result<OpGraph> graph = ExpandImportedGraph(*file, amx);
+  ASSERT_FALSE(graph);
+  EXPECT_NE(graph.error().message.find("oneDNN's amx kernel"), std::string::npos)
+      << graph.error().message;
+  EXPECT_NE(graph.error().message.find("--cpu-bf16 aten"), std::string::npos);
+  GraphOptions aten = Fp32Options(32);
+  aten.cpu_bf16_matmul = CpuBf16::kAtenGemm;
+  EXPECT_TRUE(ExpandImportedGraph(*file, aten));
+}
+
 TEST(GraphFile, RefusesSequencesOutsideTheTracedBand) {
   Result<ImportedGraph> file = ParseImportedGraph(TinyGraphFile().dump(), "toy.json");
   ASSERT_TRUE(file);

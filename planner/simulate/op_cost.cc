@@ -65,7 +65,7 @@ void AddCpuBf16ForwardScratch(const OpView& v, ForwardCost& cost) {
   if (op.kind == OpKind::kGroupedMm) return;  // measured: no scratch
   if (op.kind == OpKind::kTraced) {
     // oneDNN's scratch rules are per built kind; an imported graph is refused under any
-    // kernel but ATen's (ExpandImportedGraph), which has none.
+    // kernel but ATen's (CheckImportedCpuKernel), which has none.
     if (const auto kernel = v.cpu_bf16_matmul(); kernel && *kernel != CpuBf16::kAtenGemm)
       throw std::logic_error("no oneDNN scratch rule for the imported product " + op.name);
     return;

@@ -56,8 +56,8 @@ def main():
             with open(os.path.join(model_dir, name), "w") as f:
                 f.write(text)
         env = dict(os.environ, HEADROOM_CACHE=os.path.join(tmp, "cache"))
-        plan = [headroom, "plan", "--model", model_dir, "--device", "cpu", "--precision",
-                "bf16", "--seq-len", "128", "--micro-batch", "1", "--json"]
+        plan = [headroom, "plan", "--model", model_dir, "--device", "cpu", "--cpu-bf16",
+                "aten", "--precision", "bf16", "--seq-len", "128", "--micro-batch", "1", "--json"]
         refused = subprocess.run(plan, capture_output=True, text=True, env=env)
         if refused.returncode == 0 or "--trust-remote-code" not in refused.stderr:
             failures.append(f"without the flag: exit {refused.returncode}, "
