@@ -69,6 +69,8 @@ class Lifter:
         self.layer_prefix = layer_prefix  # "model.layers." (qualified, with its dot)
         self.layer_types = layer_types    # per traced layer: its template name
         self._check_same_program()
+        if checkpointed:
+            self._check_no_layer_writes()
         self.section_of_op = [self._section_of(op) for op in self.base.ops]
         self._check_sections_contiguous()
         self.owner = self._tensor_sections()
@@ -337,6 +339,21 @@ class Lifter:
             loops.append({"first_op": local_op[start], "ops": p,
                           "iterations": f"chunks(s,{self.loop_chunk})"})
         return loops
+
+    def _check_no_layer_writes(self):
+        """torch.utils.checkpoint keeps a layer's arguments for its recomputation, which
+        writes into a dict or list argument again in the backward: what the recomputation
+        stores there (Gemma 4's K/V in shared_kv_states, written by the last layer of each
+        type even when no layer shares them) keeps its autograd graph, and the saved
+        tensors in it, alive past the layer's backward. The planner's checkpointing does
+        not model that lifetime."""
+        for k, written in enumerate(getattr(self.base, "layer_writes", [])):
+            if written:
+                raise UnliftableOp(f"a decoder layer of kind '{self.layer_types[k]}' writes "
+                                   f"tensors into its {written}, which its recomputation "
+                                   f"writes again: "
+                                   f"gradient checkpointing of such layers is not modelled "
+                                   f"(plan it with --checkpoint none)")
 
     def _earlier_layer_ref(self, t, earlier, k, where):
         """A tensor an earlier layer made, read by layer k: Gemma 4's KV-shared layers read

@@ -4,6 +4,7 @@ returns what step_recorder.StepRecorder saw. Nothing is allocated: FakeTensorMod
 gives every tensor its real shape and dtype and no memory.
 """
 
+import collections.abc
 import contextlib
 
 import torch
@@ -125,6 +126,7 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True):
         layers_name, layers = decoder_layers(model, hf_config.num_hidden_layers)
         recorder.layer_prefix = layers_name + "."
         recorder.layer_io = [[None, None] for _ in layers]
+        recorder.layer_writes = [None for _ in layers]
         hooks = [h for k, layer in enumerate(layers) for h in layer_io_hooks(recorder, k, layer)]
         embeddings = model.get_input_embeddings()
         recorder.input_embeddings = None
@@ -167,16 +169,39 @@ def decoder_layers(model, num_layers):
     return found[0]
 
 
+def containers_of(args, kwargs):
+    """A layer call's mutable mapping and list arguments (a dict, transformers'
+    KVSharingDict, a UserDict), by name, with what each holds (by identity)."""
+    mutable = (collections.abc.MutableMapping, collections.abc.MutableSequence)
+    named = [(f"argument {n}", a) for n, a in enumerate(args)] + list(kwargs.items())
+    return {name: (value, _contents(value)) for name, value in named
+            if isinstance(value, mutable)}
+
+
+def _contents(container):
+    mapping = isinstance(container, collections.abc.Mapping)
+    items = container.items() if mapping else enumerate(container)
+    return {key: id(value) for key, value in items}
+
+
 def layer_io_hooks(recorder, k, layer):
-    """Hooks recording decoder layer k's hidden-state input and output tensors."""
+    """Hooks recording decoder layer k's hidden-state input and output tensors, and the
+    first mapping or list argument the layer writes into (recorder.layer_writes[k]: Gemma 4's
+    attention stores its K/V in `shared_kv_states`)."""
+    before = {}
 
     def pre(_module, args, kwargs):
         hidden = args[0] if args else kwargs.get("hidden_states")
         recorder.layer_io[k][0] = recorder.by_object[hidden].index
+        before.clear()
+        before.update(containers_of(args, kwargs))
 
     def post(_module, _args, _kwargs, out):
         hidden = out[0] if isinstance(out, (tuple, list)) else out
         recorder.layer_io[k][1] = recorder.by_object[hidden].index
+        for name, (container, contents) in before.items():
+            if _contents(container) != contents and recorder.layer_writes[k] is None:
+                recorder.layer_writes[k] = f"{name} (a {type(container).__name__})"
 
     return (layer.register_forward_pre_hook(pre, with_kwargs=True),
             layer.register_forward_hook(post, with_kwargs=True))

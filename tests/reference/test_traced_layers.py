@@ -66,7 +66,41 @@ def main():
     expect(small.per_layer_config[2].head_dim, 512, "per_layer_config renumbered")
     expect(layer_kinds(small)[0], [kinds[k] for k in layers], "Gemma 4's kinds kept")
 
+    check_layer_writes(expect)
     return checks.report()
+
+
+def check_layer_writes(expect):
+    """trace_step's layer hooks name the mapping or list argument a layer writes into
+    (Gemma 4 stores K/V in its KVSharingDict), and nothing for a layer that only reads
+    one: graph_lift refuses checkpointing of the first."""
+    import types
+
+    import torch
+    from transformers.cache_utils import KVSharingDict
+
+    from trace_step import layer_io_hooks
+
+    class Layer(torch.nn.Module):
+        def forward(self, hidden, shared, store):
+            if store:
+                shared["full_attention"] = (hidden * 2, hidden * 3)
+            return hidden + sum(t.sum() for pair in shared.values() for t in pair)
+
+    class AnyTensor:  # the recorder's tensor index, by identity
+        def __getitem__(self, t):
+            return types.SimpleNamespace(index=id(t))
+
+    recorder = types.SimpleNamespace(by_object=AnyTensor(), layer_io=[[None, None], [None, None]],
+                                     layer_writes=[None, None])
+    layers = [Layer(), Layer()]
+    hooks = [h for k, layer in enumerate(layers) for h in layer_io_hooks(recorder, k, layer)]
+    shared = KVSharingDict()
+    hidden = layers[0](torch.ones(2, 3), shared=shared, store=True)
+    layers[1](hidden, shared=shared, store=False)
+    for h in hooks:
+        h.remove()
+    expect(recorder.layer_writes, ["shared (a KVSharingDict)", None], "the layer that writes")
 
 
 if __name__ == "__main__":
