@@ -60,7 +60,12 @@ class Expander {
       }
       ops[i] = AddOp(section, prefix, i);
     }
-    if (block >= 0) graph_.EndBlock(Resolve(SectionRef{.index = section.output}));
+    if (block >= 0) {
+      graph_.EndBlock(Resolve(SectionRef{.index = section.output}));
+      std::vector<TensorId> kept;
+      for (int k : section.kept_by_arguments) kept.push_back(Resolve(SectionRef{.index = k}));
+      if (!kept.empty()) graph_.KeepByArguments(std::move(kept));
+    }
     AddHolds(section, loops, ops);
     return local_;
   }

@@ -345,6 +345,11 @@ void CheckSection(const ImportedSection& s, const std::string& where, size_t sha
   for (int k : {s.output, s.loss, s.input_embeddings}) {
     if (k >= int(s.tensors.size())) throw FileError(where + ": an index past the tensors");
   }
+  for (int k : s.kept_by_arguments) {
+    if (k < 0 || k >= int(s.tensors.size()) || !made[k] ||
+        s.tensors[k].role != TensorRole::kActivation)
+      throw FileError(where + ": a tensor kept by the arguments that no op of it makes");
+  }
   CheckLoops(s, where);
 }
 
@@ -365,6 +370,12 @@ ImportedSection SectionOf(const json& j, const std::string& where) {
   if (j.contains("held_until_forward_end")) {
     for (const json& r : j["held_until_forward_end"])
       s.held_until_forward_end.push_back(RefOf(r, where));
+  }
+  if (j.contains("kept_by_arguments")) {
+    for (const json& k : j["kept_by_arguments"]) {
+      if (!k.is_number_integer()) throw FileError(where + ": kept_by_arguments holds indices");
+      s.kept_by_arguments.push_back(k.get<int>());
+    }
   }
   return s;
 }

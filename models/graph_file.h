@@ -93,6 +93,9 @@ struct ImportedSection {
   int output = -1;
   std::vector<std::pair<SectionRef, int>> holds;  // tensor, until op (local)
   std::vector<SectionRef> held_until_forward_end;
+  // A layer template's tensors (local) the layer writes into a Python object among its
+  // arguments (Gemma 4's K/V in shared_kv_states): BlockSegment::kept_by_arguments.
+  std::vector<int> kept_by_arguments;
   int loss = -1;
   int input_embeddings = -1;
 };

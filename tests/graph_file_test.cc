@@ -178,6 +178,29 @@ TEST(GraphFile, RefusesOneDnnKernelsNamingAtensGemm) {
   EXPECT_TRUE(ExpandImportedGraph(*file, aten));
 }
 
+// A template's kept_by_arguments names tensors of each layer expanded from it; an index
+// that is no activation the template makes is refused.
+TEST(GraphFile, KeptByArgumentsMarksEachLayersTensor) {
+  json text = TinyGraphFile();
+  text["templates"]["decoder"]["kept_by_arguments"] = {1};
+  Result<ImportedGraph> file = ParseImportedGraph(text.dump(), "toy.json");
+  ASSERT_TRUE(file) << file.error().message;
+  Result<OpGraph> graph = ExpandImportedGraph(*file, Fp32Options(32));
+  ASSERT_TRUE(graph) << graph.error().message;
+  ASSERT_EQ(graph->blocks().size(), 2u);
+  for (const BlockSegment& block : graph->blocks()) {
+    ASSERT_EQ(block.kept_by_arguments.size(), 1u);
+    EXPECT_EQ(graph->tensor(block.kept_by_arguments[0]).producer, block.first_op);
+  }
+  for (const int bad : {0, 3}) {  // the weight; past the tensors
+    text["templates"]["decoder"]["kept_by_arguments"] = {bad};
+    Result<ImportedGraph> refused = ParseImportedGraph(text.dump(), "toy.json");
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("kept by the arguments"), std::string::npos)
+        << refused.error().message;
+  }
+}
+
 TEST(GraphFile, RefusesSequencesOutsideTheTracedBand) {
   Result<ImportedGraph> file = ParseImportedGraph(TinyGraphFile().dump(), "toy.json");
   ASSERT_TRUE(file);

@@ -69,8 +69,6 @@ class Lifter:
         self.layer_prefix = layer_prefix  # "model.layers." (qualified, with its dot)
         self.layer_types = layer_types    # per traced layer: its template name
         self._check_same_program()
-        if checkpointed:
-            self._check_no_layer_writes()
         self.section_of_op = [self._section_of(op) for op in self.base.ops]
         self._check_sections_contiguous()
         self.owner = self._tensor_sections()
@@ -319,6 +317,8 @@ class Lifter:
         loops = self._loops(local_op)
         if loops:
             section["loops"] = loops
+        if 0 <= k < layers and getattr(self.base, "layer_writes", [None] * layers)[k]:
+            section["kept_by_arguments"] = self._kept_by_arguments(k, ref)
         if k == layers:
             section["loss"] = ref(self.base.loss_index, "the loss")[1]
         if k == -1 and self.base.input_embeddings is not None:
@@ -340,20 +340,20 @@ class Lifter:
                           "iterations": f"chunks(s,{self.loop_chunk})"})
         return loops
 
-    def _check_no_layer_writes(self):
-        """torch.utils.checkpoint keeps a layer's arguments for its recomputation, which
-        writes into a dict or list argument again in the backward: what the recomputation
-        stores there (Gemma 4's K/V in shared_kv_states, written by the last layer of each
-        type even when no layer shares them) keeps its autograd graph, and the saved
-        tensors in it, alive past the layer's backward. The planner's checkpointing does
-        not model that lifetime."""
-        for k, written in enumerate(getattr(self.base, "layer_writes", [])):
-            if written:
-                raise UnliftableOp(f"a decoder layer of kind '{self.layer_types[k]}' writes "
-                                   f"tensors into its {written}, which its recomputation "
-                                   f"writes again: "
-                                   f"gradient checkpointing of such layers is not modelled "
-                                   f"(plan it with --checkpoint none)")
+    def _kept_by_arguments(self, k, ref):
+        """The tensors layer k wrote into a Python object among its arguments (Gemma 4's
+        K/V in shared_kv_states, written by the last layer of each type even when no
+        layer shares them), as local indices. torch.utils.checkpoint keeps a layer's
+        arguments for the recomputation, which writes them again: docs/graph-file.md."""
+        written, tensors = self.base.layer_writes[k]
+        kept = []
+        for t in tensors:
+            r = ref(t, f"what layer {k} writes into its {written}")
+            if r[0] != "local":
+                raise UnliftableOp(f"layer {k} writes into its {written} a tensor it did "
+                                   f"not make")
+            kept.append(r[1])
+        return kept
 
     def _earlier_layer_ref(self, t, earlier, k, where):
         """A tensor an earlier layer made, read by layer k: Gemma 4's KV-shared layers read

@@ -185,7 +185,7 @@ def import_graph(args, log):
 
     def record(point, grad=True):
         start = time.time()
-        rec = record_step(small, regime, *point, grad=grad)
+        rec = record_step(small, regime, *point, grad=grad, checkpointing=args.checkpointing)
         if grad:
             log(f"traced {depth} of {len(kinds)} layers at b={point[0]}, s={point[1]}: "
                 f"{len(rec.ops)} ops ({time.time() - start:.1f} s)")

@@ -263,6 +263,8 @@ def _renumber(rec, kept_ops, tensor_for, storage_for, frees):
             tensors[t].consumers.append(op.index)
     rec.ops, rec.tensors, rec.storages = ops, tensors, storages
     rec.layer_io = [[tensor(a), tensor(b)] for a, b in rec.layer_io]
+    rec.layer_writes = [(w[0], [tensor(t) for t in w[1]]) if w else None
+                        for w in getattr(rec, "layer_writes", [])]
     rec.loss_index = tensor(rec.loss_index)
     rec.input_embeddings = tensor(rec.input_embeddings)
     rec.forward_end_op = new_op[rec.forward_end_op]

@@ -102,18 +102,27 @@ def install_cuda(sm):
     fake_cuda_semantics.install_sdpa({}, capability)
 
 
-def record_step(hf_config, regime, micro_batch, seq_len, grad=True):
+def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointing=False):
     """The recorder after one forward and backward at (micro_batch, seq_len). With
     grad=False, only the forward, under torch.no_grad(): autograd saves nothing, so each
     storage dies when the last Python reference to it goes (graph_lift's holds). On
     regime["device"] "cuda" it runs on the fake CUDA device (install_cuda first): CUDA's
-    autocast lists, its SDPA kernels and their saved tensors."""
+    autocast lists, its SDPA kernels and their saved tensors. With `checkpointing`, the
+    program a checkpointed model runs outside its recomputations: the input embeddings'
+    output requires grad (below); the planner replays the recomputations itself."""
     torch.manual_seed(0)
     device = regime["device"]
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     on_device = torch.device(device) if device != "cpu" else contextlib.nullcontext()
     with fake_tensor_artefacts_patched(), fake_mode, on_device:
         model = build_model(hf_config, regime)
+        if checkpointing:
+            # transformers' activation_checkpointing_enable() hooks the input embeddings
+            # so that their output requires grad (modeling_utils.py,
+            # _activation_checkpointing_enable: enable_input_require_grads). Under LoRA
+            # the prologue's ops on it then save tensors and take gradients (Gemma 4's
+            # per-layer input projection), as the first layer's do.
+            model.enable_input_require_grads()
         names = {id(m): name for name, m in model.named_modules()}
         recorder = StepRecorder(names)
         for name, p in model.named_parameters():
@@ -178,16 +187,28 @@ def containers_of(args, kwargs):
             if isinstance(value, mutable)}
 
 
-def _contents(container):
+def _items(container):
     mapping = isinstance(container, collections.abc.Mapping)
-    items = container.items() if mapping else enumerate(container)
-    return {key: id(value) for key, value in items}
+    return list(container.items() if mapping else enumerate(container))
+
+
+def _contents(container):
+    return {key: id(value) for key, value in _items(container)}
+
+
+def _tensors_in(values):
+    """The tensors in `values`, inside tuples and lists (Gemma 4 stores (key, value))."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            yield from _tensors_in(value)
 
 
 def layer_io_hooks(recorder, k, layer):
     """Hooks recording decoder layer k's hidden-state input and output tensors, and the
-    first mapping or list argument the layer writes into (recorder.layer_writes[k]: Gemma 4's
-    attention stores its K/V in `shared_kv_states`)."""
+    first mapping or list argument the layer writes into with the tensors it wrote there
+    (recorder.layer_writes[k]: Gemma 4's attention stores its K/V in `shared_kv_states`)."""
     before = {}
 
     def pre(_module, args, kwargs):
@@ -200,8 +221,12 @@ def layer_io_hooks(recorder, k, layer):
         hidden = out[0] if isinstance(out, (tuple, list)) else out
         recorder.layer_io[k][1] = recorder.by_object[hidden].index
         for name, (container, contents) in before.items():
-            if _contents(container) != contents and recorder.layer_writes[k] is None:
-                recorder.layer_writes[k] = f"{name} (a {type(container).__name__})"
+            changed = [value for key, value in _items(container) if contents.get(key) != id(value)]
+            if changed and recorder.layer_writes[k] is None:
+                recorder.layer_writes[k] = (f"{name} (a {type(container).__name__})",
+                                            [recorder.by_object[t].index
+                                             for t in _tensors_in(changed)])
+        before.clear()  # holding the containers would keep what they hold alive
 
     return (layer.register_forward_pre_hook(pre, with_kwargs=True),
             layer.register_forward_hook(post, with_kwargs=True))

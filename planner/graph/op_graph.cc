@@ -101,6 +101,17 @@ void OpGraph::EndBlock(TensorId output) {
   current_block_ = -1;
 }
 
+void OpGraph::KeepByArguments(std::vector<TensorId> tensors) {
+  if (blocks_.empty() || current_block_ != -1)
+    throw std::logic_error("KeepByArguments: no block has ended");
+  for (TensorId t : tensors) {
+    const OpId p = tensor(t).producer;
+    if (!p.valid() || p.value < blocks_.back().first_op.value)
+      throw std::logic_error("KeepByArguments: " + tensor(t).name + " is not the block's");
+  }
+  blocks_.back().kept_by_arguments = std::move(tensors);
+}
+
 std::vector<TensorId> OpGraph::Parameters() const {
   std::vector<TensorId> out;
   for (int i = 0; i < num_tensors(); ++i) {

@@ -124,6 +124,11 @@ struct BlockSegment {
   OpId last_op;
   TensorId input;
   TensorId output;
+  // Tensors the block writes into a Python object among its arguments (Gemma 4's
+  // attention stores its K/V in shared_kv_states). torch.utils.checkpoint keeps a
+  // checkpointed block's arguments for its recomputation: these outlive the block, and
+  // what the recomputation writes there keeps its autograd graph (step_simulator.cc).
+  std::vector<TensorId> kept_by_arguments;
 };
 
 class OpGraph {
@@ -138,6 +143,8 @@ class OpGraph {
 
   void BeginBlock(TensorId input);  // ops added from now on belong to the next block
   void EndBlock(TensorId output);
+  // The last block's BlockSegment::kept_by_arguments, tensors it made.
+  void KeepByArguments(std::vector<TensorId> tensors);
   void SetLoss(TensorId loss) { loss_ = loss; }
   // The tensor stays alive until the forward pass returns (a KV cache the model output holds).
   void HoldUntilForwardEnd(TensorId t) { held_until_forward_end_.push_back(t); }

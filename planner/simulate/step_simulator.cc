@@ -10,6 +10,7 @@
 
 #include "planner/simulate/internal/engine_replays.h"
 #include "planner/simulate/internal/hold_lists.h"
+#include "planner/simulate/internal/kept_by_arguments.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
 
 namespace headroom {
@@ -29,6 +30,7 @@ class StepSimulator {
         config_(config),
         batch_scale_(config.micro_batch),
         checkpointed_(checkpointed.begin(), checkpointed.end()),
+        kept_(tables.graph, checkpointed_, tables.states.target().reentrant_checkpoint),
         options_(options),
         block_of_op_(tables.block_of_op),
         bytes_(tables.bytes),
@@ -134,6 +136,7 @@ class StepSimulator {
   void Setup() {
     SetPhase(Phase::Kind::kSetup, 0, 0);
     buffer_of_.assign(graph_.num_tensors(), kNoBuffer);
+    kept_originals_.assign(graph_.blocks().size(), {});
     uses_left_.assign(graph_.num_tensors(), 0);
     grad_of_.assign(graph_.num_tensors(), kNoBuffer);
     param_grad_.assign(graph_.num_tensors(), kNoBuffer);
@@ -371,8 +374,25 @@ class StepSimulator {
         Retain(buffer);
         op_holds_.Add(op_id.value, buffer);
       }
+      if (kept_.any()) KeepIfWritten(op_id, out, buffer, recompute_block);
       Bind(out, buffer, uses);
     }
+  }
+
+  void KeepIfWritten(OpId op_id, TensorId out, int64_t buffer, int recompute_block) {
+    const auto& written = kept_.MadeBy(op_id.value);
+    if (std::find(written.begin(), written.end(), out) == written.end()) return;
+    Retain(buffer);
+    if (recompute_block < 0) {
+      kept_originals_[block_of_op_[op_id.value]].push_back(buffer);
+    } else {
+      kept_recomputed_.push_back(buffer);
+    }
+  }
+
+  void ReleaseKept(std::vector<int64_t>& buffers) {
+    for (int64_t b : buffers) Release(b);
+    buffers.clear();
   }
 
   // ---- backward ------------------------------------------------------------------
@@ -405,6 +425,10 @@ class StepSimulator {
       if (ckpt && graph_.blocks()[block].first_op.value == o) {
         block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
+        if (kept_.any() && block == kept_.ArgumentsFreedAfter()) {
+          ReleaseKept(kept_recomputed_);
+          for (auto& originals : kept_originals_) ReleaseKept(originals);
+        }
       }
       engines_->AfterOpBackward(o);
     }
@@ -435,7 +459,15 @@ class StepSimulator {
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       engines_->BeforeRecomputedOp(o);
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
+      // The recomputation writes the arguments' entries again: the first forward's go.
+      if (kept_.any() && o == kept_.LastWriteOp(block)) ReleaseKept(kept_originals_[block]);
       engines_->AfterRecomputedOp(o);
+    }
+    for (int op : kept_.Upstream(block)) {
+      op_holds_.ForEach(op, [this](int64_t b) {
+        Retain(b);
+        kept_recomputed_.push_back(b);
+      });
     }
     ExitAutocast(block);
     if (forked_rng != kNoBuffer) Release(forked_rng);
@@ -445,28 +477,7 @@ class StepSimulator {
     const OpNode& op = graph_.op(op_id);
     bool has_grad = false;
     for (TensorId out : op.outputs) has_grad = has_grad || grad_of_[out.value] != kNoBuffer;
-    if (has_grad) {
-      SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
-      const SimulationTables::Impl::OpBackward& cost = backward_costs_[op_id.value];
-      const GradFlow* input_grads = &tables_.input_grads[cost.grads_begin];
-      // Activations' gradients first, then the parameters' (the order of autograd's
-      // formulas for the matrix products, the only ops whose order shows).
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
-        if (input_grads[i] != GradFlow::kNone && !IsParam(op.inputs[i]))
-          ActivationGradient(op_id, op, i, input_grads[i]);
-      }
-      if (cost.input_grad_scratch_bytes > 0)
-        Release(Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
-      if (const int64_t s = cost.input_grad_brgemm.ScratchBytes(batch_scale_); s > 0)
-        Release(Acquire(s, Category::kTemporaries));
-      const int64_t weight_scratch =
-          cost.weight_grad_scratch_bytes + cost.weight_grad_brgemm.ScratchBytes(batch_scale_);
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
-        if (input_grads[i] != GradFlow::kNone && IsParam(op.inputs[i]))
-          ParamGradient(op_id, op, i, i == 1 ? weight_scratch : 0);
-      }
-      BackwardWorkspace(cost);
-    }
+    if (has_grad) ReturnGradients(op_id, op);
     op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
     for (TensorId out : op.outputs) {
       if (grad_of_[out.value] == kNoBuffer) continue;
@@ -477,6 +488,10 @@ class StepSimulator {
       }
       grad_of_[out.value] = kNoBuffer;
     }
+    // The engine frees the node's saved tensors and its inputs, then sums what it returned
+    // into the next nodes' input buffers (engine.cpp, evaluate_function).
+    for (const auto& [t, buffer] : returned_grads_) SumActivationGradient(t, buffer);
+    returned_grads_.clear();
     // The nodes downstream of this one run after it has returned: autocast's
     // ToCopyBackward0 of a cast weight, then AccumulateGrad (and the engine's sum of a
     // tied weight's gradients in its input buffer).
@@ -491,20 +506,61 @@ class StepSimulator {
     param_grads_out_.clear();
   }
 
-  // The workspace at the backward's height: both parts live at once.
-  void BackwardWorkspace(const SimulationTables::Impl::OpBackward& cost) {
-    const int64_t scaled =
-        cost.workspace_bytes > 0
-            ? Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample)
-            : kNoBuffer;
-    const int64_t fixed = cost.workspace_fixed_bytes > 0
-                              ? Acquire(cost.workspace_fixed_bytes, Category::kTemporaries)
-                              : kNoBuffer;
-    if (scaled != kNoBuffer) Release(scaled);
-    if (fixed != kNoBuffer) Release(fixed);
+  // The node's own backward: the gradients it returns, with its scratch and workspace.
+  void ReturnGradients(OpId op_id, const OpNode& op) {
+    SetPhase(Phase::Kind::kBackward, step_, mb_, op_id);
+    const SimulationTables::Impl::OpBackward& cost = backward_costs_[op_id.value];
+    const GradFlow* input_grads = &tables_.input_grads[cost.grads_begin];
+    // An imported op's workspace is its recorded node's peak less the gradients it
+    // returns (graph_lift.py): it lives beside them, and the engine sums them into the
+    // input buffers after the node (RunOpBackward). The built ops' workspaces come after
+    // their gradients, each summed as it is made.
+    const bool recorded = op.kind == OpKind::kTraced;
+    const Workspace recorded_workspace = recorded ? AcquireWorkspace(cost) : Workspace{};
+    // Activations' gradients first, then the parameters' (the order of autograd's
+    // formulas for the matrix products, the only ops whose order shows).
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (input_grads[i] == GradFlow::kNone || IsParam(op.inputs[i])) continue;
+      const int64_t grad = NewActivationGradient(op_id, op, i, input_grads[i]);
+      if (recorded) {
+        returned_grads_.emplace_back(op.inputs[i], grad);
+      } else {
+        SumActivationGradient(op.inputs[i], grad);
+      }
+    }
+    if (cost.input_grad_scratch_bytes > 0)
+      Release(Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
+    if (const int64_t s = cost.input_grad_brgemm.ScratchBytes(batch_scale_); s > 0)
+      Release(Acquire(s, Category::kTemporaries));
+    const int64_t weight_scratch =
+        cost.weight_grad_scratch_bytes + cost.weight_grad_brgemm.ScratchBytes(batch_scale_);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (input_grads[i] != GradFlow::kNone && IsParam(op.inputs[i]))
+        ParamGradient(op_id, op, i, i == 1 ? weight_scratch : 0);
+    }
+    ReleaseWorkspace(recorded ? recorded_workspace : AcquireWorkspace(cost));
   }
 
-  void ActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {
+  // The workspace at the backward's height: both parts live at once.
+  struct Workspace {
+    int64_t scaled = kNoBuffer;
+    int64_t fixed = kNoBuffer;
+  };
+  Workspace AcquireWorkspace(const SimulationTables::Impl::OpBackward& cost) {
+    Workspace w;
+    if (cost.workspace_bytes > 0)
+      w.scaled = Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample);
+    if (cost.workspace_fixed_bytes > 0)
+      w.fixed = Acquire(cost.workspace_fixed_bytes, Category::kTemporaries);
+    return w;
+  }
+  void ReleaseWorkspace(const Workspace& w) {
+    if (w.scaled != kNoBuffer) Release(w.scaled);
+    if (w.fixed != kNoBuffer) Release(w.fixed);
+  }
+
+  // The gradient an op's backward returns for input i (before the engine sums it).
+  int64_t NewActivationGradient(OpId op_id, const OpNode& op, size_t i, GradFlow flow) {
     const TensorId t = op.inputs[i];
     int64_t buffer;
     if (flow == GradFlow::kPassThrough) {
@@ -518,6 +574,12 @@ class StepSimulator {
     } else {
       buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
     }
+    return buffer;
+  }
+
+  // The engine's input buffer for t: the first gradient kept, a later one added in place
+  // when the first is held by nothing else, else summed into a new tensor.
+  void SumActivationGradient(TensorId t, int64_t buffer) {
     int64_t& slot = grad_of_[t.value];
     if (slot == kNoBuffer) {
       slot = buffer;
@@ -655,6 +717,7 @@ class StepSimulator {
   const TrainingConfig& config_;
   const int64_t batch_scale_;                // the micro-batch
   const std::vector<uint8_t> checkpointed_;  // per block
+  const KeptByArguments kept_;               // what the checkpointed arguments keep
   SimulationOptions options_;
   const std::vector<int>& block_of_op_;
   // Per-op scratch of RunOpBackward: the parameter gradients a node produced, handed on
@@ -665,6 +728,9 @@ class StepSimulator {
     bool cast;
   };
   std::vector<ParamGradOut> param_grads_out_;
+  // Per-op scratch of RunOpBackward: an imported op's activation gradients, summed into
+  // the engine's input buffers once the node has returned.
+  std::vector<std::pair<TensorId, int64_t>> returned_grads_;
   const std::vector<int64_t>& bytes_;
   const std::vector<uint8_t>& per_sample_;
   const std::vector<int>& forward_uses_;
@@ -688,6 +754,10 @@ class StepSimulator {
   std::vector<uint8_t> pending_owned_;       // ... and the engine may add into it in place
   int64_t leaf_grad_ = kNoBuffer;            // the hooked embedding output's .grad
   std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
+  // Per block: what its first forward wrote into the arguments; what recomputations wrote
+  // there, with the saved tensors their graph keeps (internal/kept_by_arguments.h).
+  std::vector<std::vector<int64_t>> kept_originals_;
+  std::vector<int64_t> kept_recomputed_;
   std::vector<int> grad_arrivals_;
   HoldLists op_holds_;                     // per op: what its forward saved for its backward
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds

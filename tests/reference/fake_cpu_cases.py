@@ -10,7 +10,8 @@ copy in place. The real-CPU suite checks that case (gpt2 amp-bf16 ... k2)."""
 import dataclasses
 
 from cases import (DEEPSEEK_MLA, DELTANET_AND_ATTENTION, LLAMA_ALL, LLAMA_QKVO,
-                   MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_GEMMA4_KV_SHARED,
+                   MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_GEMMA4,
+                   TINY_GEMMA4_KV_SHARED,
                    TINY_GPT2, TINY_LLAMA, TINY_QWEN3_NEXT, Case)
 
 
@@ -117,8 +118,16 @@ IMPORTED_CASES = [
     # sixth, tied). Traced at its full depth: the per-layer embeddings grow with it.
     FakeCase("gemma-4-e2b-text bf16 lora qkvo s1024", "gemma-4-e2b-text.json",
              precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, slow=True),
-    # Not checkpointed: its layers write K/V into a dict argument, which the import refuses
-    # under checkpointing (docs/graph-file.md).
+    FakeCase("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
+             precision="amp-bf16", checkpoint="all", seq_len=768, slow=True),
+    # Checkpointed, with the peak in the backward: what the K/V stores keep there
+    # (kept_by_arguments, docs/graph-file.md). A toy of 6 layers.
+    FakeCase("tiny-gemma4 bf16 lora qkvo ckpt-all s100", "gemma-4-e2b-text.json",
+             TINY_GEMMA4, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,
+             checkpoint="all", seq_len=100),
+    FakeCase("tiny-gemma4 amp-bf16 adamw ckpt-all mb2 s64", "gemma-4-e2b-text.json",
+             TINY_GEMMA4, precision="amp-bf16", checkpoint="all", micro_batch=2, seq_len=64,
+             slow=True),
     # Gemma 4 with KV-shared layers (the config's num_kv_shared_layers): a shared layer
     # reads the K/V the last layer of its type before the shared ones stored. A toy model
     # and the E2B defaults with their last 10 layers shared (--with-slow: the toy's import

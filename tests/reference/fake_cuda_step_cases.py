@@ -180,6 +180,8 @@ IMPORTED_CASES = [
          precision="amp-bf16", checkpoint="all", seq_len=600),
     real("gemma-4-e2b-text bf16 lora qkvo s1024", "gemma-4-e2b-text.json", precision="bf16",
          mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
+    real("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
+         precision="amp-bf16", checkpoint="all", seq_len=768),
     real("tiny-gemma4-kv-shared bf16 lora qkvo s100", "gemma-4-e2b-text.json",
          overrides=TINY_GEMMA4_KV_SHARED, precision="bf16", mode="lora",
          lora_targets=LLAMA_QKVO, seq_len=100),

@@ -71,9 +71,9 @@ def main():
 
 
 def check_layer_writes(expect):
-    """trace_step's layer hooks name the mapping or list argument a layer writes into
-    (Gemma 4 stores K/V in its KVSharingDict), and nothing for a layer that only reads
-    one: graph_lift refuses checkpointing of the first."""
+    """trace_step's layer hooks name the mapping or list argument a layer writes into and
+    the tensors it wrote (Gemma 4 stores K/V in its KVSharingDict), and nothing for a
+    layer that only reads one: graph_lift writes the first's as `kept_by_arguments`."""
     import types
 
     import torch
@@ -100,7 +100,9 @@ def check_layer_writes(expect):
     layers[1](hidden, shared=shared, store=False)
     for h in hooks:
         h.remove()
-    expect(recorder.layer_writes, ["shared (a KVSharingDict)", None], "the layer that writes")
+    stored = [id(t) for t in shared["full_attention"]]
+    expect(recorder.layer_writes, [("shared (a KVSharingDict)", stored), None],
+           "the layer that writes, and the tensors it wrote")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,11 @@ class HoldLists {
     }
     last_[owner] = node;
   }
+  // Calls visit(buffer) for each buffer `owner` holds.
+  template <typename Visit>
+  void ForEach(int owner, Visit visit) const {
+    for (int n = first_[owner]; n >= 0; n = nodes_[n].next) visit(nodes_[n].buffer);
+  }
   // Calls release(buffer) for each buffer `owner` holds, then empties its list.
   template <typename Release>
   void ReleaseAll(int owner, Release release) {
