@@ -8,7 +8,8 @@ import dataclasses
 import fake_cuda_cases as fwd
 from cases import DEEPSEEK_MLA, DELTANET_AND_ATTENTION, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO
 from cases import MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_QWEN3_NEXT
-from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GEMMA4_KV_SHARED, TINY_GPT2
+from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GEMMA4, TINY_GEMMA4_KV_SHARED
+from cases import TINY_GPT2
 from cases import TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3
 
 
@@ -182,6 +183,12 @@ IMPORTED_CASES = [
          mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
     real("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
          precision="amp-bf16", checkpoint="all", seq_len=768),
+    real("tiny-gemma4 bf16 lora qkvo ckpt-all s100", "gemma-4-e2b-text.json",
+         overrides=TINY_GEMMA4, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,
+         checkpoint="all", seq_len=100),
+    real("tiny-gemma4 amp-bf16 adamw ckpt-all mb2 s64", "gemma-4-e2b-text.json",
+         overrides=TINY_GEMMA4, precision="amp-bf16", checkpoint="all", micro_batch=2,
+         seq_len=64),
     real("tiny-gemma4-kv-shared bf16 lora qkvo s100", "gemma-4-e2b-text.json",
          overrides=TINY_GEMMA4_KV_SHARED, precision="bf16", mode="lora",
          lora_targets=LLAMA_QKVO, seq_len=100),
