@@ -390,6 +390,16 @@ class StepSimulator {
     }
   }
 
+  // What the block's ops upstream of its recomputed writes saved stays with their graph.
+  void KeepRecomputedGraph(int block) {
+    for (int op : kept_.Upstream(block)) {
+      op_holds_.ForEach(op, [this](int64_t b) {
+        Retain(b);
+        kept_recomputed_.push_back(b);
+      });
+    }
+  }
+
   void ReleaseKept(std::vector<int64_t>& buffers) {
     for (int64_t b : buffers) Release(b);
     buffers.clear();
@@ -463,12 +473,7 @@ class StepSimulator {
       if (kept_.any() && o == kept_.LastWriteOp(block)) ReleaseKept(kept_originals_[block]);
       engines_->AfterRecomputedOp(o);
     }
-    for (int op : kept_.Upstream(block)) {
-      op_holds_.ForEach(op, [this](int64_t b) {
-        Retain(b);
-        kept_recomputed_.push_back(b);
-      });
-    }
+    if (kept_.any()) KeepRecomputedGraph(block);
     ExitAutocast(block);
     if (forked_rng != kNoBuffer) Release(forked_rng);
   }

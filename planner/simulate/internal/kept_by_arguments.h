@@ -35,14 +35,16 @@ class KeptByArguments {
       if (checkpointed[b] && !reentrant && last_checkpointed_ < 0)
         last_checkpointed_ = static_cast<int>(b);  // the first in the forward: last to go
     }
-    made_by_op_.resize(graph.num_ops());
-    upstream_.resize(blocks.size());
-    last_write_op_.assign(blocks.size(), -1);
     if (last_checkpointed_ < 0) return;
     for (size_t b = 0; b < blocks.size(); ++b) {
       const BlockSegment& block = blocks[b];
       if (block.kept_by_arguments.empty()) continue;
-      any_ = true;
+      if (!any_) {  // the tables, only for a graph that needs them (the solver's hot path)
+        any_ = true;
+        made_by_op_.resize(graph.num_ops());
+        upstream_.resize(blocks.size());
+        last_write_op_.assign(blocks.size(), -1);
+      }
       std::vector<uint8_t> upstream(graph.num_ops(), 0);
       std::vector<int> pending;
       for (TensorId t : block.kept_by_arguments) {
@@ -65,7 +67,8 @@ class KeptByArguments {
     }
   }
 
-  // Whether any block writes into its arguments while some block is checkpointed.
+  // Whether any block writes into its arguments while some block is checkpointed; the
+  // accessors below hold only then.
   bool any() const { return any_; }
   // The tensors op `op` writes into the arguments.
   const std::vector<TensorId>& MadeBy(int op) const { return made_by_op_[op]; }
