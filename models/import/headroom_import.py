@@ -83,10 +83,20 @@ def causal_lm_config(config):
     text_config: the vision tower is not built) gives its text config."""
     import transformers
 
-    model_class = transformers.AutoModelForCausalLM._model_mapping.get(type(config), None)
+    mapping = transformers.AutoModelForCausalLM._model_mapping
+    model_class = mapping.get(type(config), None)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     if model_class is not None and text is not config and model_class.config_class is type(text):
         return text
+    if model_class is None and text is not config:
+        # A vision-language model that only AutoModelForImageTextToText builds (Qwen3-VL):
+        # its vision tower and images are not planned.
+        hint = (f"; its language model alone, without the vision tower's weights, plans "
+                f"from its text_config as a config.json (model_type '{text.model_type}')"
+                if mapping.get(type(text), None) is not None else "")
+        raise SystemExit(f"model_type '{config.model_type}' is a vision-language model that "
+                         f"transformers' AutoModelForCausalLM does not build; headroom does "
+                         f"not plan vision towers or images yet{hint}")
     return config
 
 

@@ -67,7 +67,28 @@ def main():
     expect(layer_kinds(small)[0], [kinds[k] for k in layers], "Gemma 4's kinds kept")
 
     check_layer_writes(expect)
+    check_vision_language_configs(expect)
     return checks.report()
+
+
+def check_vision_language_configs(expect):
+    """headroom_import's causal_lm_config: Qwen3.5's multimodal config plans its text model
+    (AutoModelForCausalLM builds Qwen3_5ForCausalLM on the text_config); Qwen3-VL, which
+    only AutoModelForImageTextToText builds, is refused in one line; Mistral 3's names the
+    text_config's type, which AutoModelForCausalLM builds."""
+    from headroom_import import causal_lm_config
+
+    expect(causal_lm_config(config("qwen3_5")).model_type, "qwen3_5_text",
+           "Qwen3.5 plans its text model")
+    for model_type, hint in (("qwen3_vl", None), ("mistral3", "'mistral'")):
+        try:
+            causal_lm_config(config(model_type))
+            refused = ""
+        except SystemExit as e:
+            refused = str(e)
+        expect("vision-language model" in refused, True, f"{model_type} refused: {refused}")
+        expect(hint in refused if hint else "text_config" not in refused, True,
+               f"{model_type}'s hint: {refused}")
 
 
 def check_layer_writes(expect):
