@@ -91,10 +91,9 @@ TINY_QWEN3_NEXT = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_h
                    "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                    "shared_expert_intermediate_size": 32, "vocab_size": 512,
                    "layer_types": ["linear_attention"] * 3 + ["full_attention"]}
-# Gemma 4 text at toy size with KV-shared layers: its last 4 of 12 layers read the K/V
-# that the last sliding and the last full layer before them stored (kv_sharing_modes).
-# Gemma 4 without KV sharing: the last layer of each type still stores its K/V in
-# shared_kv_states, which checkpointing keeps (docs/graph-file.md, kept_by_arguments).
+# Gemma 4 text at toy size without KV sharing: the last layer of each type still stores
+# its K/V in shared_kv_states, which checkpointing keeps (docs/graph-file.md,
+# kept_by_arguments).
 TINY_GEMMA4 = {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
@@ -102,6 +101,8 @@ TINY_GEMMA4 = {
     "sliding_window": 16, "num_kv_shared_layers": 0,
     "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
     "per_layer_config": {"05": {"head_dim": 32}}}
+# Gemma 4 text at toy size with KV-shared layers: its last 4 of 12 layers read the K/V
+# that the last sliding and the last full layer before them stored (kv_sharing_modes).
 TINY_GEMMA4_KV_SHARED = {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 12,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
