@@ -327,6 +327,9 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
                  "Mixture of experts: the routing assumed, balanced | worst-case | capacity:F "
                  "(default: balanced; memory is the same for every routing under transformers' "
                  "grouped_mm experts)");
+  AddIntegerOption(cmd, "--images", f.images, 0, limits::kMaxImagesPerSample,
+                   "Images per sample, their tokens counted in --seq-len (an imported "
+                   "multimodal Gemma 3 config; default 0: text only)");
   AddStackFlags(cmd, f);
   AddParallelFlags(cmd, f);
 }
@@ -428,6 +431,13 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   } else if (f.moe_routing) {
     return MakeError(fmt::format("--moe-routing: {} is not a mixture of experts", r.model.name));
   }
+  if (f.images > 0 && r.model.family != ModelFamily::kImported) {
+    return MakeError(fmt::format(
+        "--images: {} is planned by a built graph, which has no vision tower; images are "
+        "planned for a multimodal Gemma 3 config.json (model_type 'gemma3'), imported",
+        r.model.name));
+  }
+  c.images_per_sample = f.images;
   return r;
 }
 

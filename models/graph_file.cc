@@ -422,6 +422,7 @@ TraceRegime RegimeOf(const json& r, const std::string& where) {
   if (r.contains("base_dtype") && r["base_dtype"].is_string()) out.base_dtype = r["base_dtype"];
   out.min_seq_len = r.value("min_seq_len", int64_t{0});
   out.seq_multiple = r.value("seq_multiple", int64_t{0});
+  out.images = r.value("images", int64_t{0});
   out.sm = r.value("sm", int64_t{0});
   return out;
 }

@@ -39,6 +39,8 @@ struct TraceRegime {
   // Traced at multiples of this chunk (0: at lengths that are not): Mamba-2's reference
   // code slices its padded output only when the sequence is no whole number of chunks.
   int64_t seq_multiple = 0;
+  // Images per sample, their tokens counted in the sequence (image_inputs.py).
+  int64_t images = 0;
   bool operator==(const TraceRegime&) const = default;
 };
 

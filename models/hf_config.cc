@@ -339,12 +339,6 @@ Result<ModelSpec> ParseHfConfigJson(std::string_view json_text, std::string_view
     imported = ImportLlamaLike(reader, type, spec);
   } else if (type == "gemma2" || type == "gemma3_text") {
     imported = ImportGemma(reader, type, spec);
-  } else if (type == "gemma3") {
-    return MakeError(fmt::format(
-        "{}: model_type 'gemma3' is the multimodal Gemma 3 (a SigLIP vision tower beside the "
-        "text model); pass its text_config as a config.json with model_type 'gemma3_text', "
-        "or a built-in gemma-3 entry",
-        origin));
   } else if (type == "gpt2") {
     imported = ImportGpt2(reader, spec);
   } else if (type == "bert") {

@@ -91,6 +91,7 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
     args.insert(args.end(), {"--min-seq-len", std::to_string(regime.min_seq_len)});
   if (regime.seq_multiple > 0)
     args.insert(args.end(), {"--seq-multiple", std::to_string(regime.seq_multiple)});
+  if (regime.images > 0) args.insert(args.end(), {"--images", std::to_string(regime.images)});
   return args;
 }
 

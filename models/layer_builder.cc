@@ -32,7 +32,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .single_sample = config.micro_batch == 1,
           .cpu_bf16_matmul = RunsHalfMatmulsOnCpu(config)
                                  ? std::optional<CpuBf16>(config.kernels.cpu_bf16)
-                                 : std::nullopt};
+                                 : std::nullopt,
+          .images_per_sample = config.images_per_sample};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }

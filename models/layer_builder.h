@@ -56,6 +56,8 @@ struct GraphOptions {
   // The built graphs read it from the simulator's target; an imported graph is refused
   // under the oneDNN kernels, whose scratch is modelled per built op kind.
   std::optional<CpuBf16> cpu_bf16_matmul;
+  // Images per sample (TrainingConfig::images_per_sample): an imported graph's regime.
+  int64_t images_per_sample = 0;
   bool operator==(const GraphOptions&) const = default;
 };
 

@@ -120,10 +120,11 @@ Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
 }
 
 bool HasGraphBuilder(std::string_view model_type) {
-  // gemma3 (multimodal) is answered by hf_config.cc, which points to its text model.
-  static constexpr std::array<std::string_view, 12> kBuilt = {
+  // gemma3 (multimodal: Gemma3ForConditionalGeneration, a SigLIP vision tower beside the
+  // text model) is imported; its text model, gemma3_text, is built.
+  static constexpr std::array<std::string_view, 11> kBuilt = {
       "llama",       "mistral",   "qwen2",   "qwen3", "phi3", "gemma2",
-      "gemma3_text", "qwen3_moe", "mixtral", "gpt2",  "bert", "gemma3"};
+      "gemma3_text", "qwen3_moe", "mixtral", "gpt2",  "bert"};
   return std::find(kBuilt.begin(), kBuilt.end(), model_type) != kBuilt.end();
 }
 

@@ -129,6 +129,9 @@ def parse_args(argv):
     p.add_argument("--seq-multiple", type=int, default=0,
                    help="trace sequences that are whole multiples of this (the model's "
                         "Mamba-2 chunk): its code slices the padded chunks only otherwise")
+    p.add_argument("--images", type=int, default=0,
+                   help="images per sample, their tokens counted in the sequence (the "
+                        "multimodal Gemma 3; image_inputs.py)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -142,6 +145,8 @@ def regime_of(args):
               # drops it (modeling_layers.py, forward_with_checkpointing: use_cache=False).
               "kv_cache": not args.checkpointing, "min_seq_len": args.min_seq_len,
               "seq_multiple": args.seq_multiple}
+    if args.images:
+        regime["images"] = args.images
     if args.lora_rank > 0:
         regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
                       lora_targets=[t for t in args.lora_targets.split(",") if t],
@@ -182,10 +187,19 @@ def import_graph(args, log):
     from graph_lift import Lifter
     from loop_roll import loop_chunk, matching_runs, roll, sequence_loops
     from size_fit import ROUND_UP_MULTIPLES
+    from image_inputs import check_images, image_tokens
     from trace_step import record_step
-    from traced_layers import check_parameter_count, traced_model_config
+    from traced_layers import check_parameter_count, text_config_of, traced_model_config
 
     model_type, config = load_config(args.config, args.trust_remote_code)
+    check_images(config, args.images)
+    if args.images and args.checkpointing:
+        # gradient_checkpointing_enable checkpoints every GradientCheckpointingLayer, the
+        # vision tower's encoder layers (SiglipEncoderLayer) too: the graph marks the
+        # decoder layers alone.
+        raise SystemExit("checkpointing with images: the vision tower's layers are "
+                         "checkpointed too, which is not modelled; plan without it")
+    text = text_config_of(config)
     if args.device == "cuda":
         from trace_step import install_cuda
         install_cuda(args.sm)
@@ -224,14 +238,15 @@ def import_graph(args, log):
 
     # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a
     # sliding window or an attention chunk, so the traces sit in the plan's band.
-    low = args.min_seq_len
-    chunk = sequence_chunk(config) or args.seq_multiple
+    # A sample holds its images' tokens and text: traced from one text token past them.
+    low = max(args.min_seq_len, image_tokens(config, args.images))
+    chunk = sequence_chunk(text) or args.seq_multiple
     if args.seq_multiple != chunk and args.seq_multiple:
         raise SystemExit(f"--seq-multiple {args.seq_multiple}: the model's sequence chunk is "
                          f"{chunk or 'none'}")
     # A chunk only the caller knows was learned from an earlier import: a loop's.
-    looped = bool(chunk) and not sequence_chunk(config)
-    valid = valid_seq_len(config, low, chunk, looped)
+    looped = bool(chunk) and not sequence_chunk(text)
+    valid = valid_seq_len(text, low, chunk, looped)
     try:
         sections, layer_prefix = lifted(
             sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
@@ -245,7 +260,8 @@ def import_graph(args, log):
         sections, layer_prefix = lifted(
             sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
     if looped:
-        valid = valid_seq_len(config, low, chunk, looped)
+        valid = valid_seq_len(text, low, chunk, looped)
+    valid[0] = max(valid[0], image_tokens(config, args.images) + 1)
     single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple, looped),
                        looped)
     layer_types = first_layer_apart(kinds, [sections, single])
@@ -266,10 +282,10 @@ def import_graph(args, log):
         "source": {"transformers": transformers.__version__, "torch": torch.__version__,
                    "peft": peft_version, "config_sha256": config_sha},
         "regime": regime,
-        "config": {"vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-                   "num_layers": config.num_hidden_layers,
-                   "num_heads": getattr(config, "num_attention_heads", 0) or 0,
-                   "max_positions": getattr(config, "max_position_embeddings", 0) or 0},
+        "config": {"vocab_size": text.vocab_size, "hidden_size": text.hidden_size,
+                   "num_layers": text.num_hidden_layers,
+                   "num_heads": getattr(text, "num_attention_heads", 0) or 0,
+                   "max_positions": getattr(text, "max_position_embeddings", 0) or 0},
         "valid_seq_len": valid,
         "sequence_chunk": chunk,
         "layer_prefix": layer_prefix,

@@ -6,11 +6,14 @@ gives every tensor its real shape and dtype and no memory.
 
 import collections.abc
 import contextlib
+import os
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from image_inputs import image_batch
 from step_recorder import StepRecorder
+from traced_layers import text_config_of
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -35,6 +38,23 @@ def fake_tensor_artefacts_patched():
         return mask
 
     original_module_to = torch.nn.Module.to
+    from transformers import initialization
+
+    original_trunc_normal = initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"]
+
+    def trunc_normal(tensor, *args, **kwargs):
+        # torch.nn.init.trunc_normal_ reads a value back (SigLIP's lecun_normal_ weights):
+        # a fake tensor has none, and a weight's initial values change no size.
+        if isinstance(tensor, FakeTensor):
+            return tensor
+        return original_trunc_normal(tensor, *args, **kwargs)
+
+    # transformers' torch_compilable_check (utils/import_utils.py) compares a count read
+    # from the data (Gemma 3's image tokens against its image features): a fake tensor
+    # holds none. Its documented switch turns the checks off; they allocate scalars only.
+    original_check = os.environ.get("TRANSFORMERS_DISABLE_TORCH_CHECK")
+    os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = "1"
+    initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"] = trunc_normal
 
     def module_to(self, *args, **kwargs):
         # PEFT moves each adapter with .to(device, dtype). On FakeTensors Module._apply
@@ -64,6 +84,11 @@ def fake_tensor_artefacts_patched():
     finally:
         masking_utils.find_packed_sequence_indices = original_find_packed
         torch.nn.Module.to = original_module_to
+        initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"] = original_trunc_normal
+        if original_check is None:
+            del os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"]
+        else:
+            os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = original_check
 
 
 def build_model(hf_config, regime):
@@ -129,10 +154,14 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointin
             recorder.name_tensor(p, "parameter", name)
         for name, b in model.named_buffers():
             recorder.name_tensor(b, "buffer", name)
-        ids = torch.randint(0, hf_config.vocab_size, (micro_batch, seq_len))
+        text = text_config_of(hf_config)
+        ids, image_inputs = image_batch(hf_config, micro_batch, seq_len,
+                                        regime.get("images", 0), text.vocab_size)
         recorder.name_tensor(ids, "input", "input_ids")
+        for name, t in image_inputs.items():
+            recorder.name_tensor(t, "input", name)
         autocast = regime["precision"] == "amp-bf16"
-        layers_name, layers = decoder_layers(model, hf_config.num_hidden_layers)
+        layers_name, layers = decoder_layers(model, text.num_hidden_layers)
         recorder.layer_prefix = layers_name + "."
         recorder.layer_io = [[None, None] for _ in layers]
         recorder.layer_writes = [None for _ in layers]
@@ -148,7 +177,8 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointin
             recorder.phase = "forward"
             with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast), \
                     torch.set_grad_enabled(grad):
-                output = model(input_ids=ids, labels=ids, use_cache=regime["kv_cache"])
+                output = model(input_ids=ids, labels=ids, use_cache=regime["kv_cache"],
+                               **image_inputs)
             loss = output.loss
             recorder.loss_index = recorder.by_object[loss].index
             del output

@@ -142,20 +142,40 @@ def truncated(config, layers, per_layer_keys):
     return small
 
 
+def text_config_of(config):
+    """The config of the decoder layers: a vision-language model's text_config (Gemma 3's
+    Gemma3ForConditionalGeneration holds a vision tower beside its language model), else
+    the config itself."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return text if text is not config and hasattr(config, "text_config") else config
+
+
+def with_text_config(config, text):
+    """`config` with its decoder layers' config replaced by `text`."""
+    import copy
+
+    if text_config_of(config) is config:
+        return text
+    whole = copy.deepcopy(config)
+    whole.text_config = text
+    return whole
+
+
 def traced_model_config(config, regime):
     """The layers traced, the config of the model made of them and the whole model's
     parameter count: the fewest layers whose truncated config gives each one the kind it
     has in the whole model (a rule read from layer numbers, such as decoder_sparse_step,
     holds only on a prefix) and the parameters outside the layers their shapes in the
     whole model; else every layer (Gemma 4: the per-layer input embeddings are
-    num_hidden_layers x 256 wide)."""
-    kinds, per_layer_keys = layer_kinds(config)
+    num_hidden_layers x 256 wide). A vision tower is traced whole, outside the layers."""
+    text = text_config_of(config)
+    kinds, per_layer_keys = layer_kinds(text)
     outside, whole = parameters_on_meta(config, regime)
     for layers in layer_selections(kinds):
-        small = truncated(config, layers, per_layer_keys)
+        small = truncated(text, layers, per_layer_keys)
         if (layer_kinds(small)[0] == [kinds[k] for k in layers]
-                and parameters_on_meta(small, regime)[0] == outside):
-            return kinds, layers, small, whole
+                and parameters_on_meta(with_text_config(config, small), regime)[0] == outside):
+            return kinds, layers, with_text_config(config, small), whole
     return kinds, list(range(len(kinds))), config, whole
 
 
@@ -168,7 +188,7 @@ def parameters_on_meta(config, regime):
 
     with torch.device("meta"):
         model = build_model(config, regime)
-    prefix = decoder_layers(model, config.num_hidden_layers)[0] + "."
+    prefix = decoder_layers(model, text_config_of(config).num_hidden_layers)[0] + "."
     outside = {name: tuple(p.shape) for name, p in model.named_parameters()
                if not name.startswith(prefix)}
     return outside, sum(p.numel() for p in model.parameters())

@@ -19,6 +19,7 @@ inline constexpr int64_t kMaxVocab = int64_t{1} << 24;      // also labels, toke
 inline constexpr int64_t kMaxPositions = int64_t{1} << 24;  // also the sequence length
 inline constexpr int64_t kMaxBatch = int64_t{1} << 20;      // micro, global, accumulation
 inline constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
+inline constexpr int64_t kMaxImagesPerSample = 1024;
 inline constexpr int64_t kMaxGpus = 65536;  // data-parallel ranks
 inline constexpr int64_t kMaxSteps = 1'000'000'000;
 // The most bytes one training step may need: 2^62 leaves headroom for the sums of them.

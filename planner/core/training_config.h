@@ -133,6 +133,9 @@ struct TrainingConfig {
   std::optional<DType> base_dtype;  // LoRA: storage of the frozen base; unset: the stack's recipe
   KernelTarget kernels;             // set from the device the plan targets
   std::optional<MoeRouting> moe_routing;  // set for mixture-of-experts models only
+  // Images in each sample, their tokens counted in seq_len (an imported vision-language
+  // model: models/import/image_inputs.py); 0: text only.
+  int64_t images_per_sample = 0;
   Parallelism parallel;                   // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };

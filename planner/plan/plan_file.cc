@@ -136,6 +136,8 @@ std::string WritePlanYaml(const PlanFile& p) {
     out << YAML::Key << "base_dtype" << YAML::Value << std::string(DTypeName(*c.base_dtype));
   if (c.moe_routing)
     out << YAML::Key << "moe_routing" << YAML::Value << std::string(MoeRoutingName(*c.moe_routing));
+  if (c.images_per_sample > 0)
+    out << YAML::Key << "images_per_sample" << YAML::Value << c.images_per_sample;
   if (c.parallel.distributed()) WriteParallelism(out, c.parallel);
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
@@ -200,6 +202,7 @@ class PlanReader {
       if (!c.base_dtype) throw BadValue{"base_dtype must be fp32, bf16 or fp16"};
     }
     if (t["moe_routing"]) c.moe_routing = Take(ParseMoeRouting(t["moe_routing"].as<std::string>()));
+    if (t["images_per_sample"]) c.images_per_sample = t["images_per_sample"].as<int64_t>();
     if (t["sharding"]) {  // one rank when absent
       c.parallel.sharding = Take(ParseSharding(t["sharding"].as<std::string>()));
       c.parallel.gpus = Need(t, "gpus").as<int64_t>();
@@ -262,6 +265,8 @@ std::optional<Error> CheckPlanValues(const PlanFile& p) {
     if (auto error = CheckRange(value, 1, hi, field)) return error;
   }
   if (auto error = CheckRange(c.fine_tune.lora_rank, 0, kMaxLoraRank, "lora_rank")) return error;
+  if (auto error = CheckRange(c.images_per_sample, 0, kMaxImagesPerSample, "images_per_sample"))
+    return error;
   for (auto [value, field] : {std::pair{c.fine_tune.lora_alpha, "lora_alpha"},
                               {c.fine_tune.lora_dropout, "lora_dropout"},
                               {p.margin, "margin"},

@@ -128,6 +128,10 @@ std::string RequestLines(const ReportInputs& in) {
         "experts keep one row per token-expert pair, neither dropped nor padded)\n",
         MoeRoutingName(*c.moe_routing));
   }
+  if (c.images_per_sample > 0) {
+    out += fmt::format("  {} image{} per sample, their tokens counted in the {}-token sequence\n",
+                       c.images_per_sample, c.images_per_sample > 1 ? "s" : "", c.seq_len);
+  }
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
   if (c.fine_tune.mode != FineTuneMode::kFull)
@@ -287,6 +291,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
     j["config"]["cpu_threads"] = c.kernels.cpu_threads;
   }
   if (c.moe_routing) j["config"]["moe_routing"] = MoeRoutingName(*c.moe_routing);
+  if (c.images_per_sample > 0) j["config"]["images_per_sample"] = c.images_per_sample;
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;

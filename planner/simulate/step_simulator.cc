@@ -211,8 +211,14 @@ class StepSimulator {
     step_ = step;
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
+    // A Python loop's batch (its token ids, labels, pixel values) stays referenced until
+    // the micro-batch's backward returns: `loss = model(**batch).loss; loss.backward()`
+    // (HF Trainer's training_step holds `inputs` alike). headroom's runtime frees each at
+    // its last use.
+    const int batch_held = RunsPythonStack(config_.stack) ? 1 : 0;
     for (TensorId t : tables_.data_inputs) {
-      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
+      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
+           forward_uses_[t.value] + batch_held);
     }
     engines_->StartForward();
     for (int o = 0; o < graph_.num_ops(); ++o) {
@@ -445,6 +451,9 @@ class StepSimulator {
     engines_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
+    if (RunsPythonStack(config_.stack)) {
+      for (TensorId t : tables_.data_inputs) UseDone(t);
+    }
     Release(seed);
     UseDone(loss);
     if (tables_.grad_leaf.valid()) {

@@ -53,6 +53,8 @@ class Case:
     # fp32 only, so both paths run the same kernels: measured on the pinned path alone
     # (keeps the CI run short).
     pinned_only: bool = False
+    # Images per sample (the multimodal Gemma 3), their tokens counted in seq_len.
+    images: int = 0
 
     def hf_config(self):
         return load_hf_config(self.config, self.overrides, self.task)
@@ -72,6 +74,8 @@ class Case:
                 flags += ["--qlora"]
             if self.precision == "amp-bf16":
                 flags += ["--base-dtype", self.base_dtype]
+        if self.images:
+            flags += ["--images", str(self.images)]
         return flags
 
 
@@ -94,6 +98,18 @@ TINY_QWEN3_NEXT = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_h
 # Gemma 4 text at toy size without KV sharing: the last layer of each type still stores
 # its K/V in shared_kv_states, which checkpointing keeps (docs/graph-file.md,
 # kept_by_arguments).
+# The multimodal Gemma 3 at toy size: a 2-layer SigLIP tower on 64-pixel images of 16
+# tokens each beside a 4-layer text model (gemma-3-4b-it.json's other fields).
+TINY_GEMMA3_VLM = {
+    "text_config": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+                    "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1,
+                    "head_dim": 32, "query_pre_attn_scalar": 32, "vocab_size": 1000,
+                    "sliding_window": 1024, "sliding_window_pattern": 2},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32,
+                      "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                      "image_size": 64, "patch_size": 8, "vision_use_head": False},
+    "mm_tokens_per_image": 16, "image_token_index": 999, "boi_token_index": 997,
+    "eoi_token_index": 998}
 TINY_GEMMA4 = {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,

@@ -10,7 +10,7 @@ copy in place. The real-CPU suite checks that case (gpt2 amp-bf16 ... k2)."""
 import dataclasses
 
 from cases import (DEEPSEEK_MLA, DELTANET_AND_ATTENTION, LLAMA_ALL, LLAMA_QKVO,
-                   MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_GEMMA4,
+                   MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_GEMMA3_VLM, TINY_GEMMA4,
                    TINY_GEMMA4_KV_SHARED, TINY_GPT2, TINY_LLAMA, TINY_QWEN3_NEXT, Case)
 
 
@@ -161,6 +161,17 @@ IMPORTED_CASES = [
              slow=True),
     FakeCase("qwen3-next-80b-a3b amp-bf16 adamw ckpt-all s1024", "qwen3-next-80b-a3b.json",
              precision="amp-bf16", checkpoint="all", seq_len=1024, slow=True),
+    # The multimodal Gemma 3 with images (image_inputs.py): Gemma-3-4B-it's SigLIP tower
+    # (27 layers, 896-pixel images of 256 tokens each) beside its text model, and a toy.
+    # LoRA on q,k,v,o adapts the tower's attention too (PEFT matches its q_proj, ...).
+    FakeCase("tiny-gemma3-vlm bf16 lora qkvo 2 images mb2 s300", "gemma-3-4b-it.json",
+             TINY_GEMMA3_VLM, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,
+             micro_batch=2, seq_len=300, images=2),
+    FakeCase("gemma-3-4b-it bf16 lora qkvo 1 image s1024", "gemma-3-4b-it.json",
+             precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, images=1,
+             slow=True),
+    FakeCase("gemma-3-4b-it amp-bf16 adamw 2 images s768", "gemma-3-4b-it.json",
+             precision="amp-bf16", seq_len=768, images=2, slow=True),
     # Qwen3.5 (the vision-language configs: AutoModelForCausalLM builds their text model
     # alone) at transformers' defaults, and Qwen3.5-35B-A3B (256 experts of which 8 per
     # token and a shared one): the same gated DeltaNet layers as Qwen3-Next.

@@ -127,6 +127,24 @@ class Stopwatch:
         return contextlib.nullcontext()
 
 
+def gemma3_image_batch(hf_config, ids, images, gen):
+    """What Gemma3Processor (processing_gemma3.py) makes of `images` images per sample, put
+    first in each row of `ids`: "\\n\\n" <boi> mm_tokens_per_image x <image> <eoi> "\\n\\n"
+    per image (full_image_sequence), pixel_values in fp32 at the vision tower's size, and
+    token_type_ids 1 on the image tokens."""
+    tokens = hf_config.mm_tokens_per_image
+    for k in range(images):
+        start = k * (tokens + 4) + 2
+        ids[:, start - 1] = hf_config.boi_token_index
+        ids[:, start:start + tokens] = hf_config.image_token_id
+        ids[:, start + tokens] = hf_config.eoi_token_index
+    vision = hf_config.vision_config
+    pixel_values = torch.rand(ids.shape[0] * images, vision.num_channels, vision.image_size,
+                              vision.image_size, generator=gen, device=ids.device)
+    return {"pixel_values": pixel_values,
+            "token_type_ids": (ids == hf_config.image_token_id).long()}
+
+
 def run(case, meter):
     """Builds the model and optimizer, then trains case["steps"] optimizer steps inside
     `meter` (a context with phase(name))."""
@@ -150,17 +168,22 @@ def run(case, meter):
         for _ in range(case["steps"]):
             for _ in range(accum):
                 with meter.phase("forward"):
-                    ids = torch.randint(0, vocab, (b, s), generator=gen, device=device)
+                    # Text tokens only, where a sample has images (their token ids are
+                    # inside Gemma 3's vocabulary).
+                    text_vocab = min(vocab, hf_config.image_token_id) if case.get("images") else vocab
+                    ids = torch.randint(0, text_vocab, (b, s), generator=gen, device=device)
+                    images = (gemma3_image_batch(hf_config, ids, case["images"], gen)
+                              if case.get("images") else {})
                     if case["task"] == "seq-cls":
                         labels = torch.randint(0, hf_config.num_labels, (b,), generator=gen,
                                                device=device)
                     else:
                         labels = ids
                     with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
-                        loss = model(input_ids=ids, labels=labels).loss / accum
+                        loss = model(input_ids=ids, labels=labels, **images).loss / accum
                 with meter.phase("backward"):
                     loss.backward()
-                del loss, ids, labels
+                del loss, ids, labels, images
             with meter.phase("optimizer step"):
                 optimizer.step()
             with meter.phase("zero_grad"):
