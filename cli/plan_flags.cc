@@ -475,7 +475,13 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
   }  // else SearchOptions' default
   o.margin = f.margin.value_or(kDefaultMargin);
   if (f.solve_precision) o.precisions = SupportedPrecisions(r.device);
-  if (f.checkpoint) o.fixed_checkpoint = r.config.checkpoint;
+  if (f.checkpoint) {
+    o.fixed_checkpoint = r.config.checkpoint;
+  } else if (r.config.images_per_sample > 0) {
+    // Checkpointing would checkpoint the vision tower's layers too, which no import
+    // records (image_inputs.py): the search keeps every block as it is.
+    o.fixed_checkpoint = CheckpointPolicy{};
+  }
   o.fixed_micro_batch = f.micro_batch;
   if (o.fixed_micro_batch && o.global_batch % *o.fixed_micro_batch != 0) {
     return MakeError(fmt::format(

@@ -57,7 +57,8 @@ std::string DescribeRegime(const TraceRegime& r) {
                      r.kv_cache ? "KV cache" : "no KV cache (checkpointing)");
   if (r.min_seq_len > 0) out += fmt::format(", sequences from {}", r.min_seq_len);
   if (r.seq_multiple > 0) out += fmt::format(", multiples of {} tokens", r.seq_multiple);
-  if (r.images > 0) out += fmt::format(", {} image{} per sample", r.images, r.images > 1 ? "s" : "");
+  if (r.images > 0)
+    out += fmt::format(", {} image{} per sample", r.images, r.images > 1 ? "s" : "");
   return out;
 }
 

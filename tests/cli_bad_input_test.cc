@@ -263,6 +263,9 @@ std::vector<BadInput> PlanCases() {
       {"plan --model tiny-qwen3-moe --device cpu --micro-batch 1 --moe-routing even",
        "--moe-routing even"},
       {kPlan + "--moe-routing balanced", "not a mixture of experts"},
+      {kPlan + "--images 1", "built graph, which has no vision tower"},
+      {kPlan + "--images -1", "--images"},
+      {kPlan + "--images 1025", "--images"},
       {"plan --model tiny-mixtral --device cpu --micro-batch 1 --seq-len 64 --lora-targets "
        "gate_proj",
        "mixtures of experts"},

@@ -347,6 +347,33 @@ TEST(GraphFile, RefusesTheOtherSideOfAChunkMultiple) {
       << between.error().message;
 }
 
+// A graph imported with images (the multimodal Gemma 3): its regime names the count, a
+// plan for another count or none is refused, and a sequence must hold text beside the
+// images' tokens (valid_seq_len starts past them).
+TEST(GraphFile, ImagesPerSampleAreTheGraphsRegime) {
+  json file = TinyGraphFile();
+  file["regime"]["images"] = 2;
+  file["valid_seq_len"] = {41, 64};
+  Result<ImportedGraph> imported = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(imported) << imported.error().message;
+  EXPECT_EQ(imported->regime.images, 2);
+  EXPECT_NE(DescribeRegime(imported->regime).find("2 images per sample"), std::string::npos);
+  GraphOptions options = Fp32Options(48);
+  Result<OpGraph> text_only = ExpandImportedGraph(*imported, options);
+  ASSERT_FALSE(text_only);
+  EXPECT_NE(text_only.error().message.find("2 images per sample"), std::string::npos)
+      << text_only.error().message;
+  options.images_per_sample = 2;
+  EXPECT_TRUE(ExpandImportedGraph(*imported, options));
+  options.seq_len = 40;
+  Result<OpGraph> no_text = ExpandImportedGraph(*imported, options);
+  ASSERT_FALSE(no_text);
+  EXPECT_NE(no_text.error().message.find("take 40 tokens of the sequence; plan --seq-len of at "
+                                         "least 41"),
+            std::string::npos)
+      << no_text.error().message;
+}
+
 TEST(GraphFile, ReadsRoundedDimensionsAndAttentionHeads) {
   const auto error_of = [](const json& file) {
     Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");

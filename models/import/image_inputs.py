@@ -18,6 +18,15 @@ FRAME_TOKENS = 4
 
 def check_images(config, images):
     """Raises SystemExit with one line unless `config` is planned with `images` per sample."""
+    if not images and config.model_type in IMAGE_TYPES:
+        # Without images the tower's weights load but no op reads them: they take no
+        # gradient, and AdamW keeps no state for them (torch/optim/adamw.py, _init_group
+        # skips a parameter whose grad is None), which the graph does not express.
+        text = config.get_text_config().model_type
+        raise SystemExit(f"model_type '{config.model_type}' without images: its vision "
+                         f"tower's weights would load unread, which is not modelled; plan it "
+                         f"with --images N, or its text_config as a config.json (model_type "
+                         f"'{text}') for the language model alone")
     if images and config.model_type not in IMAGE_TYPES:
         vision = hasattr(config, "vision_config")
         raise SystemExit(f"model_type '{config.model_type}': "

@@ -136,7 +136,7 @@ struct TrainingConfig {
   // Images in each sample, their tokens counted in seq_len (an imported vision-language
   // model: models/import/image_inputs.py); 0: text only.
   int64_t images_per_sample = 0;
-  Parallelism parallel;                   // one rank unless sharded
+  Parallelism parallel;  // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };
 

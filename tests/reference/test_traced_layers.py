@@ -68,7 +68,37 @@ def main():
 
     check_layer_writes(expect)
     check_vision_language_configs(expect)
+    check_images(expect)
     return checks.report()
+
+
+def check_images(expect):
+    """image_inputs: the multimodal Gemma 3 plans with images and its decoder layers come
+    from its text_config; without images, images on a text model and images on another
+    VLM are each refused in one line; the tokens counted per image are Gemma3Processor's."""
+    from image_inputs import check_images as checked, image_tokens
+    from traced_layers import text_config_of, with_text_config
+
+    gemma3 = config("gemma3", text_config={"num_hidden_layers": 34}, mm_tokens_per_image=256)
+    expect(image_tokens(gemma3, 2), 2 * (256 + 4), "two images' tokens in the sequence")
+    expect(text_config_of(gemma3).num_hidden_layers, 34, "Gemma 3's layers from text_config")
+    text = text_config_of(gemma3)
+    small = with_text_config(gemma3, truncated(text, [0, 5], layer_kinds(text)[1]))
+    expect((small.text_config.num_hidden_layers, gemma3.text_config.num_hidden_layers),
+           (2, 34), "a truncated copy leaves the config as it was")
+    expect(small.text_config.layer_types, ["sliding_attention", "full_attention"],
+           "the truncated text_config's layer types")
+    expect(text_config_of(config("llama")).model_type, "llama", "a text model is its own")
+    for cfg, images, refusal in ((gemma3, 0, "without images"),
+                                 (config("llama"), 1, "no vision tower"),
+                                 (config("qwen3_5"), 1, "multimodal Gemma 3 only")):
+        try:
+            checked(cfg, images)
+            message = ""
+        except SystemExit as e:
+            message = str(e)
+        expect(refusal in message, True, f"{cfg.model_type} with {images} images: {message}")
+    checked(gemma3, 1)  # planned: no refusal
 
 
 def check_vision_language_configs(expect):
