@@ -378,6 +378,28 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
   return p;
 }
 
+namespace {
+// What only some models take: the experts' routing, images per sample.
+std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model,
+                                      TrainingConfig& c) {
+  if (model.is_moe()) {
+    auto routing = ParseMoeRouting(f.moe_routing.value_or("balanced"));
+    if (!routing) return routing.error();
+    c.moe_routing = *routing;
+  } else if (f.moe_routing) {
+    return MakeError(fmt::format("--moe-routing: {} is not a mixture of experts", model.name));
+  }
+  if (f.images > 0 && model.family != ModelFamily::kImported) {
+    return MakeError(fmt::format(
+        "--images: {} is planned by a built graph, which has no vision tower; images are "
+        "planned for a multimodal Gemma 3 config.json (model_type 'gemma3'), imported",
+        model.name));
+  }
+  c.images_per_sample = f.images;
+  return std::nullopt;
+}
+}  // namespace
+
 Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   PlanRequest r;
   auto model = ResolveModel(f.model, {.trust_remote_code = f.trust_remote_code});
@@ -424,20 +446,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   if (!ckpt) return ckpt.error();
   c.checkpoint = *ckpt;
   c.attention = AttentionAsExecuted(r.model, f.attention, r.device);
-  if (r.model.is_moe()) {
-    auto routing = ParseMoeRouting(f.moe_routing.value_or("balanced"));
-    if (!routing) return routing.error();
-    c.moe_routing = *routing;
-  } else if (f.moe_routing) {
-    return MakeError(fmt::format("--moe-routing: {} is not a mixture of experts", r.model.name));
-  }
-  if (f.images > 0 && r.model.family != ModelFamily::kImported) {
-    return MakeError(fmt::format(
-        "--images: {} is planned by a built graph, which has no vision tower; images are "
-        "planned for a multimodal Gemma 3 config.json (model_type 'gemma3'), imported",
-        r.model.name));
-  }
-  c.images_per_sample = f.images;
+  if (auto error = ApplyModelInputs(f, r.model, c)) return *error;
   return r;
 }
 
