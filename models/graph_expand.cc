@@ -299,8 +299,7 @@ void AddLoopAssumptions(const ImportedProgram& program, int64_t seq_len, OpGraph
       if (!seen.insert(module).second) continue;
       graph.AddAssumption(fmt::format(
           "{}: the model's reference code, a Python loop over {}-token chunks ({} at this "
-          "sequence), as transformers runs it without fused kernels (flash-linear-attention's "
-          "chunk_gated_delta_rule for a gated delta rule is not modelled)",
+          "sequence), every iteration planned",
           module, loop.iterations.value, SizeIn(loop.iterations, {.seq_len = seq_len})));
     }
   }
@@ -348,6 +347,7 @@ Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOp
   Result<std::vector<TensorId>> epilogue = expander.Append(program.epilogue, "", hidden, -1);
   if (!epilogue) return epilogue.error();
   graph.SetLoss(epilogue->at(program.epilogue.loss));
+  for (const std::string& line : imported.assumptions) graph.AddAssumption(line);
   AddLoopAssumptions(program, options.seq_len, graph);
   graph.CheckWellFormed();
   return graph;

@@ -462,6 +462,14 @@ ImportedGraph GraphOf(const json& root, const std::string& where) {
   if (int64_t(g.layer_types.size()) != g.num_layers)
     throw FileError(
         fmt::format("{}: {} layer types for {} layers", where, g.layer_types.size(), g.num_layers));
+  if (root.contains("assumptions")) {
+    const json& lines = root["assumptions"];
+    if (!lines.is_array()) throw FileError(where + ": 'assumptions' must be a list of strings");
+    for (const json& line : lines) {
+      if (!line.is_string()) throw FileError(where + ": 'assumptions' must be a list of strings");
+      g.assumptions.push_back(line.get<std::string>());
+    }
+  }
   g.program = ProgramOf(root, g.layer_types, where);
   if (root.contains("micro_batch_1"))
     g.micro_batch_1 = ProgramOf(root["micro_batch_1"], g.layer_types, where + " micro_batch_1");

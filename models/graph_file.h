@@ -122,6 +122,9 @@ struct ImportedGraph {
   int64_t sequence_chunk = 0;
   std::string layer_prefix;
   std::vector<std::string> layer_types;  // one template name per layer
+  // The code paths the import planned where a GPU install may run other kernels
+  // (models/import/kernel_paths.py), one line each; the plan prints them.
+  std::vector<std::string> assumptions;
   ImportedProgram program;
   std::optional<ImportedProgram> micro_batch_1;  // the program at a micro-batch of one
 };

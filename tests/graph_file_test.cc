@@ -374,6 +374,24 @@ TEST(GraphFile, ImagesPerSampleAreTheGraphsRegime) {
       << no_text.error().message;
 }
 
+// The kernel paths the import assumed (kernel_paths.py) reach the plan's assumptions.
+TEST(GraphFile, AssumedKernelPathsReachThePlan) {
+  json file = TinyGraphFile();
+  file["assumptions"] = {"Mixer: the reference code; mamba_ssm's kernel is not modelled"};
+  Result<ImportedGraph> imported = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(imported) << imported.error().message;
+  Result<OpGraph> graph = ExpandImportedGraph(*imported, Fp32Options(48));
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(
+      graph->assumptions(),
+      std::vector<std::string>{"Mixer: the reference code; mamba_ssm's kernel is not modelled"});
+  file["assumptions"] = "one line";
+  Result<ImportedGraph> bad = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("'assumptions' must be a list of strings"), std::string::npos)
+      << bad.error().message;
+}
+
 TEST(GraphFile, ReadsRoundedDimensionsAndAttentionHeads) {
   const auto error_of = [](const json& file) {
     Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");

@@ -188,7 +188,8 @@ def import_graph(args, log):
     from loop_roll import loop_chunk, matching_runs, roll, sequence_loops
     from size_fit import ROUND_UP_MULTIPLES
     from image_inputs import check_images, image_tokens
-    from trace_step import record_step
+    from kernel_paths import fallbacks_called, kernel_assumptions
+    from trace_step import build_model, record_step
     from traced_layers import check_parameter_count, text_config_of, traced_model_config
 
     model_type, config = load_config(args.config, args.trust_remote_code)
@@ -206,10 +207,16 @@ def import_graph(args, log):
     regime = regime_of(args)
     kinds, layers, small, whole_parameters = traced_model_config(config, regime)
     depth = len(layers)
+    with torch.device("meta"):
+        meta_model = build_model(small, regime)
+
+    called = set()  # the kernel fallbacks the traced code ran (kernel_paths.py)
 
     def record(point, grad=True):
         start = time.time()
-        rec = record_step(small, regime, *point, grad=grad, checkpointing=args.checkpointing)
+        with fallbacks_called(meta_model) as seen:
+            rec = record_step(small, regime, *point, grad=grad, checkpointing=args.checkpointing)
+        called.update(seen)
         if grad:
             log(f"traced {depth} of {len(kinds)} layers at b={point[0]}, s={point[1]}: "
                 f"{len(rec.ops)} ops ({time.time() - start:.1f} s)")
@@ -290,6 +297,7 @@ def import_graph(args, log):
         "sequence_chunk": chunk,
         "layer_prefix": layer_prefix,
         "layer_types": layer_types,
+        "assumptions": kernel_assumptions(meta_model, config, called),
         **sections,
     }
     return graph

@@ -69,7 +69,45 @@ def main():
     check_layer_writes(expect)
     check_vision_language_configs(expect)
     check_images(expect)
+    check_kernel_paths(expect)
     return checks.report()
+
+
+def check_kernel_paths(expect):
+    """kernel_paths: the kernel fallbacks a traced step calls are named, and only those
+    (Qwen3-Next's gated delta rule falls back from fla); the modules and configs whose
+    GPU kernels no import sees get their line (gpt-oss's sinks and MXFP4 experts,
+    DeepSeek's MLA), a Llama none."""
+    import torch
+
+    import transformers
+    from kernel_paths import fallbacks_called, kernel_assumptions
+
+    def meta(model_type, **fields):
+        cfg = config(model_type, num_hidden_layers=2, **fields)
+        with torch.device("meta"):
+            return transformers.AutoModelForCausalLM.from_config(cfg), cfg
+
+    qwen, qwen_cfg = meta("qwen3_next")
+    module = sys.modules[type(qwen.model.layers[0].linear_attn).__module__]
+    original = module.torch_chunk_gated_delta_rule
+    with fallbacks_called(qwen) as called:
+        expect(module.torch_chunk_gated_delta_rule is not original, True, "the fallback shimmed")
+        try:
+            module.torch_chunk_gated_delta_rule()  # the original refuses no arguments
+        except TypeError:
+            pass
+    expect(module.torch_chunk_gated_delta_rule is original, True, "the fallback restored")
+    expect(sorted(called), [("torch_chunk_gated_delta_rule", "chunk_gated_delta_rule", "fla")],
+           "the fallback called, and only it")
+    lines = kernel_assumptions(qwen, qwen_cfg, called)
+    expect(len(lines) == 1 and "fla's chunk_gated_delta_rule" in lines[0], True, str(lines))
+    gpt_oss = meta("gpt_oss", quantization_config={"quant_method": "mxfp4"})
+    lines = kernel_assumptions(*gpt_oss, set())
+    expect([("sinks" in lines[0]), ("MXFP4" in lines[1])], [True, True], str(lines))
+    lines = kernel_assumptions(*meta("deepseek_v3"), set())
+    expect(len(lines) == 1 and "latent attention" in lines[0], True, str(lines))
+    expect(kernel_assumptions(*meta("llama"), set()), [], "a Llama assumes no kernel path")
 
 
 def check_images(expect):
