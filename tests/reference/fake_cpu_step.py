@@ -198,6 +198,37 @@ class FakeMeter:
 
 
 @contextlib.contextmanager
+def fake_init_and_checks_patched():
+    """Two places where transformers reads a value back, which a fake tensor has none of:
+    weight initialization and its data checks. Neither changes what the step allocates."""
+    from transformers import initialization
+
+    original_trunc_normal = initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"]
+
+    def trunc_normal(tensor, *args, **kwargs):
+        # torch.nn.init.trunc_normal_ (SigLIP's lecun_normal_ weights, built before the
+        # meter starts) reads a value back.
+        if isinstance(tensor, torch._subclasses.FakeTensor):
+            return tensor
+        return original_trunc_normal(tensor, *args, **kwargs)
+
+    # transformers' torch_compilable_check (utils/import_utils.py) turns a count read from
+    # the data into a Python bool (Gemma 3's image tokens against its features): turned off
+    # by its documented switch. On real tensors it makes two 0-dim tensors, freed at once.
+    original_check = os.environ.get("TRANSFORMERS_DISABLE_TORCH_CHECK")
+    os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = "1"
+    initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"] = trunc_normal
+    try:
+        yield
+    finally:
+        initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"] = original_trunc_normal
+        if original_check is None:
+            del os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"]
+        else:
+            os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = original_check
+
+
+@contextlib.contextmanager
 def fake_tensor_artefacts_patched(counter):
     """Where transformers or torch behave differently on fake tensors than on real ones,
     make them behave as the real run does."""
@@ -232,23 +263,6 @@ def fake_tensor_artefacts_patched(counter):
         return state
 
     original_module_to = torch.nn.Module.to
-    from transformers import initialization
-
-    original_trunc_normal = initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"]
-
-    def trunc_normal(tensor, *args, **kwargs):
-        # torch.nn.init.trunc_normal_ (SigLIP's lecun_normal_ weights, built before the
-        # meter starts) reads a value back, which a fake tensor does not have.
-        if isinstance(tensor, torch._subclasses.FakeTensor):
-            return tensor
-        return original_trunc_normal(tensor, *args, **kwargs)
-
-    # transformers' torch_compilable_check (utils/import_utils.py) turns a count read from
-    # the data into a Python bool (Gemma 3's image tokens against its features): turned off
-    # by its documented switch. On real tensors it makes two 0-dim tensors, freed at once.
-    original_check = os.environ.get("TRANSFORMERS_DISABLE_TORCH_CHECK")
-    os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = "1"
-    initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"] = trunc_normal
 
     def module_to(self, *args, **kwargs):
         # hf_training_run moves the model with .to("cpu") and PEFT moves each adapter
@@ -279,16 +293,12 @@ def fake_tensor_artefacts_patched(counter):
     torch.get_rng_state = get_rng_state
     torch.nn.Module.to = module_to
     try:
-        yield
+        with fake_init_and_checks_patched():
+            yield
     finally:
         masking_utils.find_packed_sequence_indices = original_find_packed
         torch.get_rng_state = original_get_rng_state
         torch.nn.Module.to = original_module_to
-        initialization.TORCH_INIT_FUNCTIONS["trunc_normal_"] = original_trunc_normal
-        if original_check is None:
-            del os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"]
-        else:
-            os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = original_check
 
 
 def fake_run(payload):

@@ -26,6 +26,7 @@ class FakeCase:
     micro_batch: int = 1
     seq_len: int = 64
     slow: bool = False          # real size: more than a few seconds
+    images: int = 0             # images per sample (the multimodal Gemma 3)
 
     def hf_config(self):
         return load_hf_config(self.config, self.overrides, self.task)
@@ -52,6 +53,8 @@ class FakeCase:
             flags += ["--qlora"] if self.mode == "qlora" else []
             if self.amp_dtype():
                 flags += ["--base-dtype", self.effective_base_dtype()]
+        if self.images:
+            flags += ["--images", str(self.images)]
         return flags
 
 

@@ -222,13 +222,15 @@ def build_model(case, fake):
     import transformers
 
     import fake_cuda_semantics
+    from fake_cpu_step import fake_init_and_checks_patched
     from hf_training_run import prepare_for_training
 
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     hf_config = transformers.AutoConfig.from_pretrained(case["config_dir"])
     auto = (transformers.AutoModelForSequenceClassification if case["task"] == "seq-cls"
             else transformers.AutoModelForCausalLM)
-    with fake_cuda_semantics.fake_module_apply(), fake, torch.device("cuda"):
+    with fake_cuda_semantics.fake_module_apply(), fake_init_and_checks_patched(), fake, \
+            torch.device("cuda"):
         torch.manual_seed(0)
         model = auto.from_config(hf_config, attn_implementation=case["attention"],
                                  dtype=dtypes[case["base_dtype"]])
@@ -239,6 +241,14 @@ def build_model(case, fake):
 
 
 def train(case, model, hf_config, meter, measuring):
+    from fake_cpu_step import fake_init_and_checks_patched
+    from hf_training_run import gemma3_image_batch
+
+    with fake_init_and_checks_patched():
+        _train(case, model, hf_config, meter, measuring, gemma3_image_batch)
+
+
+def _train(case, model, hf_config, meter, measuring, gemma3_image_batch):
     """K micro-batches and an optimizer step, case["steps"] times, as hf_training_run.run
     does, with CUDA's autocast and GradScaler for amp-fp16, inside `measuring` (a context);
     meter.phase names each part."""
@@ -258,13 +268,15 @@ def train(case, model, hf_config, meter, measuring):
                     meter.reset_mod_stats()  # MemTracker refuses a module's second call
                 meter.phase = "forward"
                 ids = torch.randint(0, hf_config.get_text_config().vocab_size, (b, s))
+                images = (gemma3_image_batch(hf_config, ids, case["images"], None)
+                          if case.get("images") else {})
                 labels = (torch.randint(0, hf_config.num_labels, (b,))
                           if case["task"] == "seq-cls" else ids)
                 with torch.autocast("cuda", dtype=amp or torch.float16, enabled=bool(amp)):
-                    loss = model(input_ids=ids, labels=labels).loss / accum
+                    loss = model(input_ids=ids, labels=labels, **images).loss / accum
                 meter.phase = "backward"
                 (scaler.scale(loss) if scaler else loss).backward()
-                del loss, ids, labels
+                del loss, ids, labels, images
             meter.phase = "optimizer step"
             if scaler:
                 scaler.step(optimizer)

@@ -8,7 +8,8 @@ import dataclasses
 import fake_cuda_cases as fwd
 from cases import DEEPSEEK_MLA, DELTANET_AND_ATTENTION, GPT2_QKV, LLAMA_ALL, LLAMA_QKVO
 from cases import MAMBA_AND_ATTENTION, QWEN3_5_DELTANET_AND_ATTENTION, TINY_QWEN3_NEXT
-from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GEMMA4, TINY_GEMMA4_KV_SHARED
+from cases import TINY_BERT, TINY_GEMMA2, TINY_GEMMA3, TINY_GEMMA3_VLM, TINY_GEMMA4
+from cases import TINY_GEMMA4_KV_SHARED
 from cases import TINY_GPT2
 from cases import TINY_LLAMA, TINY_PHI3, TINY_QWEN2, TINY_QWEN3
 
@@ -35,7 +36,7 @@ class StepCase(fwd.FakeCase):
                 "attention": self.attention, "micro_batch": self.micro_batch,
                 "seq_len": self.seq_len, "base_dtype": self.effective_base_dtype(),
                 "optimizer": self.optimizer, "optimizer_impl": self.optimizer_impl,
-                "grad_accum": self.grad_accum, "steps": self.steps}
+                "grad_accum": self.grad_accum, "steps": self.steps, "images": self.images}
 
 
 def real(name, config, **fields):
@@ -183,6 +184,14 @@ IMPORTED_CASES = [
          mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024),
     real("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
          precision="amp-bf16", checkpoint="all", seq_len=768),
+    # The multimodal Gemma 3 with images (image_inputs.py), toy and Gemma-3-4B-it.
+    real("tiny-gemma3-vlm bf16 lora qkvo 2 images mb2 s300", "gemma-3-4b-it.json",
+         overrides=TINY_GEMMA3_VLM, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,
+         micro_batch=2, seq_len=300, images=2),
+    real("gemma-3-4b-it bf16 lora qkvo 1 image s1024", "gemma-3-4b-it.json",
+         precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, images=1),
+    real("gemma-3-4b-it amp-bf16 adamw 2 images s768", "gemma-3-4b-it.json",
+         precision="amp-bf16", seq_len=768, images=2),
     real("tiny-gemma4 bf16 lora qkvo ckpt-all s100", "gemma-4-e2b-text.json",
          overrides=TINY_GEMMA4, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,
          checkpoint="all", seq_len=100),
