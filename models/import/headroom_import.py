@@ -189,6 +189,7 @@ def import_graph(args, log):
     from size_fit import ROUND_UP_MULTIPLES
     from image_inputs import check_images, image_tokens
     from kernel_paths import fallbacks_called, kernel_assumptions
+    from parallel_traces import run_all
     from trace_step import build_model, record_step
     from traced_layers import check_parameter_count, text_config_of, traced_model_config
 
@@ -212,27 +213,37 @@ def import_graph(args, log):
 
     called = set()  # the kernel fallbacks the traced code ran (kernel_paths.py)
 
-    def record(point, grad=True):
+    def record(point, grad):
         start = time.time()
         with fallbacks_called(meta_model) as seen:
             rec = record_step(small, regime, *point, grad=grad, checkpointing=args.checkpointing)
-        called.update(seen)
         if grad:
             log(f"traced {depth} of {len(kinds)} layers at b={point[0]}, s={point[1]}: "
                 f"{len(rec.ops)} ops ({time.time() - start:.1f} s)")
-        return rec
+        return rec, set(seen)
+
+    def traced(jobs):
+        """The recordings of `jobs`, (point, grad) each, traced on every core."""
+        made = run_all(lambda i: record(*jobs[i]), len(jobs))
+        for _, seen in made:
+            called.update(seen)
+        return [rec for rec, _ in made]
 
     def lifted(points, looped):
         # The two longest first: a program whose op count grows with the sequence shows
         # there, before the other lengths are traced.
-        recordings = {n: record(points[n]) for n in (len(points) - 1, len(points) - 2)}
+        last = len(points) - 1
+        recordings = dict(zip((last, last - 1), traced([(points[last], True),
+                                                         (points[last - 1], True)])))
         if not looped and len({len(r.ops) for r in recordings.values()}) > 1:
-            found = loop_chunk([recordings[len(points) - 2], recordings[len(points) - 1]],
+            found = loop_chunk([recordings[last - 1], recordings[last]],
                                points[-2:], ROUND_UP_MULTIPLES)
             if found:
                 raise SequenceLoop(found)
-        recordings = [recordings.get(n) or record(p) for n, p in enumerate(points)]
-        no_grad = record(points[0], grad=False)
+        rest = [n for n in range(len(points)) if n not in recordings]
+        *made, no_grad = traced([(points[n], True) for n in rest] + [(points[0], False)])
+        recordings.update(zip(rest, made))
+        recordings = [recordings[n] for n in range(len(points))]
         if looped:
             loops = sequence_loops(recordings, points, chunk)
             for rec, rec_loops, (b, s) in zip(recordings, loops, points):
