@@ -1,6 +1,7 @@
 """Exact fits of a quantity measured at several (micro-batch b, sequence s) to a sum of
 monomials c * b^i * s^j, i in {0, 1}, j in {0, 1, 2} (docs/graph-file.md, Sizes)."""
 
+import functools
 from fractions import Fraction
 
 MONOMIALS = [(i, j) for i in (0, 1) for j in (0, 1, 2)]
@@ -10,30 +11,45 @@ class NoExactFit(ValueError):
     pass
 
 
-def _solve(rows, rhs):
-    """Gauss-Jordan elimination over Fractions; rows must be square and regular."""
+@functools.lru_cache(maxsize=None)
+def _inverse(rows):
+    """The inverse of the square matrix `rows` (a tuple of tuples) over Fractions, by
+    Gauss-Jordan elimination: one per set of sample points, shared by every fit."""
     n = len(rows)
-    m = [list(map(Fraction, r)) + [Fraction(v)] for r, v in zip(rows, rhs)]
+    m = [list(map(Fraction, r)) + [Fraction(int(k == c)) for k in range(n)]
+         for c, r in enumerate(rows)]
     for col in range(n):
         pivot = next((r for r in range(col, n) if m[r][col] != 0), None)
         if pivot is None:
             raise NoExactFit("the sample points do not determine the monomials")
         m[col], m[pivot] = m[pivot], m[col]
+        m[col] = [a / m[col][col] for a in m[col]]
         for r in range(n):
             if r != col and m[r][col] != 0:
-                f = m[r][col] / m[col][col]
+                f = m[r][col]
                 m[r] = [a - f * b for a, b in zip(m[r], m[col])]
-    return [m[r][n] / m[r][r] for r in range(n)]
+    return tuple(tuple(row[n:]) for row in m)
+
+
+def _solve(rows, rhs):
+    """The solution of rows x = rhs; rows must be square and regular."""
+    inverse = _inverse(tuple(tuple(r) for r in rows))
+    return [sum((a * v for a, v in zip(row, rhs) if v), Fraction(0)) for row in inverse]
 
 
 def fit(points, values):
+    return _fit(tuple(map(tuple, points)), tuple(values))
+
+
+@functools.lru_cache(maxsize=None)
+def _fit(points, values):
     """[[c, i, j], ...] with c > 0 equal to `values` at every (b, s) in `points`. When the
     points have two micro-batches, the first six (two micro-batches times three sequence
     lengths) determine the six coefficients; at one micro-batch (b = 1) the first three
     determine c * s^j. The rest check them. Raises NoExactFit when a coefficient is not a
     non-negative integer or a check point disagrees."""
     if all(v == 0 for v in values):
-        return []
+        return ()
     monomials = MONOMIALS if len({b for b, _ in points}) > 1 else [(0, j) for j in (0, 1, 2)]
     basis = points[:len(monomials)]
     coefficients = _solve([[b ** i * s ** j for i, j in monomials] for b, s in basis],
@@ -48,7 +64,7 @@ def fit(points, values):
     for (b, s), v in zip(points, values):
         if sum(c * b ** i * s ** j for c, i, j in terms) != v:
             raise NoExactFit(f"{v} at b={b}, s={s} is not {terms}")
-    return terms
+    return tuple(tuple(t) for t in terms)
 
 
 def fit_size(points, values):
