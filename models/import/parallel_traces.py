@@ -67,10 +67,10 @@ def workers():
 
 def run_all(job, count):
     """[job(0), ..., job(count - 1)], each (recording, extra), on up to workers() forked
-    processes; in this process when there is one core or one job."""
+    processes; in this process when there is one core, one job or no fork."""
     global _job
     processes = min(workers(), count)
-    if processes <= 1:
+    if processes <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [job(i) for i in range(count)]
     _job = job
     try:
