@@ -11,6 +11,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size, heads = spec.num_heads, d = spec.head_dim;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  g.MarkBatchInput(ids);
   TensorId types, positions;
   if (layers.python_references()) {
     // BertEmbeddings registers position_ids and token_type_ids as int64 [1, max_positions]
@@ -27,6 +28,7 @@ void BuildBertGraph(const ModelSpec& spec, LayerBuilder& layers) {
     positions = g.AddInput("position_ids", {Dim::C(1), Dim::S()}, DType::kI64);
   }
   TensorId labels = g.AddInput("labels", {Dim::B()}, DType::kI64);
+  g.MarkBatchInput(labels);  // the class labels: a tensor of their own in the batch
 
   const std::string e = "bert.embeddings";
   TensorId word_w =

@@ -60,6 +60,7 @@ void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
   // Gemma*TextScaledWordEmbedding: embedding(ids) * embed_scale (a 0-dim buffer).

@@ -10,6 +10,7 @@ void BuildGpt2Graph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size, heads = spec.num_heads, d = spec.head_dim;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
   TensorId positions = g.AddInput("position_ids", {Dim::C(1), Dim::S()}, DType::kI64);
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 

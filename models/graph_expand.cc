@@ -223,8 +223,13 @@ class Expander {
   TensorId AddLeaf(const ImportedTensor& t, const std::string& prefix) {
     const std::string name = prefix + t.name;
     switch (t.role) {
-      case TensorRole::kInput:
-        return graph_.AddInput(name, t.shape, t.dtype);
+      case TensorRole::kInput: {
+        // What the trace passed the model (input_ids, which also served as labels,
+        // pixel_values, token_type_ids): the loop's batch.
+        const TensorId input = graph_.AddInput(name, t.shape, t.dtype);
+        graph_.MarkBatchInput(input);
+        return input;
+      }
       case TensorRole::kBuffer:
         return graph_.AddBuffer(name, t.shape, t.dtype);
       case TensorRole::kParameter:

@@ -12,6 +12,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   const int64_t h = spec.hidden_size, heads = spec.num_heads, kv = spec.num_kv_heads,
                 d = spec.head_dim;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});

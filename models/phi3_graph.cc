@@ -59,6 +59,7 @@ void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size;
   TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});

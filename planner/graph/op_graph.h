@@ -149,6 +149,11 @@ class OpGraph {
   // The tensor stays alive until the forward pass returns (a KV cache the model output holds).
   void HoldUntilForwardEnd(TensorId t) { held_until_forward_end_.push_back(t); }
   const std::vector<TensorId>& held_until_forward_end() const { return held_until_forward_end_; }
+  // An input the training loop passes in its batch (input_ids, pixel_values, a separate
+  // labels tensor), as opposed to one the model makes itself: a Python loop holds it until
+  // the micro-batch's backward returns (`loss = model(**batch).loss; loss.backward()`).
+  void MarkBatchInput(TensorId t) { batch_inputs_.push_back(t); }
+  const std::vector<TensorId>& batch_inputs() const { return batch_inputs_; }
   // Python holds the tensor (a caller's loop variable, a function's local) until `op`
   // has run in the forward, after autograd and its other consumers let go of it.
   void HoldUntilOpRan(TensorId t, OpId op) { held_until_op_.push_back({t, op}); }
@@ -207,6 +212,7 @@ class OpGraph {
   int current_block_ = -1;
   TensorId loss_;
   std::vector<TensorId> held_until_forward_end_;
+  std::vector<TensorId> batch_inputs_;
   std::vector<std::pair<TensorId, OpId>> held_until_op_;
   std::vector<std::string> assumptions_;
   TensorId input_embeddings_;

@@ -211,14 +211,15 @@ class StepSimulator {
     step_ = step;
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
-    // A Python loop's batch (its token ids, labels, pixel values) stays referenced until
-    // the micro-batch's backward returns: `loss = model(**batch).loss; loss.backward()`
-    // (HF Trainer's training_step holds `inputs` alike). headroom's runtime frees each at
-    // its last use.
-    const int batch_held = RunsPythonStack(config_.stack) ? 1 : 0;
+    // A Python loop's batch (OpGraph::MarkBatchInput) stays referenced until the
+    // micro-batch's backward returns (HF Trainer's training_step holds `inputs` alike).
+    // headroom's runtime frees each input at its last use.
+    const bool loop_holds_batch = RunsPythonStack(config_.stack);
+    const std::vector<TensorId>& batch = graph_.batch_inputs();
     for (TensorId t : tables_.data_inputs) {
+      const bool held = loop_holds_batch && std::find(batch.begin(), batch.end(), t) != batch.end();
       Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
-           forward_uses_[t.value] + batch_held);
+           forward_uses_[t.value] + (held ? 1 : 0));
     }
     engines_->StartForward();
     for (int o = 0; o < graph_.num_ops(); ++o) {
@@ -452,7 +453,7 @@ class StepSimulator {
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
     if (RunsPythonStack(config_.stack)) {
-      for (TensorId t : tables_.data_inputs) UseDone(t);
+      for (TensorId t : graph_.batch_inputs()) UseDone(t);
     }
     Release(seed);
     UseDone(loss);
