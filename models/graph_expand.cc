@@ -279,9 +279,10 @@ Result<bool> CheckRegime(const ImportedGraph& imported, const GraphOptions& opti
   if (imported.regime.images > 0 && options.seq_len > 0 && options.seq_len < imported.min_seq_len &&
       imported.regime.min_seq_len == 0) {
     return MakeError(fmt::format(
-        "{}: {} image{} per sample take {} tokens of the sequence; plan --seq-len of at least {}",
-        imported.model_type, imported.regime.images, imported.regime.images > 1 ? "s" : "",
-        imported.min_seq_len - 1, imported.min_seq_len));
+        "{}: {} per sample take{} {} tokens of the sequence; plan --seq-len of at least {}",
+        imported.model_type,
+        imported.regime.images > 1 ? fmt::format("{} images", imported.regime.images) : "1 image",
+        imported.regime.images > 1 ? "" : "s", imported.min_seq_len - 1, imported.min_seq_len));
   }
   if (above || (options.seq_len > 0 && options.seq_len < imported.min_seq_len)) {
     return MakeError(fmt::format(
