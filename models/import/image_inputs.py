@@ -51,9 +51,8 @@ def image_batch(config, micro_batch, seq_len, images, vocab_size):
     if seq_len <= image_tokens(config, images):
         raise SystemExit(f"a sequence of {seq_len} tokens holds no text beside {images} "
                          f"images of {config.mm_tokens_per_image} tokens")
-    per_image = config.mm_tokens_per_image + FRAME_TOKENS
     for k in range(images):
-        start = k * per_image + 2
+        start = k * image_tokens(config, 1) + 2
         ids[:, start - 1] = config.boi_token_index
         ids[:, start:start + config.mm_tokens_per_image] = config.image_token_id
         ids[:, start + config.mm_tokens_per_image] = config.eoi_token_index

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "planner/core/training_stack.h"
 #include "planner/simulate/granularity.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
 
@@ -82,6 +83,13 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
             : OptimizerParamCost{});
   }
   for (TensorId t : g.held_until_forward_end()) ++forward_uses[t.value];
+  // A Python loop's batch (OpGraph::MarkBatchInput) stays referenced until the
+  // micro-batch's backward returns (HF Trainer's training_step holds `inputs` alike);
+  // headroom's runtime frees each input at its last use.
+  if (RunsPythonStack(c.stack)) {
+    held_batch = g.batch_inputs();
+    for (TensorId t : held_batch) ++forward_uses[t.value];
+  }
   released_after_op.assign(g.num_ops(), {});
   for (auto [t, op] : g.held_until_op()) {
     ++forward_uses[t.value];

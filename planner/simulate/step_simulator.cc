@@ -211,15 +211,8 @@ class StepSimulator {
     step_ = step;
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
-    // A Python loop's batch (OpGraph::MarkBatchInput) stays referenced until the
-    // micro-batch's backward returns (HF Trainer's training_step holds `inputs` alike).
-    // headroom's runtime frees each input at its last use.
-    const bool loop_holds_batch = RunsPythonStack(config_.stack);
-    const std::vector<TensorId>& batch = graph_.batch_inputs();
     for (TensorId t : tables_.data_inputs) {
-      const bool held = loop_holds_batch && std::find(batch.begin(), batch.end(), t) != batch.end();
-      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)),
-           forward_uses_[t.value] + (held ? 1 : 0));
+      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
     }
     engines_->StartForward();
     for (int o = 0; o < graph_.num_ops(); ++o) {
@@ -452,9 +445,7 @@ class StepSimulator {
     engines_->EndBackward();
     for (int64_t b : until_backward_end_) Release(b);
     until_backward_end_.clear();
-    if (RunsPythonStack(config_.stack)) {
-      for (TensorId t : graph_.batch_inputs()) UseDone(t);
-    }
+    for (TensorId t : tables_.held_batch) UseDone(t);
     Release(seed);
     UseDone(loss);
     if (tables_.grad_leaf.valid()) {

@@ -43,6 +43,7 @@ struct SimulationTables::Impl {
   std::vector<uint8_t> trainable;       // a parameter that gets a gradient
   std::vector<int> producer_block;      // the block of the op that makes it; -1 if none
   std::vector<TensorId> data_inputs;    // token ids, labels
+  std::vector<TensorId> held_batch;     // the loop's batch, let go when the backward ends
   std::vector<TensorId> model_buffers;  // allocated at setup with the weights
   // The input embedding's output when a hook made it a leaf that requires grad
   // (CostTarget::input_embeddings_require_grad over a frozen embedding): it and its
