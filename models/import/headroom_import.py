@@ -189,6 +189,7 @@ def import_graph(args, log):
     from size_fit import ROUND_UP_MULTIPLES
     from image_inputs import check_images, image_tokens
     from kernel_paths import fallbacks_called, kernel_assumptions
+    from depth_scale import whole_depth_graph
     from parallel_traces import run_all
     from trace_step import build_model, record_step
     from traced_layers import check_parameter_count, text_config_of, traced_model_config
@@ -206,82 +207,101 @@ def import_graph(args, log):
         from trace_step import install_cuda
         install_cuda(args.sm)
     regime = regime_of(args)
-    kinds, layers, small, whole_parameters = traced_model_config(config, regime)
-    depth = len(layers)
+    kinds, depths, whole_parameters = traced_model_config(config, regime)
+    # The kernel fallbacks the traced code ran (kernel_paths.py), found on the classes of
+    # the model built on the meta device.
+    called = set()
     with torch.device("meta"):
-        meta_model = build_model(small, regime)
+        meta_model = build_model(depths[0][1], regime)
 
-    called = set()  # the kernel fallbacks the traced code ran (kernel_paths.py)
+    def traced_at(layers, small):
+        """The sections, the micro-batch-1 sections, the layer prefix, the chunk, whether
+        the code loops over it and the valid lengths, of `small` (`layers` of the model)."""
+        depth = len(layers)
 
-    def record(point, grad):
-        start = time.time()
-        with fallbacks_called(meta_model) as seen:
-            rec = record_step(small, regime, *point, grad=grad, checkpointing=args.checkpointing)
-        if grad:
-            log(f"traced {depth} of {len(kinds)} layers at b={point[0]}, s={point[1]}: "
-                f"{len(rec.ops)} ops ({time.time() - start:.1f} s)")
-        return rec, set(seen)
+        def record(point, grad):
+            start = time.time()
+            with fallbacks_called(meta_model) as seen:
+                rec = record_step(small, regime, *point, grad=grad,
+                                  checkpointing=args.checkpointing, whole=(text, layers))
+            if grad:
+                log(f"traced {depth} of {len(kinds)} layers at b={point[0]}, s={point[1]}: "
+                    f"{len(rec.ops)} ops ({time.time() - start:.1f} s)")
+            return rec, set(seen)
 
-    def traced(jobs):
-        """The recordings of `jobs`, (point, grad) each, traced on every core."""
-        made = run_all(lambda i: record(*jobs[i]), len(jobs))
-        for _, seen in made:
-            called.update(seen)
-        return [rec for rec, _ in made]
+        def traced(jobs):
+            """The recordings of `jobs`, (point, grad) each, traced on every core."""
+            made = run_all(lambda i: record(*jobs[i]), len(jobs))
+            for _, seen in made:
+                called.update(seen)
+            return [rec for rec, _ in made]
 
-    def lifted(points, looped):
-        # The two longest first: a program whose op count grows with the sequence shows
-        # there, before the other lengths are traced.
-        last = len(points) - 1
-        recordings = dict(zip((last, last - 1), traced([(points[last], True),
-                                                         (points[last - 1], True)])))
-        if not looped and len({len(r.ops) for r in recordings.values()}) > 1:
-            found = loop_chunk([recordings[last - 1], recordings[last]],
-                               points[-2:], ROUND_UP_MULTIPLES)
-            if found:
-                raise SequenceLoop(found)
-        rest = [n for n in range(len(points)) if n not in recordings]
-        *made, no_grad = traced([(points[n], True) for n in rest] + [(points[0], False)])
-        recordings.update(zip(rest, made))
-        recordings = [recordings[n] for n in range(len(points))]
-        if looped:
-            loops = sequence_loops(recordings, points, chunk)
-            for rec, rec_loops, (b, s) in zip(recordings, loops, points):
-                roll(rec, rec_loops, f"b={b}, s={s}")
-            roll(no_grad, matching_runs(no_grad, recordings[0]), "torch.no_grad()")
-        lifter = Lifter(recordings, points, recordings[0].layer_prefix,
-                        [kinds[k] for k in layers], no_grad, chunk if looped else 0,
-                        checkpointed=args.checkpointing)
-        return lifter.sections(), recordings[0].layer_prefix
+        def lifted(points, looped):
+            # The two longest first: a program whose op count grows with the sequence
+            # shows there, before the other lengths are traced.
+            last = len(points) - 1
+            recordings = dict(zip((last, last - 1), traced([(points[last], True),
+                                                             (points[last - 1], True)])))
+            if not looped and len({len(r.ops) for r in recordings.values()}) > 1:
+                found = loop_chunk([recordings[last - 1], recordings[last]],
+                                   points[-2:], ROUND_UP_MULTIPLES)
+                if found:
+                    raise SequenceLoop(found)
+            rest = [n for n in range(len(points)) if n not in recordings]
+            *made, no_grad = traced([(points[n], True) for n in rest] + [(points[0], False)])
+            recordings.update(zip(rest, made))
+            recordings = [recordings[n] for n in range(len(points))]
+            if looped:
+                loops = sequence_loops(recordings, points, chunk)
+                for rec, rec_loops, (b, s) in zip(recordings, loops, points):
+                    roll(rec, rec_loops, f"b={b}, s={s}")
+                roll(no_grad, matching_runs(no_grad, recordings[0]), "torch.no_grad()")
+            lifter = Lifter(recordings, points, recordings[0].layer_prefix,
+                            [kinds[k] for k in layers], no_grad, chunk if looped else 0,
+                            checkpointed=args.checkpointing)
+            return lifter.sections(), recordings[0].layer_prefix
 
-    # Traced past --min-seq-len: transformers builds other masks once a sequence reaches a
-    # sliding window or an attention chunk, so the traces sit in the plan's band.
-    # A sample holds its images' tokens and text: traced from one text token past them.
-    low = max(args.min_seq_len, image_tokens(config, args.images))
-    chunk = sequence_chunk(text) or args.seq_multiple
-    if args.seq_multiple != chunk and args.seq_multiple:
-        raise SystemExit(f"--seq-multiple {args.seq_multiple}: the model's sequence chunk is "
-                         f"{chunk or 'none'}")
-    # A chunk only the caller knows was learned from an earlier import: a loop's.
-    looped = bool(chunk) and not sequence_chunk(text)
-    valid = valid_seq_len(text, low, chunk, looped)
-    try:
-        sections, layer_prefix = lifted(
-            sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
-    except SequenceLoop as found:
-        if chunk and found.chunk != chunk:
-            raise SystemExit(f"the model loops over {found.chunk}-token chunks, not the "
-                             f"{chunk} of --seq-multiple") from None
-        chunk, looped = found.chunk, True
-        log(f"its code loops over {chunk}-token chunks of the sequence: traced again from "
-            f"{LOOP_MIN_CHUNKS} chunks on")
-        sections, layer_prefix = lifted(
-            sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
-    if looped:
+        # Traced past --min-seq-len: transformers builds other masks once a sequence
+        # reaches a sliding window or an attention chunk, so the traces sit in the plan's
+        # band. A sample holds its images' tokens and text: traced from one text token
+        # past them.
+        low = max(args.min_seq_len, image_tokens(config, args.images))
+        chunk = sequence_chunk(text) or args.seq_multiple
+        if args.seq_multiple != chunk and args.seq_multiple:
+            raise SystemExit(f"--seq-multiple {args.seq_multiple}: the model's sequence chunk "
+                             f"is {chunk or 'none'}")
+        # A chunk only the caller knows was learned from an earlier import: a loop's.
+        looped = bool(chunk) and not sequence_chunk(text)
         valid = valid_seq_len(text, low, chunk, looped)
-    valid[0] = max(valid[0], image_tokens(config, args.images) + 1)
-    single, _ = lifted(sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple, looped),
-                       looped)
+        try:
+            sections, layer_prefix = lifted(
+                sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
+        except SequenceLoop as found:
+            if chunk and found.chunk != chunk:
+                raise SystemExit(f"the model loops over {found.chunk}-token chunks, not the "
+                                 f"{chunk} of --seq-multiple") from None
+            chunk, looped = found.chunk, True
+            log(f"its code loops over {chunk}-token chunks of the sequence: traced again from "
+                f"{LOOP_MIN_CHUNKS} chunks on")
+            sections, layer_prefix = lifted(
+                sample_points(SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
+        if looped:
+            valid = valid_seq_len(text, low, chunk, looped)
+        valid[0] = max(valid[0], image_tokens(config, args.images) + 1)
+        single, _ = lifted(
+            sample_points(SINGLE_SAMPLE_POINTS, low, chunk, args.seq_multiple, looped), looped)
+        return {"sections": sections, "single": single, "layer_prefix": layer_prefix,
+                "sequence_chunk": chunk, "valid_seq_len": valid}
+
+    traces = [traced_at(layers, small) for layers, small in depths]
+    if len(traces) == 2:
+        shallow, deep = traces
+        depth = len(depths[0][0])
+        log(f"parameters outside the layers follow the depth: traced at {depth} and "
+            f"{depth + 1} layers, extrapolated to {len(kinds)}")
+        traces = [whole_depth_graph(shallow, deep, depth, len(kinds))]
+    lifted = traces[0]
+    sections, single = lifted["sections"], lifted["single"]
     layer_types = first_layer_apart(kinds, [sections, single])
     check_parameter_count(sections, layer_types, whole_parameters)
     if _program(single) != _program(sections):
@@ -304,9 +324,9 @@ def import_graph(args, log):
                    "num_layers": text.num_hidden_layers,
                    "num_heads": getattr(text, "num_attention_heads", 0) or 0,
                    "max_positions": getattr(text, "max_position_embeddings", 0) or 0},
-        "valid_seq_len": valid,
-        "sequence_chunk": chunk,
-        "layer_prefix": layer_prefix,
+        "valid_seq_len": lifted["valid_seq_len"],
+        "sequence_chunk": lifted["sequence_chunk"],
+        "layer_prefix": lifted["layer_prefix"],
         "layer_types": layer_types,
         "assumptions": kernel_assumptions(meta_model, config, called),
         **sections,

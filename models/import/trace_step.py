@@ -127,19 +127,51 @@ def install_cuda(sm):
     fake_cuda_semantics.install_sdpa({}, capability)
 
 
-def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointing=False):
+@contextlib.contextmanager
+def whole_model_cache(whole_text, layers):
+    """transformers' DynamicCache, built in a truncated model's forward, made with one
+    cache layer per layer of the whole model, as a real run makes it: the traced layers'
+    own first (layer k of the truncated model reads cache.layers[k]), then the others.
+    A sliding-window cache layer holds a tensor of its window from its construction
+    (cache_utils.py, DynamicSlidingWindowLayer.__init__: `_sliding_window_tensor`),
+    alive as long as the cache; traced at the truncated depth, the prologue would hold one
+    per traced sliding layer."""
+    from transformers import cache_utils
+
+    original = cache_utils.get_layer_types_and_kwargs
+    whole_types, whole_kwargs = original(whole_text)
+    order = list(layers) + [k for k in range(len(whole_types)) if k not in layers]
+
+    def layer_types_and_kwargs(config):
+        types, kwargs = original(config)
+        if types != [whole_types[k] for k in layers]:
+            return types, kwargs  # not the truncated model's decoder config
+        return [whole_types[k] for k in order], [whole_kwargs[k] for k in order]
+
+    cache_utils.get_layer_types_and_kwargs = layer_types_and_kwargs
+    try:
+        yield
+    finally:
+        cache_utils.get_layer_types_and_kwargs = original
+
+
+def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointing=False,
+                whole=None):
     """The recorder after one forward and backward at (micro_batch, seq_len). With
     grad=False, only the forward, under torch.no_grad(): autograd saves nothing, so each
     storage dies when the last Python reference to it goes (graph_lift's holds). On
     regime["device"] "cuda" it runs on the fake CUDA device (install_cuda first): CUDA's
     autocast lists, its SDPA kernels and their saved tensors. With `checkpointing`, the
     program a checkpointed model runs outside its recomputations: the input embeddings'
-    output requires grad (below); the planner replays the recomputations itself."""
+    output requires grad (below); the planner replays the recomputations itself.
+    `whole`, (the whole model's text config, the layers traced), sizes the KV cache as the
+    whole model's (whole_model_cache)."""
     torch.manual_seed(0)
     device = regime["device"]
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     on_device = torch.device(device) if device != "cpu" else contextlib.nullcontext()
-    with fake_tensor_artefacts_patched(), fake_mode, on_device:
+    cache = whole_model_cache(*whole) if whole else contextlib.nullcontext()
+    with fake_tensor_artefacts_patched(), cache, fake_mode, on_device:
         model = build_model(hf_config, regime)
         if checkpointing:
             # transformers' activation_checkpointing_enable() hooks the input embeddings

@@ -115,7 +115,8 @@ def periodic_prefix(kinds):
 
 def truncated(config, layers, per_layer_keys):
     """The config of a model made of `layers` alone: the per-layer lists cut to them, the
-    index lists (moe_layers, ...) and first_k_dense_replace renumbered."""
+    index lists (moe_layers, ...), first_k_dense_replace and num_kv_shared_layers
+    renumbered."""
     import copy
 
     small = copy.deepcopy(config)
@@ -134,6 +135,11 @@ def truncated(config, layers, per_layer_keys):
     first_dense = getattr(config, "first_k_dense_replace", None)
     if isinstance(first_dense, int):
         small.first_k_dense_replace = sum(1 for k in layers if k < first_dense)
+    # The last num_kv_shared_layers layers read an earlier layer's K/V (Gemma 4).
+    shared = getattr(config, "num_kv_shared_layers", None)
+    if isinstance(shared, int) and shared > 0:
+        small.num_kv_shared_layers = sum(1 for k in layers
+                                         if k >= config.num_hidden_layers - shared)
     small.num_hidden_layers = len(layers)
     overrides = per_layer_overrides(config)
     if overrides:
@@ -162,21 +168,58 @@ def with_text_config(config, text):
 
 
 def traced_model_config(config, regime):
-    """The layers traced, the config of the model made of them and the whole model's
+    """The layers traced and the config of the model made of them, and the whole model's
     parameter count: the fewest layers whose truncated config gives each one the kind it
     has in the whole model (a rule read from layer numbers, such as decoder_sparse_step,
     holds only on a prefix) and the parameters outside the layers their shapes in the
-    whole model; else every layer (Gemma 4: the per-layer input embeddings are
-    num_hidden_layers x 256 wide). A vision tower is traced whole, outside the layers."""
+    whole model. Where those shapes follow the depth (Gemma 4's per-layer inputs, which are
+    num_hidden_layers x 256 wide), those layers and one more, whose shapes extrapolate
+    to the whole model's (depth_scale.py); else every layer. Returns the kinds, a list of
+    (layers, config) -- one, or the two depths -- and the count. A vision tower is traced
+    whole, outside the layers."""
     text = text_config_of(config)
     kinds, per_layer_keys = layer_kinds(text)
     outside, whole = parameters_on_meta(config, regime)
-    for layers in layer_selections(kinds):
+
+    def traced(layers):
+        """The config of `layers` and its parameters outside them, or None when the
+        truncation changes a layer's kind."""
         small = truncated(text, layers, per_layer_keys)
-        if (layer_kinds(small)[0] == [kinds[k] for k in layers]
-                and parameters_on_meta(with_text_config(config, small), regime)[0] == outside):
-            return kinds, layers, with_text_config(config, small), whole
-    return kinds, list(range(len(kinds))), config, whole
+        if layer_kinds(small)[0] != [kinds[k] for k in layers]:
+            return None
+        model = with_text_config(config, small)
+        return model, parameters_on_meta(model, regime)[0]
+
+    for layers in layer_selections(kinds):
+        shallow = traced(layers)
+        if not shallow:
+            continue
+        if shallow[1] == outside:
+            return kinds, [(layers, shallow[0])], whole
+        # One layer more: the first one left out whose truncation keeps every kind.
+        for extra in (k for k in range(len(kinds)) if k not in layers):
+            deeper = sorted(layers + [extra])
+            deep = traced(deeper)
+            if deep:
+                if _extrapolates_to(shallow[1], deep[1], len(kinds) - len(layers), outside):
+                    return kinds, [(layers, shallow[0]), (deeper, deep[0])], whole
+                break
+    return kinds, [(list(range(len(kinds))), config)], whole
+
+
+def _extrapolates_to(shallow, deep, steps, whole):
+    """Whether the parameter shapes of two depths, carried `steps` layers on, are the
+    whole model's."""
+    from depth_scale import extrapolated
+
+    if not shallow.keys() == deep.keys() == whole.keys():
+        return False
+    try:
+        return all(extrapolated({"shape": list(shallow[name])}, {"shape": list(deep[name])},
+                                steps) == {"shape": list(shape)}
+                   for name, shape in whole.items())
+    except UnliftableOp:
+        return False
 
 
 def parameters_on_meta(config, regime):
