@@ -8,6 +8,7 @@
 
 #include "cli/numeric_option.h"
 #include "models/build_graph.h"
+#include "models/model_import.h"
 #include "planner/core/byte_units.h"
 #include "planner/core/file_io.h"
 #include "planner/core/limits.h"
@@ -214,6 +215,20 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
   return std::nullopt;
 }
 
+// train's kernels compute the built graphs' ops. An imported graph records what each
+// ATen call of the model's own code allocated, saved and freed (docs/graph-file.md), not
+// what it computes: there is nothing to run.
+std::optional<Error> CheckBuiltModel(const ModelSpec& model) {
+  if (model.family != ModelFamily::kImported) return std::nullopt;
+  std::string built;
+  for (std::string_view type : BuiltModelTypes())
+    built += (built.empty() ? "" : ", ") + std::string(type);
+  return Error{"train runs the model types headroom builds (" + built + "); model_type '" +
+               TerminalEscaped(model.model_type) +
+               "' is planned from a graph imported from its transformers code, which records "
+               "what each op allocates, not what it computes: plan it with `headroom plan`"};
+}
+
 // The device the solver plans for: the CPU with the budget's bytes; on CUDA the catalog
 // GPU the device's name matches (its time model), holding the free memory the driver
 // reported on top of its context, which already exists.
@@ -336,6 +351,7 @@ int RunTrainCommand(const TrainFlags& flags) {
   Result<PlanRequest> request =
       flags.plan_file.empty() ? ToPlanRequest(request_flags) : ReadPlanRequest(flags.plan_file);
   if (!request) return ReportUsageError(request.error().message);
+  if (auto error = CheckBuiltModel(request->model)) return ReportUsageError(error->message);
   if (auto error = CheckExecutable(request->config)) return ReportUsageError(error->message);
   if (std::optional<Error> invalid = ValidateRequest(*request))
     return ReportUsageError(invalid->message);

@@ -119,13 +119,18 @@ Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
                          trust_remote_code ? config.parent_path() : std::filesystem::path());
 }
 
-bool HasGraphBuilder(std::string_view model_type) {
+std::span<const std::string_view> BuiltModelTypes() {
   // gemma3 (multimodal: Gemma3ForConditionalGeneration, a SigLIP vision tower beside the
   // text model) is imported; its text model, gemma3_text, is built.
   static constexpr std::array<std::string_view, 11> kBuilt = {
       "llama",       "mistral",   "qwen2",   "qwen3", "phi3", "gemma2",
       "gemma3_text", "qwen3_moe", "mixtral", "gpt2",  "bert"};
-  return std::find(kBuilt.begin(), kBuilt.end(), model_type) != kBuilt.end();
+  return kBuilt;
+}
+
+bool HasGraphBuilder(std::string_view model_type) {
+  const std::span<const std::string_view> built = BuiltModelTypes();
+  return std::find(built.begin(), built.end(), model_type) != built.end();
 }
 
 Result<ModelSpec> ImportableModel(std::string_view config_text, const std::filesystem::path& path,

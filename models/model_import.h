@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,7 +74,8 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
 Result<std::string> ImportGraphFileFor(const std::filesystem::path& config,
                                        const GraphOptions& options, bool trust_remote_code = false);
 
-// True for the model types headroom builds by hand (models/hf_config.cc).
+// The model types headroom builds by hand (models/hf_config.cc), and whether one is.
+std::span<const std::string_view> BuiltModelTypes();
 bool HasGraphBuilder(std::string_view model_type);
 
 // Runs the importer for `config` under `regime`, through the cache

@@ -6,8 +6,9 @@ The import traces a few layers, each kind's last one becoming its template
 (graph_lift.py), and expands them back to the config's depth (docs/graph-file.md). Two
 checks keep that honest: the truncated config must give each traced layer the kind it
 has in the whole model, and the expanded graph must hold exactly the parameters
-transformers builds for the whole model (a size that grows with the depth, such as
-Gemma 4's per-layer embeddings, would not).
+transformers builds for the whole model. A size outside the layers that follows the depth
+(Gemma 4's per-layer embeddings) is traced at two depths and extrapolated
+(depth_scale.py).
 """
 
 from step_recorder import UnliftableOp

@@ -114,7 +114,8 @@ IMPORTED_CASES = [
              precision="amp-bf16", checkpoint="all", seq_len=600, slow=True),
     # Gemma 4 E2B's text model (5.08B: per-layer input embeddings 30 layers x 256 wide over
     # a 262k vocabulary, sliding windows of 512 with a full layer of head_dim 512 every
-    # sixth, tied). Traced at its full depth: the per-layer embeddings grow with it.
+    # sixth, tied). The per-layer embeddings follow the depth: traced at two depths (6 and
+    # 7 layers) and extrapolated to 30 (depth_scale.py).
     FakeCase("gemma-4-e2b-text bf16 lora qkvo s1024", "gemma-4-e2b-text.json",
              precision="bf16", mode="lora", lora_targets=LLAMA_QKVO, seq_len=1024, slow=True),
     FakeCase("gemma-4-e2b-text amp-bf16 adamw ckpt-all s768", "gemma-4-e2b-text.json",
@@ -129,8 +130,8 @@ IMPORTED_CASES = [
              slow=True),
     # Gemma 4 with KV-shared layers (the config's num_kv_shared_layers): a shared layer
     # reads the K/V the last layer of its type before the shared ones stored. A toy model
-    # and the E2B defaults with their last 10 layers shared (--with-slow: the toy's import
-    # traces all 12 layers, about 90 s, too long for ctest's budget). Checkpointing them is
+    # and the E2B defaults with their last 10 layers shared (--with-slow, for ctest's
+    # budget; Import.DepthScaledEqualsWholeDepth imports the toy in ctest). Checkpointing them is
     # refused by the import: a shared layer reads the dict the recomputations read again.
     FakeCase("tiny-gemma4-kv-shared bf16 lora qkvo s100", "gemma-4-e2b-text.json",
              TINY_GEMMA4_KV_SHARED, precision="bf16", mode="lora", lora_targets=LLAMA_QKVO,

@@ -1,8 +1,8 @@
 """A model whose parameters outside its layers follow its depth (Gemma 4's per-layer
 inputs), traced at two depths one layer apart and extrapolated to its own
 (models/import/depth_scale.py): the extrapolation's rules on hand-made sections, the
-layers a toy Gemma 4 traces, and its graph, which must equal the one traced at its whole
-depth (the same program, every size; one PYTHONHASHSEED, as transformers orders a set of
+layers two toy Gemma 4 trace, and the graph of one, which must equal the one traced at
+its whole depth (the same program, every size; one PYTHONHASHSEED, as transformers orders a set of
 layer types by hash).
 
     python3 test_depth_scale.py
@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 IMPORTER = os.path.join(HERE, "..", "..", "models", "import")
 sys.path.insert(0, IMPORTER)
 
-from cases import TINY_GEMMA4_KV_SHARED  # noqa: E402
+from cases import TINY_GEMMA4, TINY_GEMMA4_KV_SHARED  # noqa: E402
 from depth_scale import extrapolated  # noqa: E402
 from expectations import Expectations  # noqa: E402
 from step_recorder import UnliftableOp  # noqa: E402
@@ -54,35 +54,51 @@ def check_extrapolation(expect):
            "graph.tensors: 2 entries at one depth, 3 at the next", "an entry more per layer")
 
 
-def tiny_gemma4_config(path):
+def tiny_gemma4_args(workdir, fields):
+    """The importer's arguments for a toy Gemma 4 (cases.py's `fields` over E2B's config),
+    and its config as transformers reads it."""
+    import headroom_import
+
     with open(os.path.join(HERE, "configs", "gemma-4-e2b-text.json"), encoding="utf-8") as f:
         config = json.load(f)
-    config.update(TINY_GEMMA4_KV_SHARED)
+    config.update(fields)
+    path = os.path.join(workdir, f"config-{len(os.listdir(workdir))}.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f)
-
-
-def check_tiny_gemma4(expect, workdir):
-    """The toy Gemma 4 with KV-shared layers, 12 of them: layers 0-4 and 6 sliding, 5 a
-    full layer storing its K/V, 7 the sliding layer storing its K/V, 8-11 reading them
-    (the last 4, num_kv_shared_layers). The first two of each kind are traced (the shared
-    ones, 8, 9 and 11, are 3 of the 7), then one layer more (2), and the graph is the
-    whole depth's."""
-    import headroom_import
-    import traced_layers
-
-    config_path = os.path.join(workdir, "config.json")
-    tiny_gemma4_config(config_path)
-    args = headroom_import.parse_args([config_path, "--out", "unused", "--precision", "bf16",
+    args = headroom_import.parse_args([path, "--out", "unused", "--precision", "bf16",
                                        "--lora-rank", "4", "--lora-targets",
                                        "q_proj,k_proj,v_proj,o_proj", "--min-seq-len", "16",
                                        "--quiet"])
-    _, config = headroom_import.load_config(config_path)
+    return args, headroom_import.load_config(path)[1]
+
+
+def check_kv_shared_depths(expect, workdir):
+    """The toy Gemma 4 with KV-shared layers, 12 of them: layers 0-4 and 6 sliding, 5 a
+    full layer storing its K/V, 7 the sliding layer storing its K/V, 8-11 reading them
+    (the last 4, num_kv_shared_layers). The first two of each kind are traced (the shared
+    ones, 8, 9 and 11, are 3 of the 7), then one layer more (2)."""
+    import headroom_import
+    import traced_layers
+
+    args, config = tiny_gemma4_args(workdir, TINY_GEMMA4_KV_SHARED)
     _, depths, _ = traced_layers.traced_model_config(config, headroom_import.regime_of(args))
     expect([layers for layers, _ in depths], [[0, 1, 5, 7, 8, 9, 11],
                                               [0, 1, 2, 5, 7, 8, 9, 11]],
-           "the toy's two depths")
+           "the KV-shared toy's two depths")
     expect(depths[0][1].num_kv_shared_layers, 3, "num_kv_shared_layers renumbered")
+
+
+def check_tiny_gemma4_graph(expect, workdir):
+    """The toy Gemma 4 of 6 layers (5 sliding, the last of them storing its K/V, and a
+    full one storing its own), traced at 4 and 5 layers: its graph is the one traced at
+    all 6."""
+    import headroom_import
+    import traced_layers
+
+    args, config = tiny_gemma4_args(workdir, TINY_GEMMA4)
+    _, depths, _ = traced_layers.traced_model_config(config, headroom_import.regime_of(args))
+    expect([layers for layers, _ in depths], [[0, 1, 4, 5], [0, 1, 2, 4, 5]],
+           "the toy's two depths")
     scaled = headroom_import.import_graph(args, lambda line: None)
 
     original = traced_layers.traced_model_config
@@ -97,7 +113,7 @@ def check_tiny_gemma4(expect, workdir):
     finally:
         traced_layers.traced_model_config = original
     expect(json.dumps(scaled, sort_keys=True) == json.dumps(whole, sort_keys=True), True,
-           "the toy's graph extrapolated from 7 and 8 layers equals the one traced at 12")
+           "the toy's graph extrapolated from 4 and 5 layers equals the one traced at 6")
 
 
 def main():
@@ -109,7 +125,8 @@ def main():
     checks = Expectations()
     check_extrapolation(checks.expect)
     with tempfile.TemporaryDirectory() as workdir:
-        check_tiny_gemma4(checks.expect, workdir)
+        check_kv_shared_depths(checks.expect, workdir)
+        check_tiny_gemma4_graph(checks.expect, workdir)
     return checks.report()
 
 
