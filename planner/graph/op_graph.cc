@@ -64,7 +64,7 @@ TensorId OpGraph::AddParameter(std::string name, SymShape shape, ParamOptions op
 }
 
 std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs) {
-  const OpId op_id{static_cast<int32_t>(boost::num_vertices(graph_))};
+  const OpId op_id{static_cast<int32_t>(boost::num_vertices(*graph_))};
   for (TensorId in : op.inputs) {
     if (!in.valid() || in.value >= num_tensors())
       throw std::logic_error("AddOp: " + op.name + " reads an unknown tensor");
@@ -79,11 +79,11 @@ std::vector<TensorId> OpGraph::AddOp(OpNode op, std::vector<TensorInfo> outputs)
   }
   std::vector<TensorId> inputs = op.inputs;
   std::vector<TensorId> result = op.outputs;
-  auto v = boost::add_vertex(std::move(op), graph_);
+  auto v = boost::add_vertex(std::move(op), *graph_);
   for (TensorId in : inputs) {
     consumers_[in.value].push_back(op_id);
     const TensorInfo& t = tensors_[in.value];
-    if (t.producer.valid()) boost::add_edge(t.producer.value, v, EdgeInfo{in}, graph_);
+    if (t.producer.valid()) boost::add_edge(t.producer.value, v, EdgeInfo{in}, *graph_);
   }
   return result;
 }
@@ -149,28 +149,28 @@ TensorId OpGraph::StorageOf(TensorId id) const {
 
 void OpGraph::CheckWellFormed() const {
   std::vector<Graph::vertex_descriptor> order;
-  boost::topological_sort(graph_, std::back_inserter(order));  // throws not_a_dag on a cycle
-  auto [edges_begin, edges_end] = boost::edges(graph_);
+  boost::topological_sort(*graph_, std::back_inserter(order));  // throws not_a_dag on a cycle
+  auto [edges_begin, edges_end] = boost::edges(*graph_);
   for (auto it = edges_begin; it != edges_end; ++it) {
-    if (boost::source(*it, graph_) >= boost::target(*it, graph_)) {
+    if (boost::source(*it, *graph_) >= boost::target(*it, *graph_)) {
       throw std::logic_error(fmt::format("op graph: op {} reads a tensor produced later",
-                                         graph_[boost::target(*it, graph_)].name));
+                                         (*graph_)[boost::target(*it, *graph_)].name));
     }
   }
   if (!loss_.valid()) throw std::logic_error("op graph: no loss tensor");
   for (const BlockSegment& b : blocks_) {
     for (int op = b.first_op.value; op <= b.last_op.value; ++op) {
-      for (TensorId in : graph_[op].inputs) {
+      for (TensorId in : (*graph_)[op].inputs) {
         const TensorInfo& t = tensors_[in.value];
         const bool inside = t.producer.valid() && t.producer.value >= b.first_op.value;
         // An imported graph's prologue makes its tables with traced ops (rotary cos/sin,
         // masks, position ids), which the layers read as shared tensors; an imported
         // layer may read an earlier layer's tensor (Gemma 4's shared K/V).
         const bool table_or_traced =
-            t.producer.valid() && (graph_[t.producer.value].kind == OpKind::kRopeTables ||
-                                   graph_[t.producer.value].kind == OpKind::kCausalMask ||
-                                   graph_[t.producer.value].kind == OpKind::kWindowMask ||
-                                   graph_[t.producer.value].kind == OpKind::kTraced);
+            t.producer.valid() && ((*graph_)[t.producer.value].kind == OpKind::kRopeTables ||
+                                   (*graph_)[t.producer.value].kind == OpKind::kCausalMask ||
+                                   (*graph_)[t.producer.value].kind == OpKind::kWindowMask ||
+                                   (*graph_)[t.producer.value].kind == OpKind::kTraced);
         const bool allowed = inside || in == b.input || t.role == TensorRole::kParameter ||
                              t.role == TensorRole::kBuffer || t.role == TensorRole::kInput ||
                              table_or_traced;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -171,9 +172,9 @@ class OpGraph {
   TensorId InputEmbeddingTable() const;
 
   const TensorInfo& tensor(TensorId id) const { return tensors_.at(id.value); }
-  const OpNode& op(OpId id) const { return graph_[id.value]; }
+  const OpNode& op(OpId id) const { return (*graph_)[id.value]; }
   int num_tensors() const { return static_cast<int>(tensors_.size()); }
-  int num_ops() const { return static_cast<int>(boost::num_vertices(graph_)); }
+  int num_ops() const { return static_cast<int>(boost::num_vertices(*graph_)); }
   const std::vector<BlockSegment>& blocks() const { return blocks_; }
   TensorId loss() const { return loss_; }
 
@@ -205,7 +206,32 @@ class OpGraph {
   using Graph =
       boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode, EdgeInfo>;
 
-  Graph graph_;
+  // boost::adjacency_list (Boost 1.74) declares its copy operations and no move ones, so
+  // an OpGraph moved out of a function (into a Result) would copy every op: an imported
+  // graph unrolled over a long sequence holds hundreds of thousands. The graph lives
+  // behind a pointer that moves; copying an OpGraph copies it.
+  class MovableGraph {
+   public:
+    MovableGraph() : graph_(std::make_unique<Graph>()) {}
+    MovableGraph(const MovableGraph& other) : graph_(std::make_unique<Graph>(*other.graph_)) {}
+    MovableGraph(MovableGraph&& other) noexcept
+        : graph_(std::exchange(other.graph_, std::make_unique<Graph>())) {}
+    MovableGraph& operator=(const MovableGraph& other) {
+      if (this != &other) graph_ = std::make_unique<Graph>(*other.graph_);
+      return *this;
+    }
+    MovableGraph& operator=(MovableGraph&& other) noexcept {
+      if (this != &other) graph_ = std::exchange(other.graph_, std::make_unique<Graph>());
+      return *this;
+    }
+    Graph& operator*() { return *graph_; }
+    const Graph& operator*() const { return *graph_; }
+
+   private:
+    std::unique_ptr<Graph> graph_;
+  };
+
+  MovableGraph graph_;
   std::vector<TensorInfo> tensors_;
   std::vector<std::vector<OpId>> consumers_;  // per tensor
   std::vector<BlockSegment> blocks_;
