@@ -179,6 +179,9 @@ SimulationTables SimulationTables::WithBatch(int64_t micro_batch, int64_t grad_a
 
 const OpGraph& SimulationTables::graph() const { return impl_->graph; }
 const TensorStates& SimulationTables::states() const { return impl_->states; }
+bool SimulationTables::OutputAliasesInput(OpId op) const {
+  return impl_->forward_costs[1][op.value].output_aliases_input;
+}
 
 SimulationTables::ModelState SimulationTables::FullModelState() const {
   const Impl& t = *impl_;

@@ -58,6 +58,9 @@ class SimulationTables {
   const OpGraph& graph() const;
   const TrainingConfig& config() const { return config_; }
   const TensorStates& states() const;
+  // Whether the op's output aliases an input, so that it runs no kernel (the cost rules'
+  // ForwardCost::output_aliases_input, which no micro-batch changes).
+  bool OutputAliasesInput(OpId op) const;
   // The optimizer states of every trainable parameter this rank updates on the device
   // (none when offloaded), each rounded up to `granularity` (a power of two) as the
   // allocator counts it.

@@ -228,7 +228,7 @@ void AddCandidatesOfPrecision(const OpGraph& graph, TrainingConfig config, const
     if (!WithinStepSizeLimit(graph, {b, config.seq_len})) break;
     config.micro_batch = b;
     config.grad_accum_steps = per_gpu / b;
-    StepTimeModel time_model(graph, tables.states(), config, device);
+    StepTimeModel time_model(tables, config, device);
     const StepTime plain = time_model.Estimate({});
     MicroBatchOption o{
         b, ToUnits(profiler.Profile({b, config.seq_len}), time_model.block_forward_seconds()), 0,
@@ -346,7 +346,7 @@ void SmallestPlan(const OpGraph& graph, const TrainingConfig& base, const Device
     if (!smallest_seen || shortfall < r.shortfall_bytes) {
       smallest_seen = true;
       r.shortfall_bytes = shortfall;
-      r.time = StepTimeModel(typed.GraphOf(config), config, device).Estimate(flags);
+      r.time = StepTimeModel(typed.TablesOf(config), config, device).Estimate(flags);
       r.graph = typed.SharedGraphOf(config);
       r.plan = Plan::WithCheckpointed(config, flags, SequencesPerStep(config));
       r.prediction = std::move(p);
@@ -413,7 +413,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
       const TrainingConfig plan = TypedPlans::Typed(c.config(), flags);
       r.feasible = true;
       // Timed as typed too: on the graph the plan runs.
-      r.time = StepTimeModel(typed.GraphOf(plan), plan, device).Estimate(flags);
+      r.time = StepTimeModel(typed.TablesOf(plan), plan, device).Estimate(flags);
       r.plan = Plan::WithCheckpointed(c.config(), flags, SequencesPerStep(c.config()));
       r.prediction = std::move(best->second);
       r.graph = typed.SharedGraphOf(plan);

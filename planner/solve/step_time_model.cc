@@ -52,11 +52,25 @@ double OptimizerTrafficFactor(const TrainingConfig& config) {
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
                              const DeviceSpec& device)
-    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config), CostTargetOf(config)),
-                    config, device) {}
+    : StepTimeModel(graph, TensorStates(graph, RegimeOf(config), CostTargetOf(config)), config,
+                    device) {}
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                              const TrainingConfig& config, const DeviceSpec& device)
+    : StepTimeModel(graph, states, config, device, [&](OpId o) {
+        return CostForward(graph, graph.op(o), states, ShapeEnv{config.micro_batch, config.seq_len},
+                           true)
+            .output_aliases_input;
+      }) {}
+
+StepTimeModel::StepTimeModel(const SimulationTables& tables, const TrainingConfig& config,
+                             const DeviceSpec& device)
+    : StepTimeModel(tables.graph(), tables.states(), config, device,
+                    [&](OpId o) { return tables.OutputAliasesInput(o); }) {}
+
+StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
+                             const TrainingConfig& config, const DeviceSpec& device,
+                             const std::function<bool(OpId)>& aliases)
     : block_forward_(graph.blocks().size(), 0.0),
       tokens_per_step_(
           static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len)),
@@ -75,9 +89,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
     const OpNode& op = graph.op(OpId{o});
     // Views, and casts to the dtype a tensor already has (`.to()` returns it), launch no
     // kernel.
-    if (ClassOfOp(op) == OpClass::kLayout ||
-        CostForward(graph, op, states, env, true).output_aliases_input)
-      continue;
+    if (ClassOfOp(op) == OpClass::kLayout || aliases(OpId{o})) continue;
     const OpFlops flops = CostFlops(graph, op, states, env);
     double bytes = 0;
     for (TensorId t : op.inputs) bytes += tensor_bytes[t.value];

@@ -7,11 +7,13 @@
 
 #include "planner/solve/layer.h"
 
+#include <functional>
 #include <vector>
 
 #include "planner/core/gpu_catalog.h"
 #include "planner/core/training_config.h"
 #include "planner/graph/op_graph.h"
+#include "planner/simulate/step_simulator.h"
 #include "planner/simulate/tensor_states.h"
 #include "planner/solve/comm_time_model.h"
 
@@ -46,12 +48,20 @@ class StepTimeModel {
   // caller for several micro-batches.
   StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
                 const DeviceSpec& device);
+  // The same from a simulation's tables (config's precision): their states, and which
+  // ops' outputs alias an input (no kernel), tabulated once for every micro-batch.
+  StepTimeModel(const SimulationTables& tables, const TrainingConfig& config,
+                const DeviceSpec& device);
 
   // Forward seconds of each block at the config's micro-batch: what recomputing it costs.
   const std::vector<double>& block_forward_seconds() const { return block_forward_; }
   StepTime Estimate(const std::vector<bool>& checkpointed) const;
 
  private:
+  // `aliases(op)`: whether the op's output aliases an input.
+  StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
+                const DeviceSpec& device, const std::function<bool(OpId)>& aliases);
+
   double forward_ = 0, backward_ = 0, optimizer_ = 0;
   double model_flops_ = 0;  // forward + backward of one micro-batch on one rank
   double peak_flops_ = 0;   // dense, at the compute dtype
