@@ -215,8 +215,9 @@ def import_graph(args, log):
         meta_model = build_model(depths[0][1], regime)
 
     def traced_at(layers, small):
-        """The sections, the micro-batch-1 sections, the layer prefix, the chunk, whether
-        the code loops over it and the valid lengths, of `small` (`layers` of the model)."""
+        """What the graph file holds of `small`, the model made of `layers`: its sections,
+        its micro-batch-1 sections, the layer prefix, the sequence chunk and the valid
+        sequence lengths. The KV cache is the whole model's (trace_step.whole_model_cache)."""
         depth = len(layers)
 
         def record(point, grad):

@@ -188,8 +188,8 @@ def traced_model_config(config, regime):
         small = truncated(text, layers, per_layer_keys)
         if layer_kinds(small)[0] != [kinds[k] for k in layers]:
             return None
-        model = with_text_config(config, small)
-        return model, parameters_on_meta(model, regime)[0]
+        small_config = with_text_config(config, small)
+        return small_config, parameters_on_meta(small_config, regime)[0]
 
     for layers in layer_selections(kinds):
         shallow = traced(layers)

@@ -44,10 +44,6 @@ struct StepTime {
 class StepTimeModel {
  public:
   StepTimeModel(const OpGraph& graph, const TrainingConfig& config, const DeviceSpec& device);
-  // The same with the graph's tensor states under config.precision, built once by the
-  // caller for several micro-batches.
-  StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
-                const DeviceSpec& device);
   // The same from a simulation's tables (config's precision): their states, and which
   // ops' outputs alias an input (no kernel), tabulated once for every micro-batch.
   StepTimeModel(const SimulationTables& tables, const TrainingConfig& config,
@@ -58,6 +54,9 @@ class StepTimeModel {
   StepTime Estimate(const std::vector<bool>& checkpointed) const;
 
  private:
+  // With the graph's tensor states under config.precision.
+  StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
+                const DeviceSpec& device);
   // `aliases(op)`: whether the op's output aliases an input.
   StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
                 const DeviceSpec& device, const std::function<bool(OpId)>& aliases);
