@@ -109,6 +109,17 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
 void SimulationTables::Impl::TabulateOps() {
   const OpGraph& g = graph;
   param_grad_arrivals.assign(g.num_tensors(), 0);
+  // Sized once: an imported graph has thousands of ops, and the tables are made per
+  // precision and checkpoint regime a search tries.
+  size_t inputs = 0;
+  for (int o = 0; o < g.num_ops(); ++o) inputs += g.op(OpId{o}).inputs.size();
+  const size_t ops = static_cast<size_t>(g.num_ops());
+  first_input.reserve(ops);
+  backward_costs.reserve(ops);
+  for (std::vector<OpForward>& costs : forward_costs) costs.reserve(ops);
+  cast_bytes.reserve(inputs);
+  input_grads.reserve(inputs);
+  saves_input.reserve(2 * inputs);
   for (int o = 0; o < g.num_ops(); ++o) {
     const OpNode& op = g.op(OpId{o});
     first_input.push_back(static_cast<int>(cast_bytes.size()));
