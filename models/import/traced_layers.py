@@ -216,8 +216,8 @@ def _extrapolates_to(shallow, deep, steps, whole):
     if not shallow.keys() == deep.keys() == whole.keys():
         return False
     try:
-        return all(extrapolated({"shape": list(shallow[name])}, {"shape": list(deep[name])},
-                                steps) == {"shape": list(shape)}
+        return all(extrapolated(list(shallow[name]), list(deep[name]), steps, name,
+                                field="shape") == list(shape)
                    for name, shape in whole.items())
     except UnliftableOp:
         return False
