@@ -342,8 +342,13 @@ void CheckSection(const ImportedSection& s, const std::string& where, size_t sha
     if (until < 0 || until >= int(s.ops.size())) throw FileError(where + ": a hold ends at no op");
   }
   for (const SectionRef& t : s.held_until_forward_end) check(t, "a forward-end hold");
+  // What a section hands on is an activation one of its ops makes: the simulator counts
+  // the uses of activations only, and a layer whose output were a weight is no model.
   for (int k : {s.output, s.loss, s.input_embeddings}) {
     if (k >= int(s.tensors.size())) throw FileError(where + ": an index past the tensors");
+    if (k >= 0 && (s.tensors[k].role != TensorRole::kActivation || !made[k]))
+      throw FileError(fmt::format("{}: tensor {} is handed on but no op of the section makes it",
+                                  where, s.tensors[k].name));
   }
   for (int k : s.kept_by_arguments) {
     if (k < 0 || k >= int(s.tensors.size()) || !made[k] ||

@@ -243,6 +243,11 @@ TEST(GraphFile, MalformedFilesAreErrorsNamingWhatIsWrong) {
   json grads = TinyGraphFile();
   grads["templates"]["decoder"]["ops"][1]["grads"] = {"pass"};
   EXPECT_NE(error_of(grads).find("one flow per input"), std::string::npos);
+  json weight_out = TinyGraphFile();  // the prologue hands on the embedding's weight
+  weight_out["prologue"]["output"] = 1;
+  EXPECT_NE(error_of(weight_out).find("handed on but no op of the section makes it"),
+            std::string::npos)
+      << error_of(weight_out);
   EXPECT_NE(error_of(json::array()).find("not a headroom graph file"), std::string::npos)
       << error_of(json::array());
 }
@@ -257,6 +262,33 @@ TEST(GraphFile, PlansThroughTheModelSpec) {
   Result<OpGraph> graph = BuildGraph(*spec, options);
   ASSERT_TRUE(graph) << graph.error().message;
   EXPECT_EQ(graph->blocks().size(), 2u);
+}
+
+// The toy's fp32 step on the CPU at s = 16.
+Result<StepPrediction> PredictToyOnCpu(const json& file) {
+  Result<ModelSpec> spec = LoadGraphFile(file.dump(), "toy.json");
+  if (!spec) return spec.error();
+  TrainingConfig config;
+  config.precision = Precision::kFp32;
+  config.seq_len = 16;
+  config.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 1};
+  return Predict({.model = *spec, .config = config, .device = CpuDevice(int64_t{1} << 40)});
+}
+
+TEST(GraphFile, AMatmulNoGradientReachesGivesItsWeightNone) {
+  // The add reads the weight instead of the matmul's output, which no op reads: the
+  // engine never runs the matmul's node, so the weight's one gradient is the add's.
+  json dead = TinyGraphFile();
+  dead["templates"]["decoder"]["ops"][1]["inputs"][1] = json::array({"local", 0});
+  json no_weight_grad = dead;
+  no_weight_grad["templates"]["decoder"]["ops"][0]["grads"] = {"new", "none"};
+  Result<StepPrediction> a = PredictToyOnCpu(dead), b = PredictToyOnCpu(no_weight_grad);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(a->allocated_peak_bytes, b->allocated_peak_bytes);
+  Result<StepPrediction> whole = PredictToyOnCpu(TinyGraphFile());
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_LT(a->allocated_peak_bytes, whole->allocated_peak_bytes);  // no [b, s, 8] product
 }
 
 TEST(GraphFile, ASpecWithoutItsGraphIsRefused) {

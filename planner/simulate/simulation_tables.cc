@@ -108,7 +108,6 @@ void SimulationTables::Impl::TabulateTensors(const TrainingConfig& c) {
 // backward cost, in shared arrays.
 void SimulationTables::Impl::TabulateOps() {
   const OpGraph& g = graph;
-  param_grad_arrivals.assign(g.num_tensors(), 0);
   // Sized once: an imported graph has thousands of ops, and the tables are made per
   // precision and checkpoint regime a search tries.
   size_t inputs = 0;
@@ -140,15 +139,34 @@ void SimulationTables::Impl::TabulateOps() {
       saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
     }
     const BackwardCost cost = CostBackward(g, op, states, env);
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      if (is_param[op.inputs[i].value] && cost.input_grads[i] != GradFlow::kNone)
-        ++param_grad_arrivals[op.inputs[i].value];
-    }
     backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
                               cost.weight_grad_scratch_bytes, cost.input_grad_scratch_bytes,
                               cost.workspace_per_sample, cost.input_grad_brgemm,
                               cost.weight_grad_brgemm, cost.workspace_fixed_bytes});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
+  }
+  CountParamGradArrivals();
+}
+
+// The gradients each parameter receives in a backward. The engine runs only the nodes a
+// gradient reaches from the loss (engine.cpp, compute_dependencies): an op none of whose
+// outputs is read on the way to the loss returns no gradient, to its weights either.
+void SimulationTables::Impl::CountParamGradArrivals() {
+  const OpGraph& g = graph;
+  param_grad_arrivals.assign(g.num_tensors(), 0);
+  std::vector<bool> gets_grad(g.num_tensors(), false);
+  gets_grad[g.loss().value] = true;
+  for (int o = g.num_ops() - 1; o >= 0; --o) {
+    const OpNode& op = g.op(OpId{o});
+    if (std::none_of(op.outputs.begin(), op.outputs.end(),
+                     [&](TensorId t) { return gets_grad[t.value]; }))
+      continue;
+    const GradFlow* flows = &input_grads[backward_costs[o].grads_begin];
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (flows[i] == GradFlow::kNone) continue;
+      gets_grad[op.inputs[i].value] = true;
+      if (is_param[op.inputs[i].value]) ++param_grad_arrivals[op.inputs[i].value];
+    }
   }
 }
 

@@ -23,6 +23,7 @@ struct SimulationTables::Impl {
   Impl(const OpGraph& g, const TrainingConfig& c);
   void TabulateTensors(const TrainingConfig& config);
   void TabulateOps();
+  void CountParamGradArrivals();
   void TabulateBlocks();
 
   static constexpr int64_t kNotCast = -1;  // an op input autocast does not cast
