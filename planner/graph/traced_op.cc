@@ -15,6 +15,14 @@ SymSize TermsWithBatchPower(const SymSize& size, int b_pow) {
   return out;
 }
 
+// x^n for the small powers of b and s a graph file allows (b^0..1, s^0..2): exact where the
+// result is an integer below 2^53, as std::pow's is, at a fraction of its cost.
+double IntPow(double x, int n) {
+  double r = 1;
+  for (int i = 0; i < n; ++i) r *= x;
+  return r;
+}
+
 }  // namespace
 
 double SymSize::Evaluate(const ShapeEnv& env) const {
@@ -22,7 +30,7 @@ double SymSize::Evaluate(const ShapeEnv& env) const {
   double sum = 0;
   for (const Monomial& m : terms) {
     const double x = static_cast<double>(SizeIn(m.seq, env));
-    sum += m.c * std::pow(b, m.b_pow) * std::pow(x, m.s_pow);
+    sum += m.c * IntPow(b, m.b_pow) * IntPow(x, m.s_pow);
   }
   return sum;
 }

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "planner/core/checked_math.h"
 #include "planner/core/training_stack.h"
 #include "planner/simulate/granularity.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
@@ -206,6 +207,10 @@ SimulationTables SimulationTables::WithBatch(int64_t micro_batch, int64_t grad_a
   return out;
 }
 
+int64_t SimulationTables::TensorBytes(TensorId t, int64_t micro_batch) const {
+  const int64_t bytes = impl_->bytes[t.value];
+  return impl_->per_sample[t.value] ? CheckedMul(bytes, micro_batch, "a tensor's bytes") : bytes;
+}
 const OpGraph& SimulationTables::graph() const { return impl_->graph; }
 const TensorStates& SimulationTables::states() const { return impl_->states; }
 bool SimulationTables::OutputAliasesInput(OpId op) const {

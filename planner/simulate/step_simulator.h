@@ -61,6 +61,8 @@ class SimulationTables {
   // Whether the op's output aliases an input, so that it runs no kernel (the cost rules'
   // ForwardCost::output_aliases_input, which no micro-batch changes).
   bool OutputAliasesInput(OpId op) const;
+  // A tensor's bytes at `micro_batch` (the sizes are kept at micro-batch 1).
+  int64_t TensorBytes(TensorId t, int64_t micro_batch) const;
   // The optimizer states of every trainable parameter this rank updates on the device
   // (none when offloaded), each rounded up to `granularity` (a power of two) as the
   // allocator counts it.

@@ -43,6 +43,15 @@ class TypedPlans {
   SimulationTables TablesOf(const TrainingConfig& typed) {
     return Find(typed).tables.WithBatch(typed.micro_batch, typed.grad_accum_steps);
   }
+  // A candidate's own tables, when its plans run the searched graph: tabulated already.
+  void Seed(const SimulationTables& tables) {
+    if (graph_for_) return;
+    const TrainingConfig key = KeyOf(tables.config());
+    for (const Entry& e : entries_)
+      if (e.key == key) return;
+    entries_.push_back(
+        {key, std::shared_ptr<const OpGraph>(std::shared_ptr<void>(), &graph_), tables});
+  }
 
  private:
   struct Entry {
@@ -51,9 +60,11 @@ class TypedPlans {
     SimulationTables tables;
   };
   // What a table or graph depends on beyond the batch sizes (GraphOptionsOf, CostTargetOf):
-  // whether anything is checkpointed, and whether the micro-batch exceeds 1.
-  static TrainingConfig KeyOf(TrainingConfig c) {
-    c.micro_batch = std::min<int64_t>(c.micro_batch, 2);
+  // whether anything is checkpointed, and, where each key has its own graph, whether the
+  // micro-batch exceeds 1 (GraphOptions::single_sample). The tables of one graph do not
+  // depend on the micro-batch.
+  TrainingConfig KeyOf(TrainingConfig c) const {
+    c.micro_batch = graph_for_ ? std::min<int64_t>(c.micro_batch, 2) : 1;
     c.grad_accum_steps = 1;
     c.checkpoint = CheckpointPolicy{.kind = c.checkpoint.kind == CheckpointPolicy::Kind::kNone
                                                 ? CheckpointPolicy::Kind::kNone
@@ -406,6 +417,7 @@ SearchResult SearchPlan(const OpGraph& graph, const TrainingConfig& base, const 
     if (c.solution.feasible && !options.fixed_checkpoint &&
         !CalibrateOnFirstStep(c, device, options, r.usable_bytes))
       continue;
+    typed.Seed(c.tables);
     std::optional<VerifiedPlan> best =
         Verify(c, device, options, r.usable_bytes, typed, r.corrections);
     if (best) {

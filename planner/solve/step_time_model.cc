@@ -48,6 +48,22 @@ double OptimizerTrafficFactor(const TrainingConfig& config) {
                                                                          : 1.0;
 }
 
+std::vector<double> TensorBytes(const OpGraph& graph, const TensorStates& states,
+                                const ShapeEnv& env) {
+  std::vector<double> bytes(graph.num_tensors());
+  for (int t = 0; t < graph.num_tensors(); ++t)
+    bytes[t] = static_cast<double>(states.Bytes(graph, TensorId{t}, env));
+  return bytes;
+}
+
+// The tables hold the sizes already, at micro-batch 1: no shape is evaluated again.
+std::vector<double> TensorBytes(const SimulationTables& tables, int64_t micro_batch) {
+  std::vector<double> bytes(tables.graph().num_tensors());
+  for (int t = 0; t < tables.graph().num_tensors(); ++t)
+    bytes[t] = static_cast<double>(tables.TensorBytes(TensorId{t}, micro_batch));
+  return bytes;
+}
+
 }  // namespace
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
@@ -57,20 +73,26 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                              const TrainingConfig& config, const DeviceSpec& device)
-    : StepTimeModel(graph, states, config, device, [&](OpId o) {
-        return CostForward(graph, graph.op(o), states, ShapeEnv{config.micro_batch, config.seq_len},
-                           true)
-            .output_aliases_input;
-      }) {}
+    : StepTimeModel(
+          graph, states, config, device,
+          [&](OpId o) {
+            return CostForward(graph, graph.op(o), states,
+                               ShapeEnv{config.micro_batch, config.seq_len}, true)
+                .output_aliases_input;
+          },
+          TensorBytes(graph, states, ShapeEnv{config.micro_batch, config.seq_len})) {}
 
 StepTimeModel::StepTimeModel(const SimulationTables& tables, const TrainingConfig& config,
                              const DeviceSpec& device)
-    : StepTimeModel(tables.graph(), tables.states(), config, device,
-                    [&](OpId o) { return tables.OutputAliasesInput(o); }) {}
+    : StepTimeModel(
+          tables.graph(), tables.states(), config, device,
+          [&](OpId o) { return tables.OutputAliasesInput(o); },
+          TensorBytes(tables, config.micro_batch)) {}
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                              const TrainingConfig& config, const DeviceSpec& device,
-                             const std::function<bool(OpId)>& aliases)
+                             const std::function<bool(OpId)>& aliases,
+                             const std::vector<double>& tensor_bytes)
     : block_forward_(graph.blocks().size(), 0.0),
       tokens_per_step_(
           static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len)),
@@ -79,9 +101,6 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
       device_(device) {
   peak_flops_ = DataSheetFlops(device, states.regime().compute_dtype);
   const ShapeEnv env{config.micro_batch, config.seq_len};
-  std::vector<double> tensor_bytes(graph.num_tensors());
-  for (int t = 0; t < graph.num_tensors(); ++t)
-    tensor_bytes[t] = static_cast<double>(states.Bytes(graph, TensorId{t}, env));
   const double flops_per_s =
       PeakFlops(device, states.regime().compute_dtype, config.kernels.cpu_bf16);
   const double bytes_per_s = device.bandwidth_gbps * 1e9 * device.bandwidth_efficiency;

@@ -57,9 +57,11 @@ class StepTimeModel {
   // With the graph's tensor states under config.precision.
   StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
                 const DeviceSpec& device);
-  // `aliases(op)`: whether the op's output aliases an input.
+  // `aliases(op)`: whether the op's output aliases an input; `tensor_bytes`: each tensor's
+  // bytes at the config's micro-batch.
   StepTimeModel(const OpGraph& graph, const TensorStates& states, const TrainingConfig& config,
-                const DeviceSpec& device, const std::function<bool(OpId)>& aliases);
+                const DeviceSpec& device, const std::function<bool(OpId)>& aliases,
+                const std::vector<double>& tensor_bytes);
 
   double forward_ = 0, backward_ = 0, optimizer_ = 0;
   double model_flops_ = 0;  // forward + backward of one micro-batch on one rank
