@@ -5,6 +5,8 @@
 // tests/reference/configs/llama-3-8b.json --precision bf16 --lora-rank 16).
 //  - the graph: BuildGraph from the catalog spec, or ExpandImportedGraph from the file
 //    (read and parsed once, as a cached plan reads it once);
+//  - `plan`: the graph, then one prediction of the step (micro-batch 1, nothing
+//    checkpointed);
 //  - a full solve (SearchPlan, global batch 16) on each graph.
 #include <benchmark/benchmark.h>
 
@@ -12,6 +14,7 @@
 #include "models/catalog.h"
 #include "models/model_import.h"
 #include "planner/core/file_io.h"
+#include "planner/simulate/step_prediction.h"
 #include "planner/solve/plan_search.h"
 
 namespace headroom {
@@ -25,8 +28,8 @@ TrainingConfig Config(bool imported) {
   c.precision = Precision::kBf16;
   c.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16};
   // The builder's role names, the module names PEFT was given at import.
-  c.fine_tune.lora_targets = imported ? std::vector<std::string>{"q_proj", "v_proj"}
-                                      : std::vector<std::string>{"q", "v"};
+  c.fine_tune.lora_targets =
+      imported ? std::vector<std::string>{"q_proj", "v_proj"} : std::vector<std::string>{"q", "v"};
   c.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 2};
   c.optimizer_impl = OptimizerImpl::kForLoop;
   return c;
@@ -56,6 +59,23 @@ void BM_Graph(benchmark::State& state, bool imported) {
   state.counters["ops"] = ops;
 }
 
+void BM_Plan(benchmark::State& state, bool imported) {
+  const ModelSpec spec = Spec(imported);
+  const TrainingConfig config = Config(imported);
+  const DeviceSpec device = CpuDevice(int64_t{64} << 30);
+  int64_t peak = 0;
+  for (auto _ : state) {
+    Result<OpGraph> graph = BuildGraph(spec, GraphOptionsOf(config));
+    if (!graph) {
+      state.SkipWithError(graph.error().message.c_str());
+      return;
+    }
+    const std::vector<bool> none(graph->blocks().size(), false);
+    peak = PredictStep(*graph, config, none, device).allocated_peak_bytes;
+  }
+  state.counters["peak_gib"] = static_cast<double>(peak) / (1 << 30);
+}
+
 void BM_Solve(benchmark::State& state, bool imported) {
   const ModelSpec spec = Spec(imported);
   const TrainingConfig base = Config(imported);
@@ -77,6 +97,8 @@ void BM_Solve(benchmark::State& state, bool imported) {
 
 BENCHMARK_CAPTURE(BM_Graph, built_llama3_8b, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Graph, imported_llama3_8b, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan, built_llama3_8b, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Plan, imported_llama3_8b, true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Solve, built_llama3_8b, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Solve, imported_llama3_8b, true)->Unit(benchmark::kMillisecond);
 

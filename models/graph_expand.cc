@@ -311,6 +311,20 @@ void AddLoopAssumptions(const ImportedProgram& program, int64_t seq_len, OpGraph
   }
 }
 
+// Room for the sections' ops and tensors, a rolled loop counted once (its other
+// iterations are not known before the sequence is).
+void ReserveFor(const ImportedProgram& program, const std::vector<std::string>& layer_types,
+                OpGraph& graph) {
+  size_t ops = program.prologue.ops.size() + program.epilogue.ops.size();
+  size_t tensors = program.prologue.tensors.size() + program.epilogue.tensors.size();
+  for (const std::string& type : layer_types) {
+    const ImportedSection& layer = program.templates.at(type);
+    ops += layer.ops.size();
+    tensors += layer.tensors.size();
+  }
+  graph.Reserve(static_cast<int>(ops), static_cast<int>(tensors));
+}
+
 }  // namespace
 
 Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOptions& options) {
@@ -328,6 +342,7 @@ Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOp
   const ImportedProgram& program =
       options.single_sample && imported.micro_batch_1 ? *imported.micro_batch_1 : imported.program;
   OpGraph graph;
+  ReserveFor(program, imported.layer_types, graph);
   Expander expander(graph, options.seq_len);
   Result<std::vector<TensorId>> prologue = expander.Append(program.prologue, "", {}, -1);
   if (!prologue) return prologue.error();

@@ -33,6 +33,12 @@ int OpGraph::UsesWithinBlock(TensorId t, int block, OpId last_op) const {
   return uses;
 }
 
+void OpGraph::Reserve(int ops, int tensors) {
+  (*graph_).m_vertices.reserve(static_cast<size_t>(ops));
+  tensors_.reserve(static_cast<size_t>(tensors));
+  consumers_.reserve(static_cast<size_t>(tensors));
+}
+
 TensorId OpGraph::AddTensor(TensorInfo info) {
   TensorId id{static_cast<int32_t>(tensors_.size())};
   if (info.alias_of) info.alias_of = StorageOf(*info.alias_of);

@@ -134,6 +134,9 @@ struct BlockSegment {
 
 class OpGraph {
  public:
+  // Room for this many ops and tensors: a graph expanded from a file knows its size, and
+  // growing the op list would copy every op (Boost 1.74's stored vertices do not move).
+  void Reserve(int ops, int tensors);
   TensorId AddTensor(TensorInfo info);
   TensorId AddInput(std::string name, SymShape shape, DType dtype);
   TensorId AddBuffer(std::string name, SymShape shape, DType dtype);
