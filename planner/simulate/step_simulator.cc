@@ -6,8 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
+#include "planner/simulate/internal/buffer_ledger.h"
 #include "planner/simulate/internal/engine_replays.h"
 #include "planner/simulate/internal/hold_lists.h"
 #include "planner/simulate/internal/kept_by_arguments.h"
@@ -51,7 +50,7 @@ class StepSimulator {
         static_cast<size_t>(options_.steps) * (config_.grad_accum_steps > 1 ? 2 : 1);
     timeline_.events.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 12);
     timeline_.phases.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 3);
-    buffers_.reserve(passes * static_cast<size_t>(graph_.num_ops()) * 6);
+    ledger_.Reserve(passes * static_cast<size_t>(graph_.num_ops()) * 6);
     Setup();
     for (int step = 1; step <= options_.steps; ++step) {
       // The middle micro-batches repeat the second one's memory: replay the first and
@@ -64,52 +63,15 @@ class StepSimulator {
       }
       OptimizerStep(step);
       ZeroGrad(step);
-      CheckOnlyPersistentLive(step);
+      ledger_.CheckOnlyPersistentLive(step);
     }
     return std::move(timeline_);
   }
 
  private:
-  struct Buffer {  // 16 bytes: one per allocation of a replay
-    int64_t bytes;
-    int32_t refs;
-    Category category;
-    bool per_sample;
-  };
-
-  // ---- buffers -------------------------------------------------------------------
-  // `bytes` at micro-batch 1; per-sample sizes scale to the configured micro-batch.
-  int64_t Acquire(int64_t bytes, Category category, bool per_sample = false, int refs = 1) {
-    if (per_sample) bytes *= batch_scale_;
-    const int64_t id = static_cast<int64_t>(buffers_.size());
-    buffers_.push_back(Buffer{bytes, refs, category, per_sample});
-    live_bytes_ += bytes;
-    timeline_.events.push_back({.buffer = id,
-                                .bytes = bytes,
-                                .phase = phase_,
-                                .kind = MemoryEvent::Kind::kAlloc,
-                                .category = category,
-                                .per_sample = per_sample});
-    return id;
-  }
-  void Retain(int64_t id) { buffers_[id].refs++; }
-  void Release(int64_t id) {
-    Buffer& b = buffers_[id];
-    if (b.refs <= 0) throw std::logic_error("simulator: release of a dead buffer");
-    if (--b.refs > 0) return;
-    timeline_.events.push_back({.buffer = id,
-                                .bytes = b.bytes,
-                                .phase = phase_,
-                                .kind = MemoryEvent::Kind::kFree,
-                                .category = b.category,
-                                .per_sample = b.per_sample});
-    live_bytes_ -= b.bytes;
-  }
-  int refs(int64_t id) const { return buffers_[id].refs; }
-
   void SetPhase(Phase::Kind kind, int step, int64_t mb, OpId op = {}) {
     timeline_.phases.push_back({kind, step, mb, op, op.valid() ? block_of_op_[op.value] : -1});
-    phase_ = static_cast<int32_t>(timeline_.phases.size() - 1);
+    ledger_.SetPhase(static_cast<int32_t>(timeline_.phases.size() - 1));
   }
 
   bool IsParam(TensorId t) const { return tables_.is_param[t.value]; }
@@ -124,10 +86,10 @@ class StepSimulator {
   void Bind(TensorId t, int64_t buffer, int uses) {
     buffer_of_[t.value] = buffer;
     uses_left_[t.value] = uses;
-    if (uses == 0) Release(buffer);
+    if (uses == 0) ledger_.Release(buffer);
   }
   void UseDone(TensorId t) {
-    if (--uses_left_[t.value] == 0) Release(buffer_of_[t.value]);
+    if (--uses_left_[t.value] == 0) ledger_.Release(buffer_of_[t.value]);
     if (uses_left_[t.value] < 0)
       throw std::logic_error("simulator: tensor used more often than counted");
   }
@@ -155,52 +117,33 @@ class StepSimulator {
                              : !config_.parallel.fsdp() ? Bytes(p)
                              : OptimizerOffloaded()     ? 0
                                                         : shards.local_param_bytes[i];
-      buffer_of_[p.value] = Acquire(stored, Category::kWeights);
-      persistent_bytes_ += stored;
-      if (const int64_t master = tables_.master_bytes[i]; master > 0 && !OptimizerOffloaded()) {
-        Acquire(master, Category::kOptimizer);
-        persistent_bytes_ += master;
-      }
+      buffer_of_[p.value] = ledger_.AcquirePersistent(stored, Category::kWeights);
+      if (const int64_t master = tables_.master_bytes[i]; master > 0 && !OptimizerOffloaded())
+        ledger_.AcquirePersistent(master, Category::kOptimizer);
     }
-    for (TensorId b : tables_.model_buffers) {
-      buffer_of_[b.value] = Acquire(Bytes(b), Category::kWeights);
-      persistent_bytes_ += Bytes(b);
-    }
-    for (int64_t bucket : shards.ddp_bucket_bytes) {
-      Acquire(bucket, Category::kGradients);
-      persistent_bytes_ += bucket;
-    }
-    if (shards.mesh_bytes > 0) {
-      Acquire(shards.mesh_bytes, Category::kWeights);
-      persistent_bytes_ += shards.mesh_bytes;
-    }
+    for (TensorId b : tables_.model_buffers)
+      buffer_of_[b.value] = ledger_.AcquirePersistent(Bytes(b), Category::kWeights);
+    for (int64_t bucket : shards.ddp_bucket_bytes)
+      ledger_.AcquirePersistent(bucket, Category::kGradients);
+    if (shards.mesh_bytes > 0) ledger_.AcquirePersistent(shards.mesh_bytes, Category::kWeights);
     StartEngineReplays();
-    if (options_.cublas_workspace_bytes > 0) {
-      Acquire(options_.cublas_workspace_bytes, Category::kTemporaries);
-      persistent_bytes_ += options_.cublas_workspace_bytes;
-    }
+    if (options_.cublas_workspace_bytes > 0)
+      ledger_.AcquirePersistent(options_.cublas_workspace_bytes, Category::kTemporaries);
   }
 
   // The engines' own buffers: FSDP2's gathers and reductions, DeepSpeed's buckets,
   // partitions and gathers, replayed through this simulator's accounting.
   void StartEngineReplays() {
     const ReplayMemory memory{
-        .acquire = [this](int64_t bytes, Category c) { return Acquire(bytes, c); },
-        .release = [this](int64_t buffer) { Release(buffer); },
-        .acquire_persistent =
-            [this](int64_t bytes, Category c) {
-              persistent_bytes_ += bytes;
-              return Acquire(bytes, c);
-            },
-        .release_persistent =
-            [this](int64_t buffer) {
-              persistent_bytes_ -= buffers_[buffer].bytes;
-              Release(buffer);
-            },
+        .acquire = [this](int64_t bytes, Category c) { return ledger_.Acquire(bytes, c); },
+        .release = [this](int64_t buffer) { ledger_.Release(buffer); },
+        .acquire_persistent = [this](int64_t bytes,
+                                     Category c) { return ledger_.AcquirePersistent(bytes, c); },
+        .release_persistent = [this](int64_t buffer) { ledger_.ReleasePersistent(buffer); },
         .drop_grad =
             [this](size_t i) {
               int64_t& grad = param_grad_[tables_.parameters[i].value];
-              if (grad >= 0) Release(grad);
+              if (grad >= 0) ledger_.Release(grad);
               grad = kNoBuffer;
             }};
     engines_.emplace(tables_, config_, OptimizerOffloaded(), memory);
@@ -212,7 +155,8 @@ class StepSimulator {
     mb_ = mb;
     SetPhase(Phase::Kind::kForward, step, mb);
     for (TensorId t : tables_.data_inputs) {
-      Bind(t, Acquire(Bytes(t), Category::kActivations, PerSample(t)), forward_uses_[t.value]);
+      Bind(t, ledger_.Acquire(Bytes(t), Category::kActivations, PerSample(t)),
+           forward_uses_[t.value]);
     }
     engines_->StartForward();
     for (int o = 0; o < graph_.num_ops(); ++o) {
@@ -234,13 +178,13 @@ class StepSimulator {
   // input and per-forward tables (rotary cos/sin, the causal mask).
   void HoldBlockInputs(int block) {
     for (TensorId t : external_inputs_[block]) {
-      Retain(buffer_of_[t.value]);
+      ledger_.Retain(buffer_of_[t.value]);
       block_holds_.Add(block, buffer_of_[t.value]);
     }
     if (const int64_t rng = tables_.states.target().checkpoint_rng_state_bytes; rng > 0) {
       // torch.utils.checkpoint drops its stash with the block's saved tensors; LibTorch's
       // Function keeps saved_data until the graph is freed.
-      const int64_t stash = Acquire(rng, Category::kActivations);
+      const int64_t stash = ledger_.Acquire(rng, Category::kActivations);
       if (tables_.states.target().reentrant_checkpoint) {
         until_backward_end_.push_back(stash);
       } else {
@@ -262,7 +206,7 @@ class StepSimulator {
       if (recompute_block >= 0) {
         block_holds_.Add(recompute_block, buffer);
       } else {
-        Release(buffer);
+        ledger_.Release(buffer);
       }
     }
     cast_cache_.clear();
@@ -293,10 +237,11 @@ class StepSimulator {
     SaveInputs(op_id, op, cost);
     BindOutputs(op_id, op, cost, recompute_block);
     if (cost.workspace_bytes > 0)
-      Release(Acquire(cost.workspace_bytes, Category::kTemporaries, true));
+      ledger_.Release(ledger_.Acquire(cost.workspace_bytes, Category::kTemporaries, true));
     if (cost.brgemm.valid())
-      Release(Acquire(cost.brgemm.ScratchBytes(batch_scale_), Category::kTemporaries));
-    for (int64_t b : transients_) Release(b);
+      ledger_.Release(
+          ledger_.Acquire(cost.brgemm.ScratchBytes(batch_scale_), Category::kTemporaries));
+    for (int64_t b : transients_) ledger_.Release(b);
     for (TensorId in : op.inputs) {
       if (IsParam(in)) continue;
       if (recompute && !IsInsideBlock(in, recompute_block))
@@ -313,26 +258,28 @@ class StepSimulator {
       const Category category = internal.weight_copy                    ? Category::kWeightCasts
                                 : internal.lifetime == Lifetime::kSaved ? Category::kActivations
                                                                         : Category::kTemporaries;
-      return Acquire(internal.bytes, category, internal.per_sample);
+      return ledger_.Acquire(internal.bytes, category, internal.per_sample);
     }
     const TensorId src = op.inputs[internal.cast_of_input];
     if (!tables_.trainable[src.value]) {
-      return Acquire(internal.bytes, IsParam(src) ? Category::kWeightCasts : Category::kActivations,
-                     internal.per_sample);
+      return ledger_.Acquire(internal.bytes,
+                             IsParam(src) ? Category::kWeightCasts : Category::kActivations,
+                             internal.per_sample);
     }
     // Autocast caches casts of leaf fp32 weights that require grad.
     auto it = cast_cache_.find(src.value);
     if (it == cast_cache_.end())
-      it = cast_cache_.emplace(src.value, Acquire(internal.bytes, Category::kWeightCasts, false))
+      it = cast_cache_
+               .emplace(src.value, ledger_.Acquire(internal.bytes, Category::kWeightCasts, false))
                .first;
-    Retain(it->second);
+    ledger_.Retain(it->second);
     return it->second;
   }
 
   void HoldInternal(OpId op_id, int64_t buffer, InternalBuffer::Lifetime lifetime) {
     switch (lifetime) {
       case InternalBuffer::Lifetime::kEphemeral:
-        Release(buffer);
+        ledger_.Release(buffer);
         break;
       case InternalBuffer::Lifetime::kTransient:
         transients_.push_back(buffer);
@@ -350,7 +297,7 @@ class StepSimulator {
       if (!tables_.saves_input[cost.saves_begin + i] || CastBytes(op_id, i) != kNotCast ||
           IsParam(in))
         continue;
-      Retain(buffer_of_[in.value]);
+      ledger_.Retain(buffer_of_[in.value]);
       op_holds_.Add(op_id.value, buffer_of_[in.value]);
     }
   }
@@ -362,16 +309,16 @@ class StepSimulator {
       int64_t buffer;
       if (cost.output_aliases_input) {
         buffer = buffer_of_[op.inputs[0].value];
-        Retain(buffer);
+        ledger_.Retain(buffer);
       } else {
-        buffer = Acquire(Bytes(out), Category::kActivations, PerSample(out));
+        buffer = ledger_.Acquire(Bytes(out), Category::kActivations, PerSample(out));
       }
       int uses = UsesOf(out, recompute_block);
       if (recompute_block >= 0 && tables_.states.target().reentrant_checkpoint &&
           out == graph_.blocks()[recompute_block].output)
         ++uses;  // held by the checkpoint backward
       if (cost.saved_outputs & (1u << o)) {
-        Retain(buffer);
+        ledger_.Retain(buffer);
         op_holds_.Add(op_id.value, buffer);
       }
       if (kept_.any()) KeepIfWritten(op_id, out, buffer, recompute_block);
@@ -382,7 +329,7 @@ class StepSimulator {
   void KeepIfWritten(OpId op_id, TensorId out, int64_t buffer, int recompute_block) {
     const auto& written = kept_.MadeBy(op_id.value);
     if (std::find(written.begin(), written.end(), out) == written.end()) return;
-    Retain(buffer);
+    ledger_.Retain(buffer);
     if (recompute_block < 0) {
       kept_originals_[block_of_op_[op_id.value]].push_back(buffer);
     } else {
@@ -394,14 +341,14 @@ class StepSimulator {
   void KeepRecomputedGraph(int block) {
     for (int op : kept_.Upstream(block)) {
       op_holds_.ForEach(op, [this](int64_t b) {
-        Retain(b);
+        ledger_.Retain(b);
         kept_recomputed_.push_back(b);
       });
     }
   }
 
   void ReleaseKept(std::vector<int64_t>& buffers) {
-    for (int64_t b : buffers) Release(b);
+    for (int64_t b : buffers) ledger_.Release(b);
     buffers.clear();
   }
 
@@ -413,9 +360,9 @@ class StepSimulator {
     // loss.backward() (torch/autograd/__init__.py backward): _make_grads' ones_like seed
     // stays in grad_tensors_ until the engine returns, and the caller holds the loss
     // itself (`loss.backward()`, then `del loss`): both live through the whole backward.
-    const int64_t seed = Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
+    const int64_t seed = ledger_.Acquire(StorageBytes(DType::kF32, 1), Category::kTemporaries);
     grad_of_[loss.value] = seed;
-    Retain(seed);
+    ledger_.Retain(seed);
     for (int o = graph_.num_ops() - 1; o >= 0; --o) {
       const int block = block_of_op_[o];
       const bool ckpt = block >= 0 && checkpointed_[block];
@@ -426,14 +373,14 @@ class StepSimulator {
         // the block's whole backward returns (as PyTorch's reentrant checkpoint does).
         const int64_t output_grad = grad_of_[graph_.blocks()[block].output.value];
         if (output_grad != kNoBuffer) {
-          Retain(output_grad);
+          ledger_.Retain(output_grad);
           block_holds_.Add(block, output_grad);
         }
       }
       if (ckpt && RecomputeEnd(block) == o) Recompute(block);
       RunOpBackward(OpId{o});
       if (ckpt && graph_.blocks()[block].first_op.value == o) {
-        block_holds_.ReleaseAll(block, [this](int64_t b) { Release(b); });
+        block_holds_.ReleaseAll(block, [this](int64_t b) { ledger_.Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
         if (kept_.any() && block == kept_.ArgumentsFreedAfter()) {
           ReleaseKept(kept_recomputed_);
@@ -443,14 +390,14 @@ class StepSimulator {
       engines_->AfterOpBackward(o);
     }
     engines_->EndBackward();
-    for (int64_t b : until_backward_end_) Release(b);
+    for (int64_t b : until_backward_end_) ledger_.Release(b);
     until_backward_end_.clear();
     for (TensorId t : tables_.held_batch) UseDone(t);
-    Release(seed);
+    ledger_.Release(seed);
     UseDone(loss);
     if (tables_.grad_leaf.valid()) {
       // The graph is freed: the hooked embedding output and its .grad go with it.
-      if (leaf_grad_ != kNoBuffer) Release(leaf_grad_);
+      if (leaf_grad_ != kNoBuffer) ledger_.Release(leaf_grad_);
       leaf_grad_ = kNoBuffer;
       UseDone(tables_.grad_leaf);
     }
@@ -466,7 +413,7 @@ class StepSimulator {
     const BlockSegment& seg = graph_.blocks()[block];
     const int64_t rng_bytes = tables_.states.target().checkpoint_rng_state_bytes;
     const int64_t forked_rng =
-        rng_bytes > 0 ? Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
+        rng_bytes > 0 ? ledger_.Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       engines_->BeforeRecomputedOp(o);
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
@@ -476,7 +423,7 @@ class StepSimulator {
     }
     if (kept_.any()) KeepRecomputedGraph(block);
     ExitAutocast(block);
-    if (forked_rng != kNoBuffer) Release(forked_rng);
+    if (forked_rng != kNoBuffer) ledger_.Release(forked_rng);
   }
 
   void RunOpBackward(OpId op_id) {
@@ -484,13 +431,13 @@ class StepSimulator {
     bool has_grad = false;
     for (TensorId out : op.outputs) has_grad = has_grad || grad_of_[out.value] != kNoBuffer;
     if (has_grad) ReturnGradients(op_id, op);
-    op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { Release(b); });
+    op_holds_.ReleaseAll(op_id.value, [this](int64_t b) { ledger_.Release(b); });
     for (TensorId out : op.outputs) {
       if (grad_of_[out.value] == kNoBuffer) continue;
       if (out == tables_.grad_leaf) {
         leaf_grad_ = grad_of_[out.value];  // AccumulateGrad keeps it as the leaf's .grad
       } else {
-        Release(grad_of_[out.value]);
+        ledger_.Release(grad_of_[out.value]);
       }
       grad_of_[out.value] = kNoBuffer;
     }
@@ -504,8 +451,8 @@ class StepSimulator {
     for (const ParamGradOut& out : param_grads_out_) {
       int64_t grad = out.buffer;
       if (out.cast) {
-        grad = Acquire(Bytes(out.param), Category::kGradients);
-        Release(out.buffer);
+        grad = ledger_.Acquire(Bytes(out.param), Category::kGradients);
+        ledger_.Release(out.buffer);
       }
       GradientArrives(out.param, grad, /*owned=*/out.cast || op.kind != OpKind::kLinear);
     }
@@ -535,9 +482,9 @@ class StepSimulator {
       }
     }
     if (cost.input_grad_scratch_bytes > 0)
-      Release(Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
+      ledger_.Release(ledger_.Acquire(cost.input_grad_scratch_bytes, Category::kTemporaries, true));
     if (const int64_t s = cost.input_grad_brgemm.ScratchBytes(batch_scale_); s > 0)
-      Release(Acquire(s, Category::kTemporaries));
+      ledger_.Release(ledger_.Acquire(s, Category::kTemporaries));
     const int64_t weight_scratch =
         cost.weight_grad_scratch_bytes + cost.weight_grad_brgemm.ScratchBytes(batch_scale_);
     for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -555,14 +502,15 @@ class StepSimulator {
   Workspace AcquireWorkspace(const SimulationTables::Impl::OpBackward& cost) {
     Workspace w;
     if (cost.workspace_bytes > 0)
-      w.scaled = Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample);
+      w.scaled =
+          ledger_.Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample);
     if (cost.workspace_fixed_bytes > 0)
-      w.fixed = Acquire(cost.workspace_fixed_bytes, Category::kTemporaries);
+      w.fixed = ledger_.Acquire(cost.workspace_fixed_bytes, Category::kTemporaries);
     return w;
   }
   void ReleaseWorkspace(const Workspace& w) {
-    if (w.scaled != kNoBuffer) Release(w.scaled);
-    if (w.fixed != kNoBuffer) Release(w.fixed);
+    if (w.scaled != kNoBuffer) ledger_.Release(w.scaled);
+    if (w.fixed != kNoBuffer) ledger_.Release(w.fixed);
   }
 
   // The gradient an op's backward returns for input i (before the engine sums it).
@@ -571,14 +519,14 @@ class StepSimulator {
     int64_t buffer;
     if (flow == GradFlow::kPassThrough) {
       buffer = grad_of_[op.outputs[0].value];
-      Retain(buffer);
+      ledger_.Retain(buffer);
     } else if (const int64_t cast = CastBytes(op_id, i); cast != kNotCast) {
       // Gradient in the dtype the op used, then autocast's cast backward converts it.
-      const int64_t used = Acquire(cast, Category::kTemporaries, PerSample(t));
-      buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
-      Release(used);
+      const int64_t used = ledger_.Acquire(cast, Category::kTemporaries, PerSample(t));
+      buffer = ledger_.Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
+      ledger_.Release(used);
     } else {
-      buffer = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
+      buffer = ledger_.Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
     }
     return buffer;
   }
@@ -589,12 +537,12 @@ class StepSimulator {
     int64_t& slot = grad_of_[t.value];
     if (slot == kNoBuffer) {
       slot = buffer;
-    } else if (refs(slot) == 1) {
-      Release(buffer);  // accumulated in place
+    } else if (ledger_.refs(slot) == 1) {
+      ledger_.Release(buffer);  // accumulated in place
     } else {
-      const int64_t sum = Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
-      Release(slot);
-      Release(buffer);
+      const int64_t sum = ledger_.Acquire(Bytes(t), Category::kTemporaries, PerSample(t));
+      ledger_.Release(slot);
+      ledger_.Release(buffer);
       slot = sum;
     }
   }
@@ -607,13 +555,14 @@ class StepSimulator {
       // cast of the weight is its own autograd node (ToCopyBackward0): it converts the
       // gradient after this node returned, when the engine has freed this node's saved
       // tensors and output gradient (RunOpBackward).
-      const int64_t used = Acquire(cast, Category::kTemporaries);
-      if (scratch_bytes > 0) Release(Acquire(scratch_bytes, Category::kTemporaries));
+      const int64_t used = ledger_.Acquire(cast, Category::kTemporaries);
+      if (scratch_bytes > 0)
+        ledger_.Release(ledger_.Acquire(scratch_bytes, Category::kTemporaries));
       param_grads_out_.push_back({p, used, /*cast=*/true});
       return;
     }
-    const int64_t grad = Acquire(Bytes(p), Category::kGradients);
-    if (scratch_bytes > 0) Release(Acquire(scratch_bytes, Category::kTemporaries));
+    const int64_t grad = ledger_.Acquire(Bytes(p), Category::kGradients);
+    if (scratch_bytes > 0) ledger_.Release(ledger_.Acquire(scratch_bytes, Category::kTemporaries));
     param_grads_out_.push_back({p, grad, /*cast=*/false});
   }
 
@@ -627,12 +576,12 @@ class StepSimulator {
   void GradientArrives(TensorId p, int64_t grad, bool owned) {
     if (const int64_t pending = pending_grad_[p.value]; pending != kNoBuffer) {
       if (pending_owned_[p.value]) {
-        Release(grad);  // added in place into the pending gradient
+        ledger_.Release(grad);  // added in place into the pending gradient
         grad = pending;
       } else {
-        const int64_t sum = Acquire(Bytes(p), Category::kGradients);
-        Release(pending);
-        Release(grad);
+        const int64_t sum = ledger_.Acquire(Bytes(p), Category::kGradients);
+        ledger_.Release(pending);
+        ledger_.Release(grad);
         grad = sum;
       }
       owned = true;
@@ -650,12 +599,12 @@ class StepSimulator {
     } else if (param_grad_[p.value] == kNoBuffer && config_.parallel.ddp_bucket_view) {
       // DDP's hook copies the fresh .grad into its bucket and makes .grad a view of it
       // (reducer.cpp mark_variable_ready_dense): the fresh tensor is freed.
-      Release(grad);
+      ledger_.Release(grad);
       param_grad_[p.value] = kBucketView;
     } else if (param_grad_[p.value] == kNoBuffer) {
       param_grad_[p.value] = grad;  // AccumulateGrad steals it as .grad
     } else {
-      Release(grad);  // added in place into .grad
+      ledger_.Release(grad);  // added in place into .grad
     }
   }
 
@@ -675,9 +624,11 @@ class StepSimulator {
       if (!UpdatesHere(i)) continue;
       const OptimizerParamCost& cost = tables_.optimizer_costs[i];
       if (step == 1 && !states_first) AllocateStates(cost);
-      if (cost.step_temp_bytes > 0) Release(Acquire(cost.step_temp_bytes, Category::kTemporaries));
+      if (cost.step_temp_bytes > 0)
+        ledger_.Release(ledger_.Acquire(cost.step_temp_bytes, Category::kTemporaries));
     }
-    if (group_temp_bytes > 0) Release(Acquire(group_temp_bytes, Category::kTemporaries));
+    if (group_temp_bytes > 0)
+      ledger_.Release(ledger_.Acquire(group_temp_bytes, Category::kTemporaries));
   }
 
   // Whether this rank's optimizer updates parameter i on the device (ZeRO-1 updates its
@@ -690,32 +641,18 @@ class StepSimulator {
   bool OptimizerOffloaded() const { return config_.parallel.offload != Offload::kNone; }
 
   void AllocateStates(const OptimizerParamCost& cost) {
-    for (int64_t bytes : cost.state_bytes) {
-      Acquire(bytes, Category::kOptimizer);
-      persistent_bytes_ += bytes;
-    }
-    if (cost.step_tensor_bytes > 0) {
-      Acquire(cost.step_tensor_bytes, Category::kOptimizer);
-      persistent_bytes_ += cost.step_tensor_bytes;
-    }
+    for (int64_t bytes : cost.state_bytes) ledger_.AcquirePersistent(bytes, Category::kOptimizer);
+    if (cost.step_tensor_bytes > 0)
+      ledger_.AcquirePersistent(cost.step_tensor_bytes, Category::kOptimizer);
   }
 
   void ZeroGrad(int step) {
     SetPhase(Phase::Kind::kZeroGrad, step, 0);
     for (int64_t& g : param_grad_) {
-      if (g >= 0) Release(g);  // a bucket view stays in its bucket
+      if (g >= 0) ledger_.Release(g);  // a bucket view stays in its bucket
       g = kNoBuffer;
     }
     engines_->ZeroGrad();
-  }
-
-  void CheckOnlyPersistentLive(int step) const {
-    const int64_t live = live_bytes_;
-    if (live != persistent_bytes_) {
-      throw std::logic_error(
-          fmt::format("simulator: {} bytes live after step {}, expected the {} persistent bytes",
-                      live, step, persistent_bytes_));
-    }
   }
 
   const SimulationTables::Impl& tables_;
@@ -746,12 +683,9 @@ class StepSimulator {
   std::vector<int64_t> transients_;  // scratch for RunOpForward
 
   Timeline timeline_;
-  int32_t phase_ = 0;
   int step_ = 0;
   int64_t mb_ = 0;
-  int64_t persistent_bytes_ = 0;
-  int64_t live_bytes_ = 0;
-  std::vector<Buffer> buffers_;  // indexed by buffer id; refs == 0 once freed
+  BufferLedger ledger_{timeline_, batch_scale_};
   std::vector<int64_t> buffer_of_;
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;

@@ -47,10 +47,7 @@ class TypedPlans {
   void Seed(const SimulationTables& tables) {
     if (graph_for_) return;
     const TrainingConfig key = KeyOf(tables.config());
-    for (const Entry& e : entries_)
-      if (e.key == key) return;
-    entries_.push_back(
-        {key, std::shared_ptr<const OpGraph>(std::shared_ptr<void>(), &graph_), tables});
+    if (!Lookup(key)) entries_.push_back({key, SearchedGraph(), tables});
   }
 
  private:
@@ -71,14 +68,19 @@ class TypedPlans {
                                                 : CheckpointPolicy::Kind::kAll};
     return c;
   }
+  Entry* Lookup(const TrainingConfig& key) {
+    for (Entry& e : entries_)
+      if (e.key == key) return &e;
+    return nullptr;
+  }
+  // The graph given, as a non-owning pointer.
+  std::shared_ptr<const OpGraph> SearchedGraph() const {
+    return std::shared_ptr<const OpGraph>(std::shared_ptr<void>(), &graph_);
+  }
   Entry& Find(const TrainingConfig& typed) {
     const TrainingConfig key = KeyOf(typed);
-    for (Entry& e : entries_)
-      if (e.key == key) return e;
-    // Without a source, the graph given: a non-owning pointer to it.
-    std::shared_ptr<const OpGraph> graph =
-        graph_for_ ? graph_for_(key)
-                   : std::shared_ptr<const OpGraph>(std::shared_ptr<void>(), &graph_);
+    if (Entry* e = Lookup(key)) return *e;
+    std::shared_ptr<const OpGraph> graph = graph_for_ ? graph_for_(key) : SearchedGraph();
     entries_.push_back({key, graph, SimulationTables(*graph, typed)});
     return entries_.back();
   }
