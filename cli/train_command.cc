@@ -215,18 +215,27 @@ std::optional<Error> CheckTrainFlags(const TrainFlags& flags) {
   return std::nullopt;
 }
 
-// train's kernels compute the built graphs' ops. An imported graph records what each
-// ATen call of the model's own code allocated, saved and freed (docs/graph-file.md), not
-// what it computes: there is nothing to run.
-std::optional<Error> CheckBuiltModel(const ModelSpec& model) {
-  if (model.family != ModelFamily::kImported) return std::nullopt;
-  std::string built;
-  for (std::string_view type : BuiltModelTypes())
-    built += (built.empty() ? "" : ", ") + std::string(type);
-  return Error{"train runs the model types headroom builds (" + built + "); model_type '" +
-               TerminalEscaped(model.model_type) +
-               "' is planned from a graph imported from its transformers code, which records "
-               "what each op allocates, not what it computes: plan it with `headroom plan`"};
+// train's kernels compute the ops headroom's builders emit. An imported graph's ops record
+// what each ATen call of the model's own code allocated, saved and freed
+// (docs/graph-file.md), not what it computes: train refuses the first one it meets.
+std::optional<Error> CheckKernelsCover(const OpGraph& graph, const ModelSpec& model) {
+  for (int i = 0; i < graph.num_ops(); ++i) {
+    const OpNode& op = graph.op(OpId{i});
+    if (op.kind != OpKind::kTraced) continue;
+    const size_t slash = op.name.rfind('/');
+    const std::string module = slash == std::string::npos ? op.name : op.name.substr(0, slash);
+    std::string built;
+    for (std::string_view type : BuiltModelTypes())
+      built += (built.empty() ? "" : ", ") + std::string(type);
+    return Error{"train has no kernel for aten." +
+                 TerminalEscaped(op.traced ? op.traced->aten : std::string("?")) + " (module " +
+                 TerminalEscaped(module) + "), the first op of model_type '" +
+                 TerminalEscaped(model.model_type) +
+                 "': its graph is imported from its transformers code and records what each op "
+                 "allocates, not what it computes. train runs the types headroom builds (" +
+                 built + "); plan this one with `headroom plan`"};
+  }
+  return std::nullopt;
 }
 
 // The device the solver plans for: the CPU with the budget's bytes; on CUDA the catalog
@@ -351,13 +360,14 @@ int RunTrainCommand(const TrainFlags& flags) {
   Result<PlanRequest> request =
       flags.plan_file.empty() ? ToPlanRequest(request_flags) : ReadPlanRequest(flags.plan_file);
   if (!request) return ReportUsageError(request.error().message);
-  if (auto error = CheckBuiltModel(request->model)) return ReportUsageError(error->message);
   if (auto error = CheckExecutable(request->config)) return ReportUsageError(error->message);
   if (std::optional<Error> invalid = ValidateRequest(*request))
     return ReportUsageError(invalid->message);
   // The checkpoint set is resolved against the graph's blocks, as `plan` resolves it.
   Result<OpGraph> graph = BuildGraph(request->model, GraphOptionsOf(request->config));
   if (!graph) return ReportUsageError(graph.error().message);
+  if (auto error = CheckKernelsCover(*graph, request->model))
+    return ReportUsageError(error->message);
   Result<Plan> plan = Plan::FromConfig(request->config, static_cast<int>(graph->blocks().size()));
   if (!plan) return ReportUsageError(plan.error().message);
   if (auto error = CheckOutputFlags(

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "models/graph_file.h"
+#include "models/view_folding.h"
 
 namespace headroom {
 namespace {
@@ -34,9 +35,10 @@ class Expander {
   // `input` is what ["input"] refers to. A rolled loop's middle iteration runs its
   // number of iterations less two times, each repetition reading what the one before it
   // made where the recorded middle iteration read the first. Returns the section's
-  // tensors as graph ids (a loop's: its last iteration's).
+  // tensors as graph ids (a loop's: its last iteration's). A view `folded` marks is read
+  // through: its output is its input (models/view_folding.h).
   Result<std::vector<TensorId>> Append(const ImportedSection& section, const std::string& prefix,
-                                       TensorId input, int block) {
+                                       TensorId input, int block, const std::vector<bool>& folded) {
     local_.assign(section.tensors.size(), TensorId{});
     input_ = input;
     made_by_.assign(section.tensors.size(), -1);
@@ -56,6 +58,10 @@ class Expander {
       if (next_loop < loops.size() && i == loops[next_loop].loop->first_op) {
         if (auto ran = RunMiddle(section, prefix, loops[next_loop], ops); !ran) return ran.error();
         i += loops[next_loop++].loop->ops - 1;
+        continue;
+      }
+      if (folded[i]) {
+        local_[section.ops[i].outputs[0]] = Resolve(section.ops[i].inputs[0]);
         continue;
       }
       ops[i] = AddOp(section, prefix, i);
@@ -337,14 +343,17 @@ Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOpti
       model_type, CpuBf16Name(*kernel)));
 }
 
-Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options) {
+Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options,
+                                    bool fold_views) {
   if (auto ok = CheckRegime(imported, options); !ok) return ok.error();
   const ImportedProgram& program =
       options.single_sample && imported.micro_batch_1 ? *imported.micro_batch_1 : imported.program;
   OpGraph graph;
   ReserveFor(program, imported.layer_types, graph);
   Expander expander(graph, options.seq_len);
-  Result<std::vector<TensorId>> prologue = expander.Append(program.prologue, "", {}, -1);
+  const FoldedViews folded = FindFoldableViews(program, fold_views);
+  Result<std::vector<TensorId>> prologue =
+      expander.Append(program.prologue, "", {}, -1, folded.at(&program.prologue));
   if (!prologue) return prologue.error();
   expander.SetShared(*prologue);
   if (program.prologue.input_embeddings >= 0)
@@ -360,12 +369,13 @@ Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOp
           imported.model_type, k, *kind));
     }
     Result<std::vector<TensorId>> made =
-        expander.Append(layer, prefix, hidden, static_cast<int>(k));
+        expander.Append(layer, prefix, hidden, static_cast<int>(k), folded.at(&layer));
     if (!made) return made.error();
     hidden = made->at(layer.output);
     expander.SetLatestLayer(imported.layer_types[k], *made);
   }
-  Result<std::vector<TensorId>> epilogue = expander.Append(program.epilogue, "", hidden, -1);
+  Result<std::vector<TensorId>> epilogue =
+      expander.Append(program.epilogue, "", hidden, -1, folded.at(&program.epilogue));
   if (!epilogue) return epilogue.error();
   graph.SetLoss(epilogue->at(program.epilogue.loss));
   for (const std::string& line : imported.assumptions) graph.AddAssumption(line);

@@ -59,6 +59,7 @@ struct SectionRef {
   Kind kind = Kind::kLocal;
   int index = 0;
   std::string layer_kind;
+  bool operator==(const SectionRef&) const = default;
 };
 
 struct ImportedTensor {
@@ -136,6 +137,9 @@ Result<ImportedGraph> ParseImportedGraph(std::string_view text, std::string_view
 // An imported graph's products are recorded ops without oneDNN's scratch: on the CPU,
 // 16-bit plans are made for ATen's gemm only (--cpu-bf16 aten), refused under the others.
 Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOptions& options);
-Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options);
+// Plain views are read through (models/view_folding.h) unless `fold_views` is false, which
+// only the check that folding replays the same step asks for.
+Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options,
+                                    bool fold_views = true);
 
 }  // namespace headroom

@@ -94,7 +94,6 @@ const std::string& FixtureDir() {
     config("vocab-2-62.json", "\"vocab_size\": 512", "\"vocab_size\": 4611686018427387904");
     config("layers-1e6.json", "\"n_layer\": 2", "\"n_layer\": 1000000");
     config("model-type.json", "\"gpt2\"", "\"mamba\"");
-    config("imported-type.json", "\"gpt2\"", "\"olmo3\"");
     config("string-size.json", "\"n_embd\": 64", "\"n_embd\": \"64\"");
     config("missing-field.json", "\"n_head\": 4, ", "");
     config("n-inner-negative.json", "\"n_embd\": 64", "\"n_embd\": 64, \"n_inner\": -1");
@@ -536,8 +535,6 @@ std::vector<BadInput> TrainCases() {
       {kTrain + "--stack pytorch", "--stack"},
       {kTrain + "--optimizer adafactor", "adafactor"},
       {kTrain + "--qlora", "QLoRA"},
-      // An imported graph records what its ops allocate, not what they compute.
-      {"train --model {d}/imported-type.json --device cpu --seq-len 32", "'olmo3' is planned"},
       // Numbers.
       {kTrain + "--steps 18446744073709551616", "--steps"},
       {kTrain + "--steps 0", "--steps"},
