@@ -166,5 +166,3 @@ BENCHMARK_CAPTURE(BM_RecomputeOverhead, qwen2_5_0_5b_budget_75pct, "qwen2.5-0.5b
 
 }  // namespace
 }  // namespace headroom
-
-BENCHMARK_MAIN();

@@ -22,6 +22,7 @@
 #include "planner/core/byte_units.h"
 #include "planner/core/checked_math.h"
 #include "planner/core/gpu_catalog.h"
+#include "planner/core/heap_reuse.h"
 
 namespace headroom {
 namespace {
@@ -60,10 +61,10 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
   const auto named = [&](const CLI::App* c) { return argc > 1 && c->get_name() == argv[1]; };
   if (argc > 1 && argv[1][0] != '-' && std::none_of(commands.begin(), commands.end(), named))
-    return ReportUsageError(
-        fmt::format("unknown command '{}'; use plan, simulate, train, capacity, import, models or gpus "
-                    "(see `headroom --help`)",
-                    argv[1]));
+    return ReportUsageError(fmt::format(
+        "unknown command '{}'; use plan, simulate, train, capacity, import, models or gpus "
+        "(see `headroom --help`)",
+        argv[1]));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -123,11 +124,13 @@ int Main(int argc, char** argv) {
   if (auto exit_code = Parse(app, argc, argv)) return *exit_code;
   if (models->parsed()) return RunModels();
   if (gpus->parsed()) return RunGpus();
-  if (capacity->parsed()) return RunCapacityCommand(capacity_flags);
-  if (import->parsed()) return RunImportCommand(import_flags);
 #if HEADROOM_WITH_TORCH
+  // Training's host memory is its tensors': the planner's heap setting is not for it.
   if (train->parsed()) return RunTrainCommand(train_flags);
 #endif
+  KeepFreedHeapForReuse();
+  if (capacity->parsed()) return RunCapacityCommand(capacity_flags);
+  if (import->parsed()) return RunImportCommand(import_flags);
   if (simulate->parsed()) {
     const TimelineOutputs outputs{csv_path, svg_path};
     return RunPlanCommand(sim_flags, &outputs);

@@ -180,6 +180,15 @@ class SequenceLoop(Exception):
         self.chunk = chunk
 
 
+def config_file_name(path):
+    """The model's name from where its config lies: a Hub snapshot's or a model folder's
+    config.json is named by its folder, any other file by its own stem."""
+    path = os.path.abspath(path)
+    if os.path.basename(path) == "config.json":
+        return os.path.basename(os.path.dirname(path))
+    return os.path.splitext(os.path.basename(path))[0]
+
+
 def import_graph(args, log):
     import torch
     import transformers
@@ -316,8 +325,8 @@ def import_graph(args, log):
     graph = {
         "format": "headroom-graph", "version": FORMAT_VERSION,
         "model_type": model_type,
-        "name": getattr(config, "_name_or_path", "") or os.path.basename(
-            os.path.dirname(os.path.abspath(args.config))) or model_type,
+        "name": getattr(config, "_name_or_path", "") or config_file_name(args.config)
+        or model_type,
         "source": {"transformers": transformers.__version__, "torch": torch.__version__,
                    "peft": peft_version, "config_sha256": config_sha},
         "regime": regime,

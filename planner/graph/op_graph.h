@@ -206,8 +206,10 @@ class OpGraph {
   struct EdgeInfo {
     TensorId tensor;
   };
-  using Graph =
-      boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode, EdgeInfo>;
+  // Edges are only ever added: they are kept in a vector, not one list node each (the
+  // default), which an imported graph's thousands of edges allocate and free one by one.
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, OpNode,
+                                      EdgeInfo, boost::no_property, boost::vecS>;
 
   // boost::adjacency_list (Boost 1.74) declares its copy operations and no move ones, so
   // an OpGraph moved out of a function (into a Result) would copy every op: an imported
