@@ -63,8 +63,11 @@ void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
   TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
 
-  // Gemma*TextScaledWordEmbedding: embedding(ids) * embed_scale (a 0-dim buffer).
+  // Gemma*TextScaledWordEmbedding: embedding(ids) * embed_scale, a 0-dim buffer
+  // (register_buffer("embed_scale", torch.tensor(embed_scale), persistent=False)) in the
+  // weights' dtype; its product is planned as a scale by a constant.
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
+  if (layers.python_references()) g.AddWeightDtypeBuffer("model.embed_tokens.embed_scale", {});
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));
   x = layers.Scaled("model.embed_tokens.scale", x, std::sqrt(static_cast<double>(h)));
   g.MarkInputEmbeddings(x);

@@ -210,8 +210,19 @@ std::array<TensorId, 2> LayerBuilder::RopeTables(const std::string& op_name,
                                                  const std::string& name, TensorId x,
                                                  const RopeParams& rope) {
   const SymShape shape{Dim::C(1), Dim::S(), Dim::C(spec_.head_dim)};
+  std::vector<TensorId> inputs{x};
+  // transformers' rotary module holds inv_freq, fp32 [head_dim / 2], and a clone,
+  // original_inv_freq, as buffers (`self.inv_freq = nn.Buffer(inv_freq, persistent=False)`
+  // and `self.original_inv_freq = nn.Buffer(inv_freq.clone(), ...)` in each family's
+  // RotaryEmbedding, modeling_llama.py): both move to the device with the model and stay
+  // the whole run; the tables read the first.
+  if (python_references()) {
+    const SymShape half{Dim::C(spec_.head_dim / 2)};
+    inputs.push_back(graph_.AddBuffer(op_name + ".inv_freq", half, DType::kF32));
+    graph_.AddBuffer(op_name + ".original_inv_freq", half, DType::kF32);
+  }
   auto t = graph_.AddOp(
-      {.kind = OpKind::kRopeTables, .name = op_name, .inputs = {x}, .rope = rope},
+      {.kind = OpKind::kRopeTables, .name = op_name, .inputs = std::move(inputs), .rope = rope},
       {{.name = name + ".cos", .shape = shape}, {.name = name + ".sin", .shape = shape}});
   return {t[0], t[1]};
 }

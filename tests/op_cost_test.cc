@@ -138,8 +138,13 @@ TEST(OpCost, SdpaSavesInputsOutputAndLogsumexp) {
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   EXPECT_EQ(f.saves_input, (std::vector<bool>{true, true, true}));
   EXPECT_TRUE(f.saves_output());
-  ASSERT_EQ(f.internals.size(), 1u);
+  ASSERT_EQ(f.internals.size(), 3u);
   EXPECT_EQ(f.internals[0].bytes, 2 * 2 * 3 * 4);  // fp32 logsumexp [b, heads, s]
+  // The philox seed and offset, int64 scalars on the device, saved without dropout too.
+  for (size_t i : {1, 2}) {
+    EXPECT_EQ(f.internals[i].bytes, 8);
+    EXPECT_EQ(f.internals[i].lifetime, Lifetime::kSaved);
+  }
   // Backward (flash's mha_bwd): dq_accum fp32 [b, round128(s), heads, d rounded to 32]
   // = 2*128*2*32 * 4 B, and softmax_d fp32 [b, heads, round128(s)] = 2*2*128 * 4 B.
   EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 65536 + 2048);
@@ -168,7 +173,7 @@ TEST(OpCost, MemoryEfficientSdpaPadsItsLogsumexpTo32Rows) {
   const TensorStates states(g, RegimeOf(Precision::kFp32));
   const ForwardCost f = CostForward(g, LastOp(g), states, kEnv, true);
   EXPECT_EQ(f.saves_input, (std::vector<bool>{true, true, true}));
-  ASSERT_EQ(f.internals.size(), 1u);
+  ASSERT_EQ(f.internals.size(), 3u);  // the logsumexp, then the philox seed and offset
   EXPECT_EQ(f.internals[0].bytes, 2 * 4 * 32 * 4);  // fp32 [b, heads, ceil(s/32)*32]
   // Backward: fp32 staging the size of q, and dK/dV per query head (2 x 2*4*3*8 * 4 B).
   EXPECT_EQ(CostBackward(g, LastOp(g), states, kEnv).workspace_bytes, 768 + 2 * 768);
@@ -238,14 +243,16 @@ TEST(OpCost, MaskedSdpaSavesTheAdditiveMaskOfItsKernel) {
     for (const InternalBuffer& b : f.internals) bytes += b.lifetime == lifetime ? b.bytes : 0;
     return bytes;
   };
-  // CPU flash and cuDNN keep where(mask, 0, -inf) for backward, beside the logsumexp.
-  for (AttentionKernel k : {AttentionKernel::kCpuFlash, AttentionKernel::kCudnn}) {
-    EXPECT_EQ(internals(MaskedSdpa(k), Lifetime::kSaved), lse + where);
+  // CPU flash and cuDNN keep where(mask, 0, -inf) for backward, beside the logsumexp (and
+  // on CUDA the 8-byte philox seed and offset).
+  for (auto [k, philox] :
+       {std::pair{AttentionKernel::kCpuFlash, 0}, {AttentionKernel::kCudnn, 16}}) {
+    EXPECT_EQ(internals(MaskedSdpa(k), Lifetime::kSaved), lse + where + philox);
     EXPECT_EQ(internals(MaskedSdpa(k), Lifetime::kTransient), 0);
   }
   // The memory-efficient kernel at s = 3 pads the mask's rows to 8 and saves the copy.
   const OpGraph efficient = MaskedSdpa(AttentionKernel::kMemEfficient);
-  EXPECT_EQ(internals(efficient, Lifetime::kSaved), 2 * 2 * 32 * 4 + 2 * 3 * 8 * 2);
+  EXPECT_EQ(internals(efficient, Lifetime::kSaved), 2 * 2 * 32 * 4 + 2 * 3 * 8 * 2 + 16);
   EXPECT_EQ(internals(efficient, Lifetime::kTransient), where);
 }
 

@@ -37,7 +37,8 @@ TEST(ShardLayout, DdpBucketsCloseAtOneMibThenTwentyFive) {
 
 struct TinyRun {
   StepPrediction prediction;
-  int64_t num_params = 0;  // parameter tensors
+  int64_t num_params = 0;    // parameter tensors
+  int64_t buffer_bytes = 0;  // the model's buffers (the rotary module's inv_freq and clone)
 };
 
 TinyRun PredictTiny(const std::string& model, Parallelism parallel) {
@@ -48,9 +49,15 @@ TinyRun PredictTiny(const std::string& model, Parallelism parallel) {
   c.kernels.cuda = false;
   c.parallel = parallel;
   const OpGraph graph = *BuildGraph(spec, GraphOptionsOf(c));
+  int64_t buffer_bytes = 0;
+  for (int t = 0; t < graph.num_tensors(); ++t) {
+    const TensorInfo& info = graph.tensor(TensorId{t});
+    if (info.role == TensorRole::kBuffer)
+      buffer_bytes += StorageBytes(info.fixed_dtype.value_or(DType::kF32), info.shape.Numel({}));
+  }
   return {PredictStep(graph, c, std::vector<bool>(graph.blocks().size(), false),
                       CpuDevice(int64_t{16} << 30)),
-          static_cast<int64_t>(graph.Parameters().size())};
+          static_cast<int64_t>(graph.Parameters().size()), buffer_bytes};
 }
 
 // Live bytes once two steps are over: the persistent state.
@@ -65,10 +72,12 @@ TEST(ShardLayout, FsdpShardsWeightsAndStatesOverTheRanks) {
   const TinyRun one = PredictTiny("tiny-llama", {});
   const TinyRun four = PredictTiny("tiny-llama", {.gpus = 4, .sharding = Sharding::kFsdp});
   // Weights and the two Adam states a quarter each (every dim 0 of the tiny model
-  // divides by 4); torch.optim's 4-byte step tensor per parameter whole; the device
-  // mesh's arange(4), 16 bytes.
+  // divides by 4); torch.optim's 4-byte step tensor per parameter whole; the buffers
+  // whole (fully_shard shards parameters only); the device mesh's arange(4), 16 bytes.
   const int64_t steps = 4 * one.num_params;
-  EXPECT_EQ(EndOfStep(four.prediction), (EndOfStep(one.prediction) - steps) / 4 + steps + 16);
+  ASSERT_EQ(one.buffer_bytes, 2 * 8 * 4);  // two fp32 [head_dim / 2] tables
+  EXPECT_EQ(EndOfStep(four.prediction), (EndOfStep(one.prediction) - steps - one.buffer_bytes) / 4 +
+                                            steps + one.buffer_bytes + 16);
   EXPECT_LT(four.prediction.allocated_peak_bytes, one.prediction.allocated_peak_bytes);
 }
 

@@ -202,6 +202,7 @@ def import_graph(args, log):
     from parallel_traces import run_all
     from trace_step import build_model, record_step
     from traced_layers import check_parameter_count, text_config_of, traced_model_config
+    from unread_buffers import add_unread_buffers
 
     model_type, config = load_config(args.config, args.trust_remote_code)
     check_images(config, args.images)
@@ -313,6 +314,10 @@ def import_graph(args, log):
     lifted = traces[0]
     sections, single = lifted["sections"], lifted["single"]
     layer_types = first_layer_apart(kinds, [sections, single])
+    unread = add_unread_buffers([sections, single], meta_model, lifted["layer_prefix"],
+                                [kinds[k] for k in depths[0][0]])
+    if unread:
+        log(f"buffers no op reads, held on the device all the same: {', '.join(unread)}")
     check_parameter_count(sections, layer_types, whole_parameters)
     if _program(single) != _program(sections):
         sections["micro_batch_1"] = single

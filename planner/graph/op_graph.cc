@@ -61,6 +61,11 @@ TensorId OpGraph::AddBuffer(std::string name, SymShape shape, DType dtype) {
                     .fixed_dtype = dtype});
 }
 
+TensorId OpGraph::AddWeightDtypeBuffer(std::string name, SymShape shape) {
+  return AddTensor(
+      {.name = std::move(name), .shape = std::move(shape), .role = TensorRole::kBuffer});
+}
+
 TensorId OpGraph::AddParameter(std::string name, SymShape shape, ParamOptions options) {
   if (!shape.IsStatic()) throw std::logic_error("parameter " + name + " must have a static shape");
   return AddTensor({.name = std::move(name),

@@ -140,6 +140,9 @@ class OpGraph {
   TensorId AddTensor(TensorInfo info);
   TensorId AddInput(std::string name, SymShape shape, DType dtype);
   TensorId AddBuffer(std::string name, SymShape shape, DType dtype);
+  // A floating-point buffer `model.to(dtype)` casts with the weights: stored in the frozen
+  // weights' dtype of the plan's precision (TensorStates).
+  TensorId AddWeightDtypeBuffer(std::string name, SymShape shape);
   TensorId AddParameter(std::string name, SymShape shape, ParamOptions options);
   // Adds an op and its output tensors (their producer and block are set here); returns
   // the output ids. Inputs must already exist: ops are added in execution order.

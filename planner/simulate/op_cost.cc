@@ -507,7 +507,31 @@ struct CostRule<OpKind::kSdpa> : AttentionProductFlops {
     r.SaveOutputIf(0, true);
     const int64_t lse_s = kernel == AttentionKernel::kMemEfficient ? RoundUp(a.s, 32) : a.s;
     r.Internal("sdpa logsumexp", StorageBytes(DType::kF32, a.b * a.heads * lse_s), r.SavedOr(true));
+    PhiloxState(r);
     if (masked(r.v)) AdditiveMask(r, a, true);
+  }
+  // The dropout RNG state the CUDA kernels return and autograd saves for their backward,
+  // made on the device even without dropout: PyTorch's flash (flash_api.cpp,
+  // prepare_philox_arguments), memory-efficient (attention.cu, _efficient_attention_forward)
+  // and cuDNN (_scaled_dot_product_cudnn_attention_cuda: at::zeros({1}, kLong)) kernels
+  // each make a seed and an offset of 8 bytes; flash-attn's mha_fwd one rng_state of two
+  // int64. A 512-byte block each on CUDA.
+  static void PhiloxState(ForwardRule& r) {
+    switch (r.v.op.attention_kernel) {
+      case AttentionKernel::kFlash:
+      case AttentionKernel::kMemEfficient:
+      case AttentionKernel::kCudnn:
+        r.FixedInternal("sdpa philox seed", 8, r.SavedOr(true));
+        r.FixedInternal("sdpa philox offset", 8, r.SavedOr(true));
+        break;
+      case AttentionKernel::kFlashAttn2:
+        r.FixedInternal("flash-attn rng_state", 16, r.SavedOr(true));
+        break;
+      case AttentionKernel::kCpuFlash:  // returns its output and logsumexp only
+      case AttentionKernel::kMath:
+      case AttentionKernel::kEager:
+        break;
+    }
   }
   // A bool attn_mask (transformers' sliding window) as input 3.
   static bool masked(const OpView& v) { return v.op.inputs.size() > 3; }

@@ -231,6 +231,8 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
       states_[i].stored_dtype = stored;
       const bool cast = target.gathered_dtype && stored != DType::kNF4 && IsFloatingPoint(stored);
       states_[i].dtype = cast ? *target.gathered_dtype : stored;
+    } else if (t.role == TensorRole::kBuffer && !t.fixed_dtype) {
+      states_[i].dtype = target.frozen_dtype.value_or(regime.frozen_dtype);  // cast with the model
     } else if (t.role == TensorRole::kInput || t.role == TensorRole::kBuffer) {
       states_[i].dtype = t.fixed_dtype.value_or(DType::kI64);
     }

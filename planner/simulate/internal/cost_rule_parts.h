@@ -67,6 +67,11 @@ struct ForwardRule {
   void Internal(const char* label, int64_t bytes, Lifetime lifetime) {
     cost.internals.push_back({.label = label, .bytes = bytes, .lifetime = lifetime});
   }
+  // One the micro-batch does not scale.
+  void FixedInternal(const char* label, int64_t bytes, Lifetime lifetime) {
+    cost.internals.push_back(
+        {.label = label, .bytes = bytes, .lifetime = lifetime, .per_sample = false});
+  }
 };
 
 struct BackwardRule {
