@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 
+from expectations import Expectations
+
 # A toy OLMo 3 (a type headroom imports, not builds): one period of its layer pattern.
 CONFIG = {"model_type": "olmo3", "architectures": ["Olmo3ForCausalLM"], "vocab_size": 256,
           "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
@@ -21,7 +23,7 @@ CONFIG = {"model_type": "olmo3", "architectures": ["Olmo3ForCausalLM"], "vocab_s
 
 def main():
     headroom = sys.argv[1]
-    failures = []
+    checks = Expectations()
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = os.path.join(tmp, "toy")
         os.makedirs(model_dir)
@@ -32,27 +34,18 @@ def main():
                   "--seq-len", "32", "--micro-batch", "1"]
         plan = subprocess.run([headroom, "plan", *common, "--json"], capture_output=True,
                               text=True, env=env)
-        if plan.returncode != 0:
-            failures.append(f"plan: exit {plan.returncode}, {plan.stderr.strip()!r}")
+        checks.expect(plan.returncode, 0, f"plan's exit ({plan.stderr.strip()!r})")
         train = subprocess.run([headroom, "train", *common, "--steps", "1"],
                                capture_output=True, text=True, env=env)
         message = train.stderr.strip()
         print(f"train: exit {train.returncode}: {message}")
+        checks.expect(train.returncode, 2, "train's exit")
+        checks.expect(len(message.splitlines()), 1, "train's lines")
         # The first op of a causal LM's step is its token embedding's lookup.
-        expected = ("train has no kernel for aten.embedding (module model.embed_tokens)",
-                    "model_type 'olmo3'")
-        if train.returncode != 2:
-            failures.append(f"train: exit {train.returncode}, expected 2")
-        if len(message.splitlines()) != 1:
-            failures.append(f"train: {len(message.splitlines())} lines, expected one")
-        for text in expected:
-            if text not in message:
-                failures.append(f"train's message lacks {text!r}")
-    for line in failures:
-        print("FAIL", line)
-    print("train refused the imported graph's first op" if not failures else
-          f"{len(failures)} checks failed")
-    return 1 if failures else 0
+        for text in ("train has no kernel for aten.embedding (module model.embed_tokens)",
+                     "model_type 'olmo3'"):
+            checks.expect(text in message, True, f"train's message names {text!r}")
+    return checks.report()
 
 
 if __name__ == "__main__":
