@@ -222,14 +222,12 @@ std::optional<Error> CheckKernelsCover(const OpGraph& graph, const ModelSpec& mo
   for (int i = 0; i < graph.num_ops(); ++i) {
     const OpNode& op = graph.op(OpId{i});
     if (op.kind != OpKind::kTraced) continue;
-    const size_t slash = op.name.rfind('/');
-    const std::string module = slash == std::string::npos ? op.name : op.name.substr(0, slash);
     std::string built;
     for (std::string_view type : BuiltModelTypes())
       built += (built.empty() ? "" : ", ") + std::string(type);
     return Error{"train has no kernel for aten." +
                  TerminalEscaped(op.traced ? op.traced->aten : std::string("?")) + " (module " +
-                 TerminalEscaped(module) + "), the first op of model_type '" +
+                 TerminalEscaped(ModuleOfTracedName(op.name)) + "), the first op of model_type '" +
                  TerminalEscaped(model.model_type) +
                  "': its graph is imported from its transformers code and records what each op "
                  "allocates, not what it computes. train runs the types headroom builds (" +

@@ -307,7 +307,7 @@ void AddLoopAssumptions(const ImportedProgram& program, int64_t seq_len, OpGraph
   for (const auto& [kind, section] : program.templates) {
     for (const ImportedLoop& loop : section.loops) {
       const std::string& name = section.ops.at(loop.first_op).name;
-      const std::string module = name.substr(0, name.rfind('/'));
+      const std::string module(ModuleOfTracedName(name));
       if (!seen.insert(module).second) continue;
       graph.AddAssumption(fmt::format(
           "{}: the model's reference code, a Python loop over {}-token chunks ({} at this "

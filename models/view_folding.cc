@@ -131,7 +131,7 @@ std::vector<bool> FoldableIn(const ImportedSection& section, const ReadElsewhere
 }  // namespace
 
 FoldedViews FindFoldableViews(const ImportedProgram& program, bool fold) {
-  const auto elsewhere = ReadElsewhere(program);
+  const ReadElsewhereSet elsewhere = fold ? ReadElsewhere(program) : ReadElsewhereSet{};
   const auto find = [&](const ImportedSection& section) {
     return fold ? FoldableIn(section, elsewhere) : std::vector<bool>(section.ops.size(), false);
   };

@@ -200,7 +200,7 @@ struct Kernel<OpKind::kView> {
       }
       return out;
     }
-    if (part.size() == 2) return {x.select(1, 0)};                   // [b, s, h] -> the first token
+    if (part.size() == 2) return {x.select(1, 0)};  // [b, s, h] -> the first token
     return {x.view(part)};
   }
 };
@@ -305,8 +305,9 @@ struct Kernel<OpKind::kExpertSort> {
     const at::Tensor counts = at::histc(hist_in, experts, 0, static_cast<double>(experts - 1));
     if (c.expert_load != nullptr) {
       const double balanced = static_cast<double>(ids.numel()) / static_cast<double>(experts);
-      c.expert_load->Record(counts.max() / balanced,
-                            static_cast<double>(experts) / static_cast<double>(c.out_sizes(0).back()));
+      c.expert_load->Record(
+          counts.max() / balanced,
+          static_cast<double>(experts) / static_cast<double>(c.out_sizes(0).back()));
     }
     const std::vector<int64_t> sizes = c.out_sizes(0);
     return {sorted.view(sizes), perm.view(sizes), at::cumsum(counts, 0, at::kInt)};
@@ -348,12 +349,9 @@ struct Kernel<OpKind::kSumTopK> {
 template <>
 struct Kernel<OpKind::kTraced> {
   static Outputs Run(const KernelCall& c) {
-    const std::string& name = c.op.name;
-    const size_t slash = name.rfind('/');
-    const std::string module = slash == std::string::npos ? name : name.substr(0, slash);
     const std::string aten = c.op.traced ? c.op.traced->aten : "?";
     throw std::runtime_error("train cannot run the imported op aten." + aten + " (module " +
-                             module + ")");
+                             std::string(ModuleOfTracedName(c.op.name)) + ")");
   }
 };
 
@@ -369,10 +367,11 @@ void ExpertLoad::Record(const at::Tensor& ratio, double worst_case) {
 
 RoutingSeen Summarize(const ExpertLoad& load) {
   if (load.calls == 0) return {};
-  return {.calls = load.calls,
-          .max_over_balanced = load.max_over_balanced.item<double>(),
-          .mean_over_balanced = load.sum_over_balanced.item<double>() / static_cast<double>(load.calls),
-          .worst_case_ratio = load.worst_case_ratio};
+  return {
+      .calls = load.calls,
+      .max_over_balanced = load.max_over_balanced.item<double>(),
+      .mean_over_balanced = load.sum_over_balanced.item<double>() / static_cast<double>(load.calls),
+      .worst_case_ratio = load.worst_case_ratio};
 }
 
 std::vector<int64_t> KernelCall::out_sizes(size_t k) const {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,12 @@ struct OpNode {
 // The op's compute class: the table's for its kind, a traced op's own.
 inline OpClass ClassOfOp(const OpNode& op) {
   return op.kind == OpKind::kTraced && op.traced ? op.traced->op_class : OpClassOf(op.kind);
+}
+
+// The module of an imported op's name, "<module>/<aten op>" (docs/graph-file.md): the part
+// before the last slash, or the whole name without one.
+inline std::string_view ModuleOfTracedName(std::string_view name) {
+  return name.substr(0, name.rfind('/'));
 }
 
 // A transformer block: the checkpointable segment [first_op, last_op] whose only
