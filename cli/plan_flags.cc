@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/numeric_option.h"
 #include "models/catalog.h"
@@ -330,6 +331,10 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
   AddIntegerOption(cmd, "--images", f.images, 0, limits::kMaxImagesPerSample,
                    "Images per sample, their tokens counted in --seq-len (an imported "
                    "multimodal Gemma 3 config; default 0: text only)");
+  cmd.add_option("--kernels", f.kernels,
+                 "Kernel packages the training install has, whose kernels transformers calls "
+                 "instead of its reference code: fla (flash-linear-attention's gated delta "
+                 "rule; an imported Qwen3-Next or Qwen3.5 on CUDA). Default: none");
   AddStackFlags(cmd, f);
   AddParallelFlags(cmd, f);
 }
@@ -379,7 +384,7 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
 }
 
 namespace {
-// What only some models take: the experts' routing, images per sample.
+// What only some models take: the experts' routing, images per sample, kernel packages.
 std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model,
                                       TrainingConfig& c) {
   if (model.is_moe()) {
@@ -396,6 +401,15 @@ std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model
         model.name));
   }
   c.images_per_sample = f.images;
+  Result<std::vector<std::string>> kernels = ParseKernelPackages(f.kernels);
+  if (!kernels) return kernels.error();
+  if (!kernels->empty() && model.family != ModelFamily::kImported) {
+    return MakeError(fmt::format(
+        "--kernels {}: {} is planned by a built graph, whose ops are headroom's own; kernel "
+        "packages are planned for a model imported from its transformers code",
+        fmt::join(*kernels, ","), model.name));
+  }
+  c.kernel_packages = std::move(*kernels);
   return std::nullopt;
 }
 }  // namespace

@@ -37,6 +37,7 @@ struct PlanFlags {
   AttentionImpl attention = AttentionImpl::kSdpa;
   std::optional<std::string> moe_routing;       // unset: balanced (mixtures of experts only)
   int64_t images = 0;                           // images per sample (a vision-language model)
+  std::string kernels;                          // kernel packages, "fla" (an imported model)
   std::optional<Stack> stack;                   // unset: pytorch (plan), headroom (train)
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
   std::optional<DType> base_dtype;              // unset: the stack's recipe

@@ -428,6 +428,17 @@ TraceRegime RegimeOf(const json& r, const std::string& where) {
   out.min_seq_len = r.value("min_seq_len", int64_t{0});
   out.seq_multiple = r.value("seq_multiple", int64_t{0});
   out.images = r.value("images", int64_t{0});
+  if (r.contains("kernels")) {
+    if (!r["kernels"].is_array()) throw FileError(where + " regime: kernels must be a list");
+    std::string packages;
+    for (const json& k : r["kernels"]) {
+      if (!k.is_string()) throw FileError(where + " regime: kernels holds a non-string");
+      packages += k.get<std::string>() + ",";
+    }
+    Result<std::vector<std::string>> parsed = ParseKernelPackages(packages);
+    if (!parsed) throw FileError(fmt::format("{} regime: {}", where, parsed.error().message));
+    out.kernels = std::move(*parsed);
+  }
   out.sm = r.value("sm", int64_t{0});
   return out;
 }

@@ -41,6 +41,8 @@ struct TraceRegime {
   int64_t seq_multiple = 0;
   // Images per sample, their tokens counted in the sequence (image_inputs.py).
   int64_t images = 0;
+  // Kernel packages bound in place of transformers' reference code (kKernelPackages).
+  std::vector<std::string> kernels;
   bool operator==(const TraceRegime&) const = default;
 };
 

@@ -92,6 +92,12 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
   if (regime.seq_multiple > 0)
     args.insert(args.end(), {"--seq-multiple", std::to_string(regime.seq_multiple)});
   if (regime.images > 0) args.insert(args.end(), {"--images", std::to_string(regime.images)});
+  if (!regime.kernels.empty()) {
+    if (regime.device != "cuda")
+      return MakeError("kernel packages (--kernels) run on CUDA; the CPU runs transformers' "
+                       "reference code");
+    args.insert(args.end(), {"--kernels", fmt::format("{}", fmt::join(regime.kernels, ","))});
+  }
   return args;
 }
 
@@ -103,15 +109,25 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
   if (!regime_args) return regime_args.error();
   const std::string python = EnvOr("HEADROOM_PYTHON", "python3");
   const std::string script = EnvOr("HEADROOM_IMPORTER", HEADROOM_IMPORTER_SCRIPT);
-  Result<ProcessResult> versions =
-      RunProcess({python, "-c",
-                  "import importlib.metadata as m\n"
-                  "print(*(m.version(p) for p in ('torch', 'transformers', 'peft')))"});
+  // The kernel packages' versions too (kernel_paths.py names their distributions), found
+  // where the importer finds them.
+  std::vector<std::string> ask = {python, "-c",
+                                  "import importlib.metadata as m, sys\n"
+                                  "sys.path.insert(0, sys.argv[1])\n"
+                                  "from kernel_paths import KERNEL_PACKAGES, kernels_path\n"
+                                  "sys.path.append(kernels_path())\n"
+                                  "print(*(m.version(p) for p in ('torch', 'transformers', "
+                                  "'peft')),\n"
+                                  "      *(m.version(KERNEL_PACKAGES[k]) for k in sys.argv[2:]))",
+                                  fs::path(script).parent_path().string()};
+  ask.insert(ask.end(), regime.kernels.begin(), regime.kernels.end());
+  Result<ProcessResult> versions = RunProcess(ask);
   if (!versions || versions->exit_code != 0) {
     return MakeError(fmt::format(
-        "importing this model needs {} with torch, transformers and peft installed "
+        "importing this model needs {} with torch, transformers and peft installed{} "
         "(bash scripts/setup.sh --torch){}",
-        python, versions ? ": " + versions->last_error_line : ": " + versions.error().message));
+        python, regime.kernels.empty() ? "" : ", and the kernel packages of --kernels",
+        versions ? ": " + versions->last_error_line : ": " + versions.error().message));
   }
   uint64_t code = PythonFilesHash(fs::path(script).parent_path(), Fnv1a("headroom-import"));
   if (!remote_code_dir.empty())

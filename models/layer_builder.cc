@@ -33,7 +33,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
           .cpu_bf16_matmul = RunsHalfMatmulsOnCpu(config)
                                  ? std::optional<CpuBf16>(config.kernels.cpu_bf16)
                                  : std::nullopt,
-          .images_per_sample = config.images_per_sample};
+          .images_per_sample = config.images_per_sample,
+          .kernel_packages = config.kernel_packages};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }

@@ -58,6 +58,9 @@ struct GraphOptions {
   std::optional<CpuBf16> cpu_bf16_matmul;
   // Images per sample (TrainingConfig::images_per_sample): an imported graph's regime.
   int64_t images_per_sample = 0;
+  // Kernel packages transformers calls (TrainingConfig::kernel_packages): an imported
+  // graph's regime.
+  std::vector<std::string> kernel_packages;
   bool operator==(const GraphOptions&) const = default;
 };
 

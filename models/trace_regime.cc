@@ -41,6 +41,7 @@ TraceRegime TraceRegimeOf(const GraphOptions& options) {
   r.stack = std::string(StackName(options.stack));
   r.kv_cache = options.kv_cache;
   r.images = options.images_per_sample;
+  r.kernels = options.kernel_packages;
   return r;
 }
 
@@ -57,6 +58,7 @@ std::string DescribeRegime(const TraceRegime& r) {
                      r.kv_cache ? "KV cache" : "no KV cache (checkpointing)");
   if (r.min_seq_len > 0) out += fmt::format(", sequences from {}", r.min_seq_len);
   if (r.seq_multiple > 0) out += fmt::format(", multiples of {} tokens", r.seq_multiple);
+  if (!r.kernels.empty()) out += fmt::format(", {} kernels", fmt::join(r.kernels, ", "));
   if (r.images > 0)
     out += fmt::format(", {} image{} per sample", r.images, r.images > 1 ? "s" : "");
   return out;

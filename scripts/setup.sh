@@ -57,6 +57,15 @@ if [ $with_torch -eq 1 ] && ! python3 -c "import bitsandbytes; assert bitsandbyt
   echo "setup: installing bitsandbytes from PyPI (for the QLoRA reference)"
   python3 -m pip install --quiet "bitsandbytes==0.50.2"
 fi
+# flash-linear-attention for plans with --kernels fla (models/import/kernel_paths.py), in a
+# folder of its own: installed beside transformers it would replace the reference code
+# that every other trace of Qwen3-Next and Qwen3.5 records.
+kernels_dir="${HEADROOM_KERNELS_PATH:-${XDG_DATA_HOME:-$HOME/.local/share}/headroom/kernel-packages}"
+if [ $with_torch -eq 1 ] && ! PYTHONPATH="$kernels_dir" python3 -c "import importlib.metadata as m; assert (m.version('fla-core'), m.version('flash-linear-attention')) == ('0.6.0', '0.6.0')" 2>/dev/null; then
+  echo "setup: installing flash-linear-attention into $kernels_dir (for --kernels fla)"
+  python3 -m pip install --quiet --no-deps --upgrade --target "$kernels_dir" \
+    "fla-core==0.6.0" "flash-linear-attention==0.6.0"
+fi
 if [ $with_torch -eq 1 ] && ! python3 -c "import lizard" 2>/dev/null; then
   # The test suite's function-length check (Style.NoFunctionOver60Lines).
   echo "setup: installing lizard from PyPI (for the function-length check)"

@@ -266,6 +266,9 @@ std::vector<BadInput> PlanCases() {
       {kPlan + "--images 1", "built graph, which has no vision tower"},
       {kPlan + "--images -1", "--images"},
       {kPlan + "--images 1025", "--images"},
+      {kPlan + "--kernels fla", "--kernels fla: tiny-llama is planned by a built graph"},
+      {kPlan + "--kernels liger", "--kernels liger: the kernel packages planned are fla"},
+      {kPlan + "--kernels fla,triton", "--kernels triton: the kernel packages planned"},
       {"plan --model tiny-mixtral --device cpu --micro-batch 1 --seq-len 64 --lora-targets "
        "gate_proj",
        "mixtures of experts"},

@@ -406,6 +406,34 @@ TEST(GraphFile, ImagesPerSampleAreTheGraphsRegime) {
       << no_text.error().message;
 }
 
+// A graph recorded with a kernel package bound (--kernels fla) is planned only with it.
+TEST(GraphFile, KernelPackagesAreTheGraphsRegime) {
+  json file = TinyGraphFile();
+  file["regime"]["kernels"] = {"fla"};
+  Result<ImportedGraph> imported = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(imported) << imported.error().message;
+  EXPECT_EQ(imported->regime.kernels, std::vector<std::string>{"fla"});
+  EXPECT_NE(DescribeRegime(imported->regime).find(", fla kernels"), std::string::npos);
+  GraphOptions options = Fp32Options(48);
+  Result<OpGraph> reference = ExpandImportedGraph(*imported, options);
+  ASSERT_FALSE(reference);
+  EXPECT_NE(reference.error().message.find("fla kernels"), std::string::npos)
+      << reference.error().message;
+  options.kernel_packages = {"fla"};
+  EXPECT_TRUE(ExpandImportedGraph(*imported, options));
+  const auto error_of = [&](const json& kernels) {
+    json bad = TinyGraphFile();
+    bad["regime"]["kernels"] = kernels;
+    Result<ImportedGraph> parsed = ParseImportedGraph(bad.dump(), "toy.json");
+    return parsed ? std::string("parsed") : parsed.error().message;
+  };
+  EXPECT_NE(error_of({"liger"}).find("--kernels liger: the kernel packages planned are fla"),
+            std::string::npos)
+      << error_of({"liger"});
+  EXPECT_NE(error_of("fla").find("kernels must be a list"), std::string::npos) << error_of("fla");
+  EXPECT_NE(error_of({1}).find("kernels holds a non-string"), std::string::npos) << error_of({1});
+}
+
 // The kernel paths the import assumed (kernel_paths.py) reach the plan's assumptions.
 TEST(GraphFile, AssumedKernelPathsReachThePlan) {
   json file = TinyGraphFile();

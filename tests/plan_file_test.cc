@@ -109,6 +109,25 @@ TEST(PlanFile, RecordsTheStackAndItsChoices) {
   EXPECT_FALSE(legacy->config.optimizer_impl.has_value());
 }
 
+// The kernel packages an imported graph was recorded with travel with its plan; an unknown
+// one is refused as the flag refuses it.
+TEST(PlanFile, KernelPackagesRoundTrip) {
+  EXPECT_EQ(WritePlanYaml(SamplePlan()).find("kernel_packages"), std::string::npos);
+  PlanFile p = SamplePlan();
+  p.config.kernel_packages = {"fla"};
+  const std::string text = WritePlanYaml(p);
+  EXPECT_NE(text.find("kernel_packages: [fla]"), std::string::npos) << text;
+  auto back = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(*back == p);
+  std::string unknown = text;
+  unknown.replace(unknown.find("[fla]"), 5, "[liger]");
+  auto refused = ParsePlanYaml(unknown, "plan.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--kernels liger"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST(PlanFile, NewerVersionAndCorruptionAreClearErrors) {
   std::string text = WritePlanYaml(SamplePlan());
   std::string newer = text;

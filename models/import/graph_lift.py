@@ -495,7 +495,18 @@ class Lifter:
                 raise UnliftableOp(f"{where}: no gradient edge for input tensor {i}")
             result.append(flows[match])
             cursor = match + 1
+        self._check_side_outputs(inputs, flows, seqs, where)
         return result
+
+    def _check_side_outputs(self, inputs, flows, seqs, where):
+        """A custom Function's outputs after the first are lifted without its node
+        (step_recorder.functions_as_ops): refused when the backward handed one a gradient."""
+        side = getattr(self.base, "function_side_outputs", {})
+        for i in inputs:
+            node = side.get(i)
+            if node is not None and any(s == node and f != "none" for s, f in zip(seqs, flows)):
+                raise UnliftableOp(f"{where}: hands a gradient to a custom autograd Function's "
+                                   f"second output, which is not lifted")
 
     def _requires_grad(self, t):
         """An activation requires grad when its op made an autograd node (inside the

@@ -132,6 +132,10 @@ def parse_args(argv):
     p.add_argument("--images", type=int, default=0,
                    help="images per sample, their tokens counted in the sequence (the "
                         "multimodal Gemma 3; image_inputs.py)")
+    p.add_argument("--kernels", default="",
+                   help="with --device cuda: kernel packages the training install has, whose "
+                        "kernels transformers then calls instead of its reference code "
+                        "(fla: flash-linear-attention; kernel_paths.py)")
     p.add_argument("--quiet", action="store_true")
     return p.parse_args(argv)
 
@@ -147,6 +151,11 @@ def regime_of(args):
               "seq_multiple": args.seq_multiple}
     if args.images:
         regime["images"] = args.images
+    if args.kernels:
+        if args.device != "cuda":
+            raise SystemExit(f"--kernels {args.kernels}: Triton kernels run on a GPU; "
+                             f"--device cpu runs transformers' reference code")
+        regime["kernels"] = sorted({k for k in args.kernels.split(",") if k})
     if args.lora_rank > 0:
         regime.update(lora_rank=args.lora_rank, lora_alpha=args.lora_alpha or 2 * args.lora_rank,
                       lora_targets=[t for t in args.lora_targets.split(",") if t],
@@ -197,7 +206,7 @@ def import_graph(args, log):
     from loop_roll import loop_chunk, matching_runs, roll, sequence_loops
     from size_fit import ROUND_UP_MULTIPLES
     from image_inputs import check_images, image_tokens
-    from kernel_paths import fallbacks_called, kernel_assumptions
+    from kernel_paths import import_kernel_packages, kernel_assumptions, kernel_packages_bound
     from depth_scale import whole_depth_graph
     from parallel_traces import run_all
     from trace_step import build_model, record_step
@@ -217,6 +226,8 @@ def import_graph(args, log):
         from trace_step import install_cuda
         install_cuda(args.sm)
     regime = regime_of(args)
+    # {package: version} of the kernel packages the plan names (kernel_paths.py).
+    kernels = import_kernel_packages(regime["kernels"], args.sm) if "kernels" in regime else {}
     kinds, depths, whole_parameters = traced_model_config(config, regime)
     # The kernel fallbacks the traced code ran (kernel_paths.py), found on the classes of
     # the model built on the meta device.
@@ -232,7 +243,7 @@ def import_graph(args, log):
 
         def record(point, grad):
             start = time.time()
-            with fallbacks_called(meta_model) as seen:
+            with kernel_packages_bound(meta_model, kernels) as seen:
                 rec = record_step(small, regime, *point, grad=grad,
                                   checkpointing=args.checkpointing, whole=(text, layers))
             if grad:
@@ -333,7 +344,7 @@ def import_graph(args, log):
         "name": getattr(config, "_name_or_path", "") or config_file_name(args.config)
         or model_type,
         "source": {"transformers": transformers.__version__, "torch": torch.__version__,
-                   "peft": peft_version, "config_sha256": config_sha},
+                   "peft": peft_version, "config_sha256": config_sha, **kernels},
         "regime": regime,
         "config": {"vocab_size": text.vocab_size, "hidden_size": text.hidden_size,
                    "num_layers": text.num_hidden_layers,
@@ -343,7 +354,7 @@ def import_graph(args, log):
         "sequence_chunk": lifted["sequence_chunk"],
         "layer_prefix": lifted["layer_prefix"],
         "layer_types": layer_types,
-        "assumptions": kernel_assumptions(meta_model, config, called),
+        "assumptions": kernel_assumptions(meta_model, config, called, kernels),
         **sections,
     }
     return graph

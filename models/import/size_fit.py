@@ -80,7 +80,38 @@ def fit_size(points, values):
             except NoExactFit:
                 continue
             return [[c, i, j, name] if j else [c, i, j] for c, i, j in terms]
+        for m in ROUND_UP_MULTIPLES:
+            terms = _fit_with_chunks(points, values, m)
+            if terms:
+                return terms
         raise
+
+
+def _fit_with_chunks(points, values, m):
+    """The quantity as c * b^i * s + c' * b^i * chunks(s,m) + c'' * b^i, i in {0, 1}: a
+    Triton package's scratch, some of it per token and some per chunk (fla's gated delta
+    rule: its states h per 64-token chunk beside its per-token w and u). Solved from the
+    first points that determine it, checked at all; None when no such sum fits."""
+    chunks = f"chunks(s,{m})"
+    batches = (0, 1) if len({b for b, _ in points}) > 1 else (0,)
+    monomials = [(i, var) for i in batches for var in ("1", "s", chunks)]
+
+    def value_of(var, s):
+        return {"1": 1, "s": s}.get(var) or _round_up(s, m) // m
+
+    basis = points[:len(monomials)]
+    try:
+        coefficients = _solve([[b ** i * value_of(var, s) for i, var in monomials]
+                               for b, s in basis], values[:len(monomials)])
+    except NoExactFit:
+        return None
+    if any(c < 0 or c.denominator != 1 for c in coefficients):
+        return None
+    if any(sum(c * b ** i * value_of(var, s) for c, (i, var) in zip(coefficients, monomials))
+           != v for (b, s), v in zip(points, values)):
+        return None
+    return [[int(c), i, 0] if var == "1" else [int(c), i, 1] if var == "s" else
+            [int(c), i, 1, var] for c, (i, var) in zip(coefficients, monomials) if c]
 
 
 def _padded_sizes():

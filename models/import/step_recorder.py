@@ -14,7 +14,10 @@ How each fact is observed (torch 2.15):
   names the node there too (an input saved before the dispatch, an output after it);
 * the backward: `_current_autograd_node()` inside the dispatch names the node running,
   and a hook on each node sees the gradients it returns (a new storage, the output's
-  gradient passed on, or none).
+  gradient passed on, or none);
+* a custom autograd Function (a kernel package's, fla's chunk_gated_delta_rule): one op
+  standing for it (functions_as_ops), since its node is made before its forward runs ops
+  that, under no_grad, make none.
 """
 
 import contextlib
@@ -122,6 +125,8 @@ class StepRecorder(TorchDispatchMode):
         self._backward_base = 0
         self._live_bytes = 0
         self._backward_returned = set()
+        self._in_function = 0             # custom autograd Functions' forwards running
+        self.function_side_outputs = {}   # their outputs after the first: tensor -> node
 
     # ---- names of the tensors that exist before the forward ----------------------------
     def name_tensor(self, t, role, name):
@@ -201,7 +206,9 @@ class StepRecorder(TorchDispatchMode):
         out_tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not out_tensors:  # prim::device, .item(), shape queries: no storage, no node
             return out
-        made_node = seq != self._seq_seen
+        # Inside a custom Function's forward the counter moved for the Function's node,
+        # which the op standing for the Function takes (functions_as_ops).
+        made_node = seq != self._seq_seen and not self._in_function
         self._seq_seen = _NEXT_SEQ()
         flat_args = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         inputs = [self.record_of(a) for a in flat_args]
@@ -278,6 +285,63 @@ class StepRecorder(TorchDispatchMode):
             op.backward_peak = max(op.backward_peak, self._backward_live - self._backward_base)
             op.backward_flops += _flops(func, args, kwargs, out)
         return out
+
+    # ---- custom autograd Functions ----------------------------------------------------------
+    @contextlib.contextmanager
+    def functions_as_ops(self):
+        """A custom autograd Function as one op. Function.apply makes the node first, then
+        runs the forward under no_grad (its ops make no node, and are recorded as what
+        they allocate), then packs what ctx saved. The op standing for the Function takes
+        the node, the saves (pending until resolve_pending_saves) and the backward: its
+        input 0 is the output the forward made, which its output aliases, then the
+        Function's tensor arguments, whose gradient edges the node holds."""
+        recorder = self
+        original = vars(torch.autograd.Function)["apply"]
+
+        def apply(cls, *args, **kwargs):
+            if recorder.phase != "forward" or recorder._quiet:
+                return original.__get__(None, cls)(*args, **kwargs)
+            seq = _NEXT_SEQ()
+            recorder._in_function += 1
+            try:
+                out = original.__get__(None, cls)(*args, **kwargs)
+            finally:
+                recorder._in_function -= 1
+            recorder._function_op(cls.__name__, seq, (args, kwargs), out)
+            return out
+
+        torch.autograd.Function.apply = classmethod(apply)
+        try:
+            yield
+        finally:
+            torch.autograd.Function.apply = original
+
+    def _function_op(self, name, seq, arguments, out):
+        if self._in_function:
+            return  # inside another Function's forward: its ops are that Function's
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if any(t not in self.by_object for t in outs):
+            raise UnliftableOp(f"the custom autograd Function {name} returns a tensor its "
+                               f"forward did not make (module {self.current_module()})")
+        # Its other outputs (fla's final state, which the cache keeps) stay the tensors the
+        # forward made, with no node: the lift refuses a backward that hands them a gradient.
+        self.function_side_outputs.update(
+            {self.by_object[t].index: seq for t in outs[1:]})
+        made = self.by_object[outs[0]]
+        args = [a for a in tree_flatten(arguments)[0] if isinstance(a, torch.Tensor)]
+        inputs = [made] + [self.record_of(a) for a in args]
+        op = OpRecord(len(self.ops), name, self.current_module(), [r.index for r in inputs],
+                      [], torch.is_grad_enabled(), False)
+        # Under no_grad, or with no argument requiring grad, the Function made no node: the
+        # op stands for it all the same, so that both programs run the same ops.
+        if any(t.grad_fn is not None and t.grad_fn._sequence_nr() == seq for t in outs):
+            op.node_seq = seq
+            self.node_to_op[seq] = op.index
+        self.ops.append(op)
+        for r in inputs:
+            r.consumers.append(op.index)
+        op.outputs.append(self._output(outs[0], op.index).index)
+        self._seq_seen = _NEXT_SEQ()
 
     # ---- saves ---------------------------------------------------------------------------
     def saved_tensors_hooks(self):

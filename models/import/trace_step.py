@@ -205,7 +205,8 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointin
             recorder.input_embeddings = recorder.by_object[out].index
 
         hooks.append(embeddings.register_forward_hook(embedding_output))
-        with recorder, recorder.module_tracking(), recorder.saved_tensors_hooks():
+        with recorder, recorder.module_tracking(), recorder.saved_tensors_hooks(), \
+                recorder.functions_as_ops():
             recorder.phase = "forward"
             with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast), \
                     torch.set_grad_enabled(grad):

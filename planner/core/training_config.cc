@@ -1,12 +1,16 @@
 #include "planner/core/training_config.h"
 
+#include <algorithm>
 #include <charconv>
+#include <ranges>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "planner/core/limits.h"
 #include "planner/core/number_parse.h"
+#include "planner/core/text_escape.h"
 
 namespace headroom {
 
@@ -102,6 +106,22 @@ std::optional<int> ParseInt(std::string_view s) {
 }
 
 }  // namespace
+
+Result<std::vector<std::string>> ParseKernelPackages(std::string_view text) {
+  std::vector<std::string> out;
+  for (const auto part : std::views::split(text, ',')) {
+    const std::string_view name(part.begin(), part.end());
+    if (name.empty()) continue;
+    if (std::ranges::find(kKernelPackages, name) == std::end(kKernelPackages)) {
+      return MakeError(fmt::format("--kernels {}: the kernel packages planned are {}",
+                                   TerminalEscaped(name), fmt::join(kKernelPackages, ", ")));
+    }
+    out.emplace_back(name);
+  }
+  std::ranges::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 Result<MoeRouting> ParseMoeRouting(std::string_view text) {
   constexpr std::string_view kCapacity = "capacity:";

@@ -119,6 +119,14 @@ inline std::string_view MoeRoutingName(MoeRouting r) { return NameIn(kMoeRouting
 // balanced | worst-case; capacity:F is checked (F a positive number) and refused with why.
 Result<MoeRouting> ParseMoeRouting(std::string_view text);
 
+// Kernel packages a training install has, whose kernels transformers calls where the
+// package imports instead of its reference PyTorch code (integrations/hub_kernels.py):
+// fla, flash-linear-attention's Triton gated delta rule. An imported graph records them
+// from the package's own Python (models/import/kernel_paths.py).
+inline constexpr std::string_view kKernelPackages[] = {"fla"};
+// "fla" or "fla,..." to the sorted, distinct packages; an error names an unknown one.
+Result<std::vector<std::string>> ParseKernelPackages(std::string_view text);
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t grad_accum_steps = 1;
@@ -136,6 +144,7 @@ struct TrainingConfig {
   // Images in each sample, their tokens counted in seq_len (an imported vision-language
   // model: models/import/image_inputs.py); 0: text only.
   int64_t images_per_sample = 0;
+  std::vector<std::string> kernel_packages;  // kKernelPackages, sorted (an imported graph's)
   Parallelism parallel;  // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };

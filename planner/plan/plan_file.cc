@@ -138,6 +138,8 @@ std::string WritePlanYaml(const PlanFile& p) {
     out << YAML::Key << "moe_routing" << YAML::Value << std::string(MoeRoutingName(*c.moe_routing));
   if (c.images_per_sample > 0)
     out << YAML::Key << "images_per_sample" << YAML::Value << c.images_per_sample;
+  if (!c.kernel_packages.empty())
+    out << YAML::Key << "kernel_packages" << YAML::Value << YAML::Flow << c.kernel_packages;
   if (c.parallel.distributed()) WriteParallelism(out, c.parallel);
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
@@ -203,6 +205,11 @@ class PlanReader {
     }
     if (t["moe_routing"]) c.moe_routing = Take(ParseMoeRouting(t["moe_routing"].as<std::string>()));
     if (t["images_per_sample"]) c.images_per_sample = t["images_per_sample"].as<int64_t>();
+    if (t["kernel_packages"]) {
+      std::string packages;
+      for (const YAML::Node& k : t["kernel_packages"]) packages += k.as<std::string>() + ",";
+      c.kernel_packages = Take(ParseKernelPackages(packages));
+    }
     if (t["sharding"]) {  // one rank when absent
       c.parallel.sharding = Take(ParseSharding(t["sharding"].as<std::string>()));
       c.parallel.gpus = Need(t, "gpus").as<int64_t>();

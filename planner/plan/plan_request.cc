@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "planner/core/limits.h"
 #include "planner/simulate/step_size_bound.h"
@@ -49,6 +50,12 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     if (r.device.compute_capability < 8.0)
       return MakeError(fmt::format("--attention flash2 (flash-attn 2) needs sm80+; {} is sm{:.0f}",
                                    r.device.name, r.device.compute_capability * 10));
+  }
+  if (!c.kernel_packages.empty() && !r.device.is_cuda) {
+    return MakeError(fmt::format(
+        "--kernels {}: the packages' Triton kernels run on CUDA; on the CPU transformers runs "
+        "its reference code",
+        fmt::join(c.kernel_packages, ",")));
   }
   if (auto error = ValidateParallelism(c.parallel)) return error;
   if (auto error = UnmodelledScheme(c)) return error;

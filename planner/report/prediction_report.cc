@@ -132,6 +132,10 @@ std::string RequestLines(const ReportInputs& in) {
     out += fmt::format("  {} image{} per sample, their tokens counted in the {}-token sequence\n",
                        c.images_per_sample, c.images_per_sample > 1 ? "s" : "", c.seq_len);
   }
+  if (!c.kernel_packages.empty()) {
+    out += fmt::format("  kernel packages: {} (transformers calls their kernels)\n",
+                       fmt::join(c.kernel_packages, ", "));
+  }
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
   if (c.fine_tune.mode != FineTuneMode::kFull)
@@ -292,6 +296,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
   }
   if (c.moe_routing) j["config"]["moe_routing"] = MoeRoutingName(*c.moe_routing);
   if (c.images_per_sample > 0) j["config"]["images_per_sample"] = c.images_per_sample;
+  if (!c.kernel_packages.empty()) j["config"]["kernel_packages"] = c.kernel_packages;
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;

@@ -27,6 +27,7 @@ class FakeCase:
     seq_len: int = 64
     slow: bool = False          # real size: more than a few seconds
     images: int = 0             # images per sample (the multimodal Gemma 3)
+    kernels: tuple = ()         # kernel packages installed (fla: flash-linear-attention)
 
     def hf_config(self):
         return load_hf_config(self.config, self.overrides, self.task)
@@ -55,6 +56,8 @@ class FakeCase:
                 flags += ["--base-dtype", self.effective_base_dtype()]
         if self.images:
             flags += ["--images", str(self.images)]
+        if self.kernels:
+            flags += ["--kernels", ",".join(self.kernels)]
         return flags
 
 

@@ -303,16 +303,26 @@ def measure(case):
     kernels = {}
     fake_cuda_semantics.install_sdpa(kernels)
 
+    # A kernel package's own Python, its Triton launches skipped, where the user's install
+    # has it: transformers calls it instead of its reference code (hub_kernels.py).
+    packages = case.get("kernels") or []
+    if packages:
+        from kernel_paths import import_kernel_packages
+        import_kernel_packages(packages, 90)
+
+    def bound(model):
+        from kernel_paths import kernel_packages_bound
+        return kernel_packages_bound(model, packages)
     start = time.time()
     fake = FakeTensorMode(allow_non_fake_inputs=False)
     if memtracker:  # MemTracker counts what exists before it from track_external
         model, hf_config = build_model(case, fake)
-        with fake, torch.device("cuda"):
+        with fake, torch.device("cuda"), bound(model):
             train(case, model, hf_config, meter, meter)
     else:  # the counter counts the model's storages as they are made
         with fake, meter:
             model, hf_config = build_model(case, contextlib.nullcontext())
-            with torch.device("cuda"):
+            with torch.device("cuda"), bound(model):
                 train(case, model, hf_config, meter, contextlib.nullcontext())
     return {"peak_bytes": meter.peak_bytes, "phase": meter.peak_phase, "op": meter.peak_op,
             "scratch": meter.peak_scratch, "matmul_ran": meter.matmul_ran, "kernels": kernels,

@@ -36,7 +36,8 @@ class StepCase(fwd.FakeCase):
                 "attention": self.attention, "micro_batch": self.micro_batch,
                 "seq_len": self.seq_len, "base_dtype": self.effective_base_dtype(),
                 "optimizer": self.optimizer, "optimizer_impl": self.optimizer_impl,
-                "grad_accum": self.grad_accum, "steps": self.steps, "images": self.images}
+                "grad_accum": self.grad_accum, "steps": self.steps, "images": self.images,
+                "kernels": list(self.kernels)}
 
 
 def real(name, config, **fields):
@@ -222,4 +223,15 @@ IMPORTED_CASES = [
          precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=2000),
     real("qwen3.5-defaults amp-bf16 adamw ckpt-all s768", "qwen3.5-defaults.json",
          precision="amp-bf16", checkpoint="all", seq_len=768),
+    # With flash-linear-attention installed (--kernels fla): transformers calls fla's
+    # chunk_gated_delta_rule, whose own Python runs with its Triton launches skipped
+    # (models/import/triton_on_fake_cuda.py), in the reference as in the import.
+    real("tiny-qwen3-next bf16 lora deltanet+attn fla mb2 s1000", "qwen3-next-80b-a3b.json",
+         overrides=TINY_QWEN3_NEXT, precision="bf16", mode="lora",
+         lora_targets=DELTANET_AND_ATTENTION, micro_batch=2, seq_len=1000, kernels=("fla",)),
+    real("qwen3-next-80b-a3b bf16 lora deltanet+attn fla s4096", "qwen3-next-80b-a3b.json",
+         precision="bf16", mode="lora", lora_targets=DELTANET_AND_ATTENTION, seq_len=4096,
+         kernels=("fla",)),
+    real("qwen3.5-35b-a3b amp-bf16 adamw ckpt-all fla s2000", "qwen3.5-35b-a3b.json",
+         precision="amp-bf16", checkpoint="all", seq_len=2000, kernels=("fla",)),
 ]

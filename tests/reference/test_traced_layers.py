@@ -81,7 +81,7 @@ def check_kernel_paths(expect):
     import torch
 
     import transformers
-    from kernel_paths import fallbacks_called, kernel_assumptions
+    from kernel_paths import kernel_assumptions, kernel_packages_bound
 
     def meta(model_type, **fields):
         cfg = config(model_type, num_hidden_layers=2, **fields)
@@ -91,7 +91,7 @@ def check_kernel_paths(expect):
     qwen, qwen_cfg = meta("qwen3_next")
     module = sys.modules[type(qwen.model.layers[0].linear_attn).__module__]
     original = module.torch_chunk_gated_delta_rule
-    with fallbacks_called(qwen) as called:
+    with kernel_packages_bound(qwen, set()) as called:
         expect(module.torch_chunk_gated_delta_rule is not original, True, "the fallback shimmed")
         try:
             module.torch_chunk_gated_delta_rule()  # the original refuses no arguments
@@ -100,14 +100,15 @@ def check_kernel_paths(expect):
     expect(module.torch_chunk_gated_delta_rule is original, True, "the fallback restored")
     expect(sorted(called), [("torch_chunk_gated_delta_rule", "chunk_gated_delta_rule", "fla")],
            "the fallback called, and only it")
-    lines = kernel_assumptions(qwen, qwen_cfg, called)
-    expect(len(lines) == 1 and "fla's chunk_gated_delta_rule" in lines[0], True, str(lines))
+    lines = kernel_assumptions(qwen, qwen_cfg, called, {})
+    expect(len(lines) == 1 and "fla's chunk_gated_delta_rule" in lines[0]
+           and lines[0].endswith("planned with --kernels fla"), True, str(lines))
     gpt_oss = meta("gpt_oss", quantization_config={"quant_method": "mxfp4"})
-    lines = kernel_assumptions(*gpt_oss, set())
+    lines = kernel_assumptions(*gpt_oss, set(), {})
     expect([("sinks" in lines[0]), ("MXFP4" in lines[1])], [True, True], str(lines))
-    lines = kernel_assumptions(*meta("deepseek_v3"), set())
+    lines = kernel_assumptions(*meta("deepseek_v3"), set(), {})
     expect(len(lines) == 1 and "latent attention" in lines[0], True, str(lines))
-    expect(kernel_assumptions(*meta("llama"), set()), [], "a Llama assumes no kernel path")
+    expect(kernel_assumptions(*meta("llama"), set(), {}), [], "a Llama assumes no kernel path")
 
 
 def check_images(expect):
