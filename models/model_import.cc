@@ -156,7 +156,13 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
           const TraceRegime& regime) { return ImportGraph(path, config, regime, code_dir); },
       std::move(thresholds), sequence_chunk);
   ModelSpec spec;
-  spec.name = path.parent_path().filename().string();
+  // As the importer names its graph (headroom_import.py: _name_or_path, else
+  // config_file_name): a config.json by its folder, any other file by its stem.
+  if (root.contains("_name_or_path") && root["_name_or_path"].is_string())
+    spec.name = root["_name_or_path"].get<std::string>();
+  if (spec.name.empty())
+    spec.name = (path.filename() == "config.json" ? path.parent_path().filename() : path.stem())
+                    .string();
   if (spec.name.empty()) spec.name = std::string(model_type);
   spec.family = ModelFamily::kImported;
   spec.model_type = std::string(model_type);

@@ -127,8 +127,9 @@ def kernel_assumptions(model, config, called, versions):
         if package in versions:
             lines.append(f"{name}: {KERNEL_PACKAGES[package]} {versions[package]}'s "
                          f"{func_name} (--kernels {package}), its allocations recorded from "
-                         f"its own Python on fake CUDA, the Triton launches skipped; the "
-                         f"autotuning of its first call on each shape is not modelled")
+                         f"its own Python on fake CUDA, the Triton launches skipped: neither "
+                         f"the kernels' time nor the autotuning of their first call on each "
+                         f"shape is modelled")
         else:
             instead = (f"planned with --kernels {package}" if package in KERNEL_PACKAGES
                        else "not modelled")

@@ -97,7 +97,9 @@ def _fit_with_chunks(points, values, m):
     monomials = [(i, var) for i in batches for var in ("1", "s", chunks)]
 
     def value_of(var, s):
-        return {"1": 1, "s": s}.get(var) or _round_up(s, m) // m
+        if var == "1":
+            return 1
+        return s if var == "s" else _round_up(s, m) // m
 
     basis = points[:len(monomials)]
     try:

@@ -15,7 +15,7 @@ How each fact is observed (torch 2.15):
 * the backward: `_current_autograd_node()` inside the dispatch names the node running,
   and a hook on each node sees the gradients it returns (a new storage, the output's
   gradient passed on, or none);
-* a custom autograd Function (a kernel package's, fla's chunk_gated_delta_rule): one op
+* a kernel package's custom autograd Function (fla's chunk_gated_delta_rule): one op
   standing for it (functions_as_ops), since its node is made before its forward runs ops
   that, under no_grad, make none.
 """
@@ -288,8 +288,9 @@ class StepRecorder(TorchDispatchMode):
 
     # ---- custom autograd Functions ----------------------------------------------------------
     @contextlib.contextmanager
-    def functions_as_ops(self):
-        """A custom autograd Function as one op. Function.apply makes the node first, then
+    def functions_as_ops(self, packages):
+        """A custom autograd Function of one of `packages` (the kernel packages a plan
+        names: fla) as one op; other Functions are recorded as before. Function.apply makes the node first, then
         runs the forward under no_grad (its ops make no node, and are recorded as what
         they allocate), then packs what ctx saved. The op standing for the Function takes
         the node, the saves (pending until resolve_pending_saves) and the backward: its
@@ -299,7 +300,8 @@ class StepRecorder(TorchDispatchMode):
         original = vars(torch.autograd.Function)["apply"]
 
         def apply(cls, *args, **kwargs):
-            if recorder.phase != "forward" or recorder._quiet:
+            if (recorder.phase != "forward" or recorder._quiet
+                    or cls.__module__.split(".")[0] not in packages):
                 return original.__get__(None, cls)(*args, **kwargs)
             seq = _NEXT_SEQ()
             recorder._in_function += 1
@@ -317,9 +319,9 @@ class StepRecorder(TorchDispatchMode):
             torch.autograd.Function.apply = original
 
     def _function_op(self, name, seq, arguments, out):
-        if self._in_function:
-            return  # inside another Function's forward: its ops are that Function's
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if self._in_function or not outs:
+            return  # inside another Function's forward (its ops are that one's), or no tensor
         if any(t not in self.by_object for t in outs):
             raise UnliftableOp(f"the custom autograd Function {name} returns a tensor its "
                                f"forward did not make (module {self.current_module()})")

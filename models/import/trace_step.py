@@ -206,7 +206,7 @@ def record_step(hf_config, regime, micro_batch, seq_len, grad=True, checkpointin
 
         hooks.append(embeddings.register_forward_hook(embedding_output))
         with recorder, recorder.module_tracking(), recorder.saved_tensors_hooks(), \
-                recorder.functions_as_ops():
+                recorder.functions_as_ops(regime.get("kernels", [])):
             recorder.phase = "forward"
             with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast), \
                     torch.set_grad_enabled(grad):

@@ -39,27 +39,41 @@ def check_mixed_sizes(expect):
         pass
 
 
-def check_function_as_op(expect):
+class _Toy:
+    """A custom autograd Function that saves both inputs and makes its output inside (as
+    fla's forward does), defined on first use (torch imports lazily here)."""
+    fn = None
+
+    @classmethod
+    def get(cls):
+        import torch
+
+        if cls.fn is None:
+            class Toy(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, y):
+                    out = torch.empty_like(x)
+                    scratch = torch.empty(x.shape[0], 4)
+                    del scratch
+                    ctx.save_for_backward(x, y)
+                    return out
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, y = ctx.saved_tensors
+                    return torch.empty_like(x), torch.empty_like(y)
+
+            cls.fn = Toy
+        return cls.fn
+
+
+def record_toy(packages):
+    """The recorder after a forward and backward through Toy, its module's Functions
+    recorded as ops when `packages` names it."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from step_recorder import StepRecorder
-
-    class Toy(torch.autograd.Function):
-        """Saves both inputs, makes its output inside (as fla's forward does)."""
-
-        @staticmethod
-        def forward(ctx, x, y):
-            out = torch.empty_like(x)
-            scratch = torch.empty(x.shape[0], 4)
-            del scratch
-            ctx.save_for_backward(x, y)
-            return out
-
-        @staticmethod
-        def backward(ctx, grad):
-            x, y = ctx.saved_tensors
-            return torch.empty_like(x), torch.empty_like(y)
 
     with FakeTensorMode():
         w = torch.nn.Parameter(torch.ones(8, 16))
@@ -67,15 +81,20 @@ def check_function_as_op(expect):
         recorder = StepRecorder({})
         recorder.name_tensor(w, "parameter", "w")
         recorder.name_tensor(v, "parameter", "v")
-        with recorder, recorder.saved_tensors_hooks(), recorder.functions_as_ops():
+        with recorder, recorder.saved_tensors_hooks(), recorder.functions_as_ops(packages):
             recorder.phase = "forward"
             x, y = w * 2, v * 3
-            loss = Toy.apply(x, y).sum()
+            loss = _Toy.get().apply(x, y).sum()
             recorder.resolve_pending_saves()
             recorder.hook_nodes(loss.grad_fn)
             recorder.phase = "backward"
             loss.backward()
             recorder.phase = "done"
+    return recorder
+
+
+def check_function_as_op(expect):
+    recorder = record_toy({"__main__"})
     names = [op.aten for op in recorder.ops]
     expect(names, ["mul", "mul", "empty_like", "empty", "Toy", "sum"], "the ops recorded")
     toy = recorder.ops[names.index("Toy")]
@@ -89,6 +108,12 @@ def check_function_as_op(expect):
     expect(set(toy.saved), saved, "ctx's saves belong to the Function's op")
     expect(toy.grads[0], ["new", "new"], "a gradient edge for each argument")
     expect(toy.backward_new_grad_bytes, 2 * 8 * 16 * 4, "the two gradients it returns")
+    # A Function of a package the plan does not name is recorded as before: its node goes
+    # to the first op of its forward.
+    other = record_toy({"fla"})
+    names = [op.aten for op in other.ops]
+    expect(names, ["mul", "mul", "empty_like", "empty", "sum"], "another package's Function")
+    expect(other.ops[2].node_seq is not None, True, "its node on the forward's first op")
 
 
 def main():
