@@ -240,7 +240,11 @@ TensorStates::TensorStates(const OpGraph& graph, const PrecisionRegime& regime,
   for (int o = 0; o < graph.num_ops(); ++o) {
     const OpNode& op = graph.op(OpId{o});
     bool any_grad = false;
-    for (TensorId in : op.inputs) any_grad = any_grad || states_[in.value].requires_grad;
+    // CastLike(x, like) is x.to(like.dtype) (PEFT's _cast_input_dtype before lora_A): only
+    // x is the op's input to autograd, so a trainable `like` makes no gradient flow.
+    const size_t grad_inputs = op.kind == OpKind::kCastLike ? 1 : op.inputs.size();
+    for (size_t i = 0; i < grad_inputs; ++i)
+      any_grad = any_grad || states_[op.inputs[i].value].requires_grad;
     if (ClassOfOp(op) == OpClass::kConstant) any_grad = false;
     const DType dtype = OutputDType(op);
     for (TensorId out : op.outputs) {
