@@ -94,8 +94,9 @@ Result<std::vector<std::string>> ImporterArgs(const TraceRegime& regime) {
   if (regime.images > 0) args.insert(args.end(), {"--images", std::to_string(regime.images)});
   if (!regime.kernels.empty()) {
     if (regime.device != "cuda")
-      return MakeError("kernel packages (--kernels) run on CUDA; the CPU runs transformers' "
-                       "reference code");
+      return MakeError(
+          "kernel packages (--kernels) run on CUDA; the CPU runs transformers' "
+          "reference code");
     args.insert(args.end(), {"--kernels", fmt::format("{}", fmt::join(regime.kernels, ","))});
   }
   return args;
@@ -123,11 +124,11 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
   ask.insert(ask.end(), regime.kernels.begin(), regime.kernels.end());
   Result<ProcessResult> versions = RunProcess(ask);
   if (!versions || versions->exit_code != 0) {
-    return MakeError(fmt::format(
-        "importing this model needs {} with torch, transformers and peft installed{} "
-        "(bash scripts/setup.sh --torch){}",
-        python, regime.kernels.empty() ? "" : ", and the kernel packages of --kernels",
-        versions ? ": " + versions->last_error_line : ": " + versions.error().message));
+    return MakeError(
+        fmt::format("importing this model needs {} with torch, transformers and peft installed{} "
+                    "(bash scripts/setup.sh --torch){}",
+                    python, regime.kernels.empty() ? "" : ", and the kernel packages of --kernels",
+                    versions ? ": " + versions->last_error_line : ": " + versions.error().message));
   }
   uint64_t code = PythonFilesHash(fs::path(script).parent_path(), Fnv1a("headroom-import"));
   if (!remote_code_dir.empty())

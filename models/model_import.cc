@@ -161,8 +161,8 @@ Result<ModelSpec> ImportableModel(std::string_view config_text, const std::files
   if (root.contains("_name_or_path") && root["_name_or_path"].is_string())
     spec.name = root["_name_or_path"].get<std::string>();
   if (spec.name.empty())
-    spec.name = (path.filename() == "config.json" ? path.parent_path().filename() : path.stem())
-                    .string();
+    spec.name =
+        (path.filename() == "config.json" ? path.parent_path().filename() : path.stem()).string();
   if (spec.name.empty()) spec.name = std::string(model_type);
   spec.family = ModelFamily::kImported;
   spec.model_type = std::string(model_type);

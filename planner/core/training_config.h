@@ -145,7 +145,7 @@ struct TrainingConfig {
   // model: models/import/image_inputs.py); 0: text only.
   int64_t images_per_sample = 0;
   std::vector<std::string> kernel_packages;  // kKernelPackages, sorted (an imported graph's)
-  Parallelism parallel;  // one rank unless sharded
+  Parallelism parallel;                      // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };
 

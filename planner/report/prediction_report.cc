@@ -86,6 +86,26 @@ std::string DescribeFineTune(const FineTuneConfig& ft) {
 
 namespace {
 
+// What only some models take: the experts' routing, images, kernel packages.
+std::string ModelInputLines(const TrainingConfig& c) {
+  std::string out;
+  if (c.moe_routing) {
+    out += fmt::format(
+        "  experts' routing assumed {}: the same memory for any routing (transformers' grouped_mm "
+        "experts keep one row per token-expert pair, neither dropped nor padded)\n",
+        MoeRoutingName(*c.moe_routing));
+  }
+  if (c.images_per_sample > 0) {
+    out += fmt::format("  {} image{} per sample, their tokens counted in the {}-token sequence\n",
+                       c.images_per_sample, c.images_per_sample > 1 ? "s" : "", c.seq_len);
+  }
+  if (!c.kernel_packages.empty()) {
+    out += fmt::format("  kernel packages: {} (transformers calls their kernels)\n",
+                       fmt::join(c.kernel_packages, ", "));
+  }
+  return out;
+}
+
 // The request: model, device, configuration, parameter counts.
 std::string RequestLines(const ReportInputs& in) {
   const StepPrediction& p = in.prediction;
@@ -122,20 +142,7 @@ std::string RequestLines(const ReportInputs& in) {
     out += fmt::format("  offload {}: {} of CPU RAM per rank hold what left the device\n",
                        OffloadName(c.parallel.offload), FormatBytes(p.offload_cpu_bytes));
   }
-  if (c.moe_routing) {
-    out += fmt::format(
-        "  experts' routing assumed {}: the same memory for any routing (transformers' grouped_mm "
-        "experts keep one row per token-expert pair, neither dropped nor padded)\n",
-        MoeRoutingName(*c.moe_routing));
-  }
-  if (c.images_per_sample > 0) {
-    out += fmt::format("  {} image{} per sample, their tokens counted in the {}-token sequence\n",
-                       c.images_per_sample, c.images_per_sample > 1 ? "s" : "", c.seq_len);
-  }
-  if (!c.kernel_packages.empty()) {
-    out += fmt::format("  kernel packages: {} (transformers calls their kernels)\n",
-                       fmt::join(c.kernel_packages, ", "));
-  }
+  out += ModelInputLines(c);
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
   if (c.fine_tune.mode != FineTuneMode::kFull)
