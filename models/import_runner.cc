@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "models/cache_key.h"
 #include "models/model_import.h"
+#include "models/python_versions.h"
 #include "models/subprocess.h"
 #include "planner/core/file_io.h"
 
@@ -37,12 +39,6 @@ fs::path CacheDir() {
   if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v)
     return fs::path(v) / "headroom" / "graphs";
   return fs::path(EnvOr("HOME", ".")) / ".cache" / "headroom" / "graphs";
-}
-
-// FNV-1a: a cache key, not a checksum (the file's regime is checked on reading).
-uint64_t Fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 // The .py files of `dir`, in name order, hashed into `h`: the importer's own code (a
@@ -112,30 +108,21 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
   const std::string script = EnvOr("HEADROOM_IMPORTER", HEADROOM_IMPORTER_SCRIPT);
   // The kernel packages' versions too (kernel_paths.py names their distributions), found
   // where the importer finds them.
-  std::vector<std::string> ask = {python, "-c",
-                                  "import importlib.metadata as m, sys\n"
-                                  "sys.path.insert(0, sys.argv[1])\n"
-                                  "from kernel_paths import KERNEL_PACKAGES, kernels_path\n"
-                                  "sys.path.append(kernels_path())\n"
-                                  "print(*(m.version(p) for p in ('torch', 'transformers', "
-                                  "'peft')),\n"
-                                  "      *(m.version(KERNEL_PACKAGES[k]) for k in sys.argv[2:]))",
-                                  fs::path(script).parent_path().string()};
-  ask.insert(ask.end(), regime.kernels.begin(), regime.kernels.end());
-  Result<ProcessResult> versions = RunProcess(ask);
-  if (!versions || versions->exit_code != 0) {
+  Result<std::string> versions =
+      InstalledPackageVersions(python, fs::path(script).parent_path(), regime.kernels, CacheDir());
+  if (!versions) {
     return MakeError(
         fmt::format("importing this model needs {} with torch, transformers and peft installed{} "
-                    "(bash scripts/setup.sh --torch){}",
+                    "(bash scripts/setup.sh --torch): {}",
                     python, regime.kernels.empty() ? "" : ", and the kernel packages of --kernels",
-                    versions ? ": " + versions->last_error_line : ": " + versions.error().message));
+                    versions.error().message));
   }
   uint64_t code = PythonFilesHash(fs::path(script).parent_path(), Fnv1a("headroom-import"));
   if (!remote_code_dir.empty())
     code = PythonFilesHash(remote_code_dir, Fnv1a("trust-remote-code", code));
   const uint64_t key =
       Fnv1a(fmt::format("{}|{}|{}", DescribeRegime(regime), regime.base_dtype, regime.min_seq_len),
-            Fnv1a(versions->out, Fnv1a(config_text, code)));
+            Fnv1a(*versions + "\n", Fnv1a(config_text, code)));
   const fs::path cached = CacheDir() / fmt::format("{:016x}.json", key);
   if (Result<std::string> text = ReadRegularFile(cached, kMaxGraphFileBytes)) {
     Result<ImportedGraph> graph = ParseImportedGraph(*text, cached.string());

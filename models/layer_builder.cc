@@ -345,15 +345,23 @@ TensorId LayerBuilder::LanguageModelLoss(TensorId x, TensorId lm_weight, TensorI
   HoldAsModelOutput(logits);
   TensorId logits32 = Op(OpKind::kCastF32, "logits.float", {logits}, TokenShape(vocab));
   std::vector<TensorId> loss_inputs = {labels};
+  TensorId padded;
   if (options_.hold_model_outputs) {
-    // transformers' ForCausalLMLoss (loss/loss_utils.py:65) pads the labels by one
-    // ignore_index column before shifting them; the padded [b, s + 1] copy lives until
-    // the loss returns (counted here as [b, s]).
-    loss_inputs.push_back(Op(OpKind::kContiguous, "labels.pad", {labels}, {Dim::B(), Dim::S()}));
+    // transformers' ForCausalLMLoss (loss/loss_utils.py): `labels = pad(labels, (0,
+    // 1))`, then `shift_labels = labels[..., 1:].contiguous()`: a [b, s + 1] copy and a
+    // [b, s] one, both locals of the function until the loss returns.
+    padded = Op(OpKind::kContiguous, "labels.pad", {labels}, {Dim::B(), Dim::SPlus(1)});
+    loss_inputs.push_back(Op(OpKind::kContiguous, "labels.shift", {padded}, {Dim::B(), Dim::S()}));
   }
   TensorId log_probs = Op(OpKind::kLogSoftmax, "log_softmax", {logits32}, TokenShape(vocab));
   loss_inputs.insert(loss_inputs.begin(), log_probs);
   TensorId loss = Op(OpKind::kNllLoss, "nll_loss", std::move(loss_inputs), SymShape{});
+  if (options_.hold_model_outputs) {
+    // Its `logits = logits.float().view(-1, vocab)` local holds the fp32 logits, and
+    // `labels` the padded copy, through nll_loss.
+    graph_.HoldUntilOpRan(logits32, graph_.tensor(loss).producer);
+    graph_.HoldUntilOpRan(padded, graph_.tensor(loss).producer);
+  }
   graph_.SetLoss(loss);
   return loss;
 }

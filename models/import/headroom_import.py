@@ -316,6 +316,9 @@ def import_graph(args, log):
                 "sequence_chunk": chunk, "valid_seq_len": valid}
 
     traces = [traced_at(layers, small) for layers, small in depths]
+    for package in sorted(set(kernels) - {p for _, _, p in called}):
+        raise SystemExit(f"--kernels {package}: the training step of model_type "
+                         f"'{model_type}' calls no {package} kernel; plan it without --kernels")
     if len(traces) == 2:
         shallow, deep = traces
         depth = len(depths[0][0])

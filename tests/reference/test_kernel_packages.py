@@ -1,14 +1,18 @@
 """What an import needs to record a kernel package's code (docs/graph-file.md, "Kernel
 packages"): a custom autograd Function recorded as one op that owns its node, its saves
 and its gradient edges (step_recorder.functions_as_ops), and sizes mixing tokens and
-chunks (size_fit._fit_with_chunks). On fake CPU tensors; fla itself runs in ctest
-FakeCudaStep.FlaKernelsWithinOnePercent.
+chunks (size_fit._fit_with_chunks), on fake CPU tensors; with HEADROOM, `plan --kernels
+fla` refused for a model whose step calls no fla kernel (a toy OLMo 3, imported on fake
+CUDA). fla itself runs in ctest FakeCudaStep.FlaKernelsWithinOnePercent.
 
-    python3 test_kernel_packages.py
+    python3 test_kernel_packages.py [HEADROOM]
 """
 
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "models", "import"))
@@ -116,10 +120,30 @@ def check_function_as_op(expect):
     expect(other.ops[2].node_seq is not None, True, "its node on the forward's first op")
 
 
+def check_refused_where_uncalled(expect, headroom):
+    from test_train_refusal import CONFIG  # a toy OLMo 3: no fla kernel in its step
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "toy-olmo3.json")
+        with open(config, "w") as f:
+            json.dump(CONFIG, f)
+        plan = subprocess.run(
+            [headroom, "plan", "--model", config, "--gpu", "h100-80gb", "--precision", "bf16",
+             "--seq-len", "32", "--micro-batch", "1", "--kernels", "fla"],
+            capture_output=True, text=True, env=dict(os.environ, HEADROOM_CACHE=tmp))
+    message = plan.stderr.strip()
+    print(f"plan --kernels fla: exit {plan.returncode}: {message}")
+    expect(plan.returncode, 2, "plan's exit")
+    expect("--kernels fla: the training step of model_type 'olmo3' calls no fla kernel"
+           in message, True, "the refusal names the package and the model_type")
+
+
 def main():
     checks = Expectations()
     check_mixed_sizes(checks.expect)
     check_function_as_op(checks.expect)
+    if len(sys.argv) > 1:
+        check_refused_where_uncalled(checks.expect, sys.argv[1])
     return checks.report()
 
 
