@@ -67,8 +67,8 @@ def kernels_path():
 def import_kernel_packages(packages, sm):
     """Makes `packages` importable for a trace on fake CUDA at capability class `sm`: the
     Triton driver answered first (fla reads the device at import), then the packages from
-    the user's environment or, after it, kernels_path(). Returns {package: version}; exits naming what is
-    missing."""
+    the user's environment or, after it, kernels_path(). Returns {package: version}; exits
+    naming what is missing."""
     import importlib.metadata
 
     import triton_on_fake_cuda

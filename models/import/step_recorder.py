@@ -290,12 +290,13 @@ class StepRecorder(TorchDispatchMode):
     @contextlib.contextmanager
     def functions_as_ops(self, packages):
         """A custom autograd Function of one of `packages` (the kernel packages a plan
-        names: fla) as one op; other Functions are recorded as before. Function.apply makes the node first, then
-        runs the forward under no_grad (its ops make no node, and are recorded as what
-        they allocate), then packs what ctx saved. The op standing for the Function takes
-        the node, the saves (pending until resolve_pending_saves) and the backward: its
-        input 0 is the output the forward made, which its output aliases, then the
-        Function's tensor arguments, whose gradient edges the node holds."""
+        names: fla) as one op; other Functions are recorded as before. Function.apply
+        makes the node first, then runs the forward under no_grad (its ops make no node,
+        and are recorded as what they allocate), then packs what ctx saved. The op
+        standing for the Function takes the node, the saves (pending until
+        resolve_pending_saves) and the backward: its input 0 is the output the forward
+        made, which its output aliases, then the Function's tensor arguments, whose
+        gradient edges the node holds."""
         recorder = self
         original = vars(torch.autograd.Function)["apply"]
 
