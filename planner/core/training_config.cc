@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <ranges>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -109,16 +108,20 @@ std::optional<int> ParseInt(std::string_view s) {
 
 Result<std::vector<std::string>> ParseKernelPackages(std::string_view text) {
   std::vector<std::string> out;
-  for (const auto part : std::views::split(text, ',')) {
-    const std::string_view name(part.begin(), part.end());
+  // A plain loop: clang 14's <ranges> cannot split a string_view on libstdc++ 12.
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string_view name = text.substr(begin, comma - begin);
+    begin = comma + 1;
     if (name.empty()) continue;
-    if (std::ranges::find(kKernelPackages, name) == std::end(kKernelPackages)) {
+    if (std::find(std::begin(kKernelPackages), std::end(kKernelPackages), name) ==
+        std::end(kKernelPackages)) {
       return MakeError(fmt::format("--kernels {}: the kernel packages planned are {}",
                                    TerminalEscaped(name), fmt::join(kKernelPackages, ", ")));
     }
     out.emplace_back(name);
   }
-  std::ranges::sort(out);
+  std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
