@@ -430,12 +430,12 @@ TraceRegime RegimeOf(const json& r, const std::string& where) {
   out.images = r.value("images", int64_t{0});
   if (r.contains("kernels")) {
     if (!r["kernels"].is_array()) throw FileError(where + " regime: kernels must be a list");
-    std::string packages;
+    std::vector<std::string> packages;
     for (const json& k : r["kernels"]) {
       if (!k.is_string()) throw FileError(where + " regime: kernels holds a non-string");
-      packages += k.get<std::string>() + ",";
+      packages.push_back(k.get<std::string>());
     }
-    Result<std::vector<std::string>> parsed = ParseKernelPackages(packages);
+    Result<std::vector<std::string>> parsed = ParseKernelPackages(std::move(packages));
     if (!parsed) throw FileError(fmt::format("{} regime: {}", where, parsed.error().message));
     out.kernels = std::move(*parsed);
   }

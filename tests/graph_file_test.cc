@@ -117,6 +117,12 @@ json TinyGraphFile() {
           {"epilogue", epilogue}};
 }
 
+// The parse error of `file`, or "parsed".
+std::string ParseErrorOf(const json& file) {
+  Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+  return parsed ? std::string("parsed") : parsed.error().message;
+}
+
 GraphOptions Fp32Options(int64_t seq_len) {
   GraphOptions options;
   options.attention_call.device.cuda = false;
@@ -212,44 +218,44 @@ TEST(GraphFile, RefusesSequencesOutsideTheTracedBand) {
 }
 
 TEST(GraphFile, MalformedFilesAreErrorsNamingWhatIsWrong) {
-  const auto error_of = [](const json& file) {
-    Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
-    return parsed ? std::string("parsed") : parsed.error().message;
-  };
   json v = TinyGraphFile();
   v["version"] = 3;
-  EXPECT_NE(error_of(v).find("version 3"), std::string::npos) << error_of(v);
+  EXPECT_NE(ParseErrorOf(v).find("version 3"), std::string::npos) << ParseErrorOf(v);
   json missing = TinyGraphFile();
   missing.erase("layer_types");
-  EXPECT_NE(error_of(missing).find("'layer_types'"), std::string::npos) << error_of(missing);
+  EXPECT_NE(ParseErrorOf(missing).find("'layer_types'"), std::string::npos)
+      << ParseErrorOf(missing);
   json unknown_template = TinyGraphFile();
   unknown_template["layer_types"][1] = "moe";
-  EXPECT_NE(error_of(unknown_template).find("layer type 'moe' has no template"), std::string::npos);
+  EXPECT_NE(ParseErrorOf(unknown_template).find("layer type 'moe' has no template"),
+            std::string::npos);
   json dangling = TinyGraphFile();
   dangling["templates"]["decoder"]["ops"][0]["inputs"][1] = json::array({"local", 7});
-  EXPECT_NE(error_of(dangling).find("does not exist"), std::string::npos) << error_of(dangling);
+  EXPECT_NE(ParseErrorOf(dangling).find("does not exist"), std::string::npos)
+      << ParseErrorOf(dangling);
   json shared = TinyGraphFile();
   shared["templates"]["decoder"]["ops"][0]["inputs"][1] = json::array({"shared", 3});
-  EXPECT_NE(error_of(shared).find("does not exist"), std::string::npos);
+  EXPECT_NE(ParseErrorOf(shared).find("does not exist"), std::string::npos);
   json early = TinyGraphFile();  // reads the add's output before the add makes it
   early["templates"]["decoder"]["ops"][0]["inputs"][1] = json::array({"local", 2});
-  EXPECT_NE(error_of(early).find("before it is made"), std::string::npos) << error_of(early);
+  EXPECT_NE(ParseErrorOf(early).find("before it is made"), std::string::npos)
+      << ParseErrorOf(early);
   json dim = TinyGraphFile();
   dim["epilogue"]["tensors"][0]["shape"][1] = "s+x";
-  EXPECT_NE(error_of(dim).find("bad dimension"), std::string::npos) << error_of(dim);
+  EXPECT_NE(ParseErrorOf(dim).find("bad dimension"), std::string::npos) << ParseErrorOf(dim);
   json cubic = TinyGraphFile();
   cubic["templates"]["decoder"]["ops"][0]["backward_workspace"] = {{4, 1, 3}};
-  EXPECT_NE(error_of(cubic).find("outside"), std::string::npos) << error_of(cubic);
+  EXPECT_NE(ParseErrorOf(cubic).find("outside"), std::string::npos) << ParseErrorOf(cubic);
   json grads = TinyGraphFile();
   grads["templates"]["decoder"]["ops"][1]["grads"] = {"pass"};
-  EXPECT_NE(error_of(grads).find("one flow per input"), std::string::npos);
+  EXPECT_NE(ParseErrorOf(grads).find("one flow per input"), std::string::npos);
   json weight_out = TinyGraphFile();  // the prologue hands on the embedding's weight
   weight_out["prologue"]["output"] = 1;
-  EXPECT_NE(error_of(weight_out).find("handed on but no op of the section makes it"),
+  EXPECT_NE(ParseErrorOf(weight_out).find("handed on but no op of the section makes it"),
             std::string::npos)
-      << error_of(weight_out);
-  EXPECT_NE(error_of(json::array()).find("not a headroom graph file"), std::string::npos)
-      << error_of(json::array());
+      << ParseErrorOf(weight_out);
+  EXPECT_NE(ParseErrorOf(json::array()).find("not a headroom graph file"), std::string::npos)
+      << ParseErrorOf(json::array());
 }
 
 TEST(GraphFile, PlansThroughTheModelSpec) {
@@ -421,11 +427,10 @@ TEST(GraphFile, KernelPackagesAreTheGraphsRegime) {
       << reference.error().message;
   options.kernel_packages = {"fla"};
   EXPECT_TRUE(ExpandImportedGraph(*imported, options));
-  const auto error_of = [&](const json& kernels) {
+  const auto error_of = [](const json& kernels) {
     json bad = TinyGraphFile();
     bad["regime"]["kernels"] = kernels;
-    Result<ImportedGraph> parsed = ParseImportedGraph(bad.dump(), "toy.json");
-    return parsed ? std::string("parsed") : parsed.error().message;
+    return ParseErrorOf(bad);
   };
   EXPECT_NE(error_of({"liger"}).find("--kernels liger: the kernel packages planned are fla"),
             std::string::npos)

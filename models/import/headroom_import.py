@@ -316,9 +316,11 @@ def import_graph(args, log):
                 "sequence_chunk": chunk, "valid_seq_len": valid}
 
     traces = [traced_at(layers, small) for layers, small in depths]
-    for package in sorted(set(kernels) - {p for _, _, p in called}):
-        raise SystemExit(f"--kernels {package}: the training step of model_type "
-                         f"'{model_type}' calls no {package} kernel; plan it without --kernels")
+    uncalled = sorted(set(kernels) - {package for _, _, package in called})
+    if uncalled:
+        raise SystemExit(f"--kernels {uncalled[0]}: the training step of model_type "
+                         f"'{model_type}' calls no {uncalled[0]} kernel; plan it without "
+                         f"--kernels")
     if len(traces) == 2:
         shallow, deep = traces
         depth = len(depths[0][0])

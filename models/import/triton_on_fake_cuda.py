@@ -10,8 +10,8 @@ GPU of compute capability sm answers (its class: trace_regime.cc, SdpaCapability
 * Triton's active driver: the target (backend "cuda", the arch) and the device properties
   fla reads (multiprocessor_count, max_shared_mem: fla/utils/hardware.py picks block sizes
   from them, and some block counts size its partial buffers);
-* torch.cuda's device name, capability and properties, and the device switch of fla's
-  input_guard (torch.cuda.device);
+* torch.cuda's device name and properties, and the device switch of fla's input_guard
+  (torch.cuda.device); the capability is fake_cuda_semantics.patch_device_capability's;
 and turns every launch into a no-op: JITFunction.run (a @triton.jit kernel), Heuristics.run
 and Autotuner.run (fla's CachedAutotuner calls the latter). Autotuning itself, which on a
 GPU benchmarks each config once per shape with its own buffers, therefore never runs: the
@@ -89,7 +89,6 @@ def install(sm):
     triton.runtime.driver.set_active(_Driver(sm, sms, shared))
     capability = (sm // 10, sm % 10)
     torch.cuda.get_device_name = lambda device=None: name
-    torch.cuda.get_device_capability = lambda device=None: capability
     torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
         name=name, major=capability[0], minor=capability[1], multi_processor_count=sms,
         shared_memory_per_block=49152, shared_memory_per_block_optin=shared,

@@ -106,24 +106,28 @@ std::optional<int> ParseInt(std::string_view s) {
 
 }  // namespace
 
-Result<std::vector<std::string>> ParseKernelPackages(std::string_view text) {
-  std::vector<std::string> out;
-  // A plain loop: clang 14's <ranges> cannot split a string_view on libstdc++ 12.
-  for (size_t begin = 0; begin <= text.size();) {
-    const size_t comma = std::min(text.find(',', begin), text.size());
-    const std::string_view name = text.substr(begin, comma - begin);
-    begin = comma + 1;
-    if (name.empty()) continue;
+Result<std::vector<std::string>> ParseKernelPackages(std::vector<std::string> names) {
+  for (const std::string& name : names) {
     if (std::find(std::begin(kKernelPackages), std::end(kKernelPackages), name) ==
         std::end(kKernelPackages)) {
       return MakeError(fmt::format("--kernels {}: the kernel packages planned are {}",
                                    TerminalEscaped(name), fmt::join(kKernelPackages, ", ")));
     }
-    out.emplace_back(name);
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+Result<std::vector<std::string>> ParseKernelPackages(std::string_view text) {
+  std::vector<std::string> names;
+  // A plain loop: clang 14's <ranges> cannot split a string_view on libstdc++ 12.
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    if (comma > begin) names.emplace_back(text.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return ParseKernelPackages(std::move(names));
 }
 
 Result<MoeRouting> ParseMoeRouting(std::string_view text) {

@@ -124,7 +124,9 @@ Result<MoeRouting> ParseMoeRouting(std::string_view text);
 // fla, flash-linear-attention's Triton gated delta rule. An imported graph records them
 // from the package's own Python (models/import/kernel_paths.py).
 inline constexpr std::string_view kKernelPackages[] = {"fla"};
-// "fla" or "fla,..." to the sorted, distinct packages; an error names an unknown one.
+// The sorted, distinct packages of `names`; an error names an unknown one.
+Result<std::vector<std::string>> ParseKernelPackages(std::vector<std::string> names);
+// The same from "fla" or "fla,..." (the --kernels flag).
 Result<std::vector<std::string>> ParseKernelPackages(std::string_view text);
 
 struct TrainingConfig {

@@ -206,9 +206,8 @@ class PlanReader {
     if (t["moe_routing"]) c.moe_routing = Take(ParseMoeRouting(t["moe_routing"].as<std::string>()));
     if (t["images_per_sample"]) c.images_per_sample = t["images_per_sample"].as<int64_t>();
     if (t["kernel_packages"]) {
-      std::string packages;
-      for (const YAML::Node& k : t["kernel_packages"]) packages += k.as<std::string>() + ",";
-      c.kernel_packages = Take(ParseKernelPackages(packages));
+      c.kernel_packages =
+          Take(ParseKernelPackages(t["kernel_packages"].as<std::vector<std::string>>()));
     }
     if (t["sharding"]) {  // one rank when absent
       c.parallel.sharding = Take(ParseSharding(t["sharding"].as<std::string>()));

@@ -43,34 +43,6 @@ def check_mixed_sizes(expect):
         pass
 
 
-class _Toy:
-    """A custom autograd Function that saves both inputs and makes its output inside (as
-    fla's forward does), defined on first use (torch imports lazily here)."""
-    fn = None
-
-    @classmethod
-    def get(cls):
-        import torch
-
-        if cls.fn is None:
-            class Toy(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, y):
-                    out = torch.empty_like(x)
-                    scratch = torch.empty(x.shape[0], 4)
-                    del scratch
-                    ctx.save_for_backward(x, y)
-                    return out
-
-                @staticmethod
-                def backward(ctx, grad):
-                    x, y = ctx.saved_tensors
-                    return torch.empty_like(x), torch.empty_like(y)
-
-            cls.fn = Toy
-        return cls.fn
-
-
 def record_toy(packages):
     """The recorder after a forward and backward through Toy, its module's Functions
     recorded as ops when `packages` names it."""
@@ -78,6 +50,22 @@ def record_toy(packages):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from step_recorder import StepRecorder
+
+    class Toy(torch.autograd.Function):
+        """Saves both inputs, makes its output inside (as fla's forward does)."""
+
+        @staticmethod
+        def forward(ctx, x, y):
+            out = torch.empty_like(x)
+            scratch = torch.empty(x.shape[0], 4)
+            del scratch
+            ctx.save_for_backward(x, y)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, y = ctx.saved_tensors
+            return torch.empty_like(x), torch.empty_like(y)
 
     with FakeTensorMode():
         w = torch.nn.Parameter(torch.ones(8, 16))
@@ -88,7 +76,7 @@ def record_toy(packages):
         with recorder, recorder.saved_tensors_hooks(), recorder.functions_as_ops(packages):
             recorder.phase = "forward"
             x, y = w * 2, v * 3
-            loss = _Toy.get().apply(x, y).sum()
+            loss = Toy.apply(x, y).sum()
             recorder.resolve_pending_saves()
             recorder.hook_nodes(loss.grad_fn)
             recorder.phase = "backward"
