@@ -1,7 +1,8 @@
 // ExpandImportedGraph: an imported graph file's prologue, one template per decoder layer
 // (layer_types), and the epilogue, appended to an OpGraph in the order the model's code
 // ran them, each layer a checkpointable block and a rolled loop's middle iteration
-// repeated once per chunk of the plan's sequence.
+// repeated once per chunk of the plan's sequence (twice, the first standing for all but
+// one of them, when they are more than two: RepeatedOps).
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -29,7 +30,8 @@ struct UnrolledLoop {
 
 class Expander {
  public:
-  Expander(OpGraph& graph, int64_t seq_len) : graph_(graph), seq_len_(seq_len) {}
+  Expander(OpGraph& graph, int64_t seq_len, bool hold_repetitions_once)
+      : graph_(graph), seq_len_(seq_len), hold_repetitions_once_(hold_repetitions_once) {}
 
   // Appends `section`; `prefix` names its parameters and ops (a layer's module path);
   // `input` is what ["input"] refers to. A rolled loop's middle iteration runs its
@@ -140,7 +142,9 @@ class Expander {
   }
 
   // The middle iteration, repeated. From the second repetition on, a tensor the first
-  // iteration made stands for the one the previous repetition made at its place.
+  // iteration made stands for the one the previous repetition made at its place. Past two
+  // repetitions, the first stands for all but the last (OpGraph::MarkRepeated): a 32k
+  // sequence runs Qwen3-Next's loop 510 times in each of its 36 DeltaNet layers.
   Result<bool> RunMiddle(const ImportedSection& section, const std::string& prefix,
                          UnrolledLoop& unrolled, std::vector<OpId>& ops) {
     const ImportedLoop& loop = *unrolled.loop;
@@ -160,7 +164,8 @@ class Expander {
     }
     std::vector<TensorId> first_iteration;
     for (const auto& [t0, t1] : carried) first_iteration.push_back(local_[t0]);
-    for (int64_t r = 0; r < repetitions; ++r) {
+    const bool held_once = hold_repetitions_once_ && repetitions > 2;
+    for (int64_t r = 0; r < (held_once ? 2 : repetitions); ++r) {
       if (r > 0) {
         for (const auto& [t0, t1] : carried) local_[t0] = local_[t1];
       }
@@ -173,6 +178,7 @@ class Expander {
     }
     for (size_t c = 0; c < carried.size(); ++c) local_[carried[c].first] = first_iteration[c];
     for (int j = 0; j < loop.ops; ++j) ops[loop.first_op + j] = unrolled.ops.front()[j];
+    if (held_once) graph_.MarkRepeated(unrolled.ops.front().front(), loop.ops, repetitions - 1);
     return true;
   }
 
@@ -249,6 +255,7 @@ class Expander {
 
   OpGraph& graph_;
   int64_t seq_len_;
+  bool hold_repetitions_once_;
   std::vector<TensorId> shared_;
   std::map<std::string, std::vector<TensorId>> latest_layer_;
   std::vector<TensorId> local_;
@@ -344,14 +351,14 @@ Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOpti
 }
 
 Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options,
-                                    bool fold_views) {
+                                    const ExpandChoices& choices) {
   if (auto ok = CheckRegime(imported, options); !ok) return ok.error();
   const ImportedProgram& program =
       options.single_sample && imported.micro_batch_1 ? *imported.micro_batch_1 : imported.program;
   OpGraph graph;
   ReserveFor(program, imported.layer_types, graph);
-  Expander expander(graph, options.seq_len);
-  const FoldedViews folded = FindFoldableViews(program, fold_views);
+  Expander expander(graph, options.seq_len, choices.hold_repetitions_once);
+  const FoldedViews folded = FindFoldableViews(program, choices.fold_views);
   Result<std::vector<TensorId>> prologue =
       expander.Append(program.prologue, "", {}, -1, folded.at(&program.prologue));
   if (!prologue) return prologue.error();

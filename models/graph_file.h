@@ -139,9 +139,15 @@ Result<ImportedGraph> ParseImportedGraph(std::string_view text, std::string_view
 // An imported graph's products are recorded ops without oneDNN's scratch: on the CPU,
 // 16-bit plans are made for ATen's gemm only (--cpu-bf16 aten), refused under the others.
 Result<bool> CheckImportedCpuKernel(std::string_view model_type, const GraphOptions& options);
-// Plain views are read through (models/view_folding.h) unless `fold_views` is false, which
-// only the check that folding replays the same step asks for.
+// How a graph file is expanded. Both shortcuts replay the same step as the graph without
+// them; only the checks that they do turn them off.
+struct ExpandChoices {
+  bool fold_views = true;  // plain views read through (models/view_folding.h)
+  // A rolled loop of more than four iterations is expanded with its middle iteration
+  // twice, the first standing for all but one of them (RepeatedOps), not once per chunk.
+  bool hold_repetitions_once = true;
+};
 Result<OpGraph> ExpandImportedGraph(const ImportedGraph& imported, const GraphOptions& options,
-                                    bool fold_views = true);
+                                    const ExpandChoices& choices = {});
 
 }  // namespace headroom

@@ -640,6 +640,40 @@ TEST(GraphFile, UnrollsARolledLoopOnceForEachChunk) {
       << short_scan.error().message;
 }
 
+// Past two middle repetitions, the first stands for all but the last (RepeatedOps): 8
+// chunks run the first iteration, two middle ones (the first marked for 5) and the last.
+TEST(GraphFile, HoldsALongLoopsRepetitionsOnce) {
+  json file = TinyGraphFile();
+  file["templates"]["decoder"] = ScanLayer();
+  file["valid_seq_len"] = {0, 128};
+  Result<ImportedGraph> parsed = ParseImportedGraph(file.dump(), "toy.json");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  Result<OpGraph> graph = ExpandImportedGraph(*parsed, Fp32Options(128));
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(graph->num_ops(), 2 + 2 * (4 + 2));
+  ASSERT_EQ(graph->repeated().size(), 2u);
+  std::vector<OpId> scan;
+  for (int i = 0; i < graph->num_ops(); ++i) {
+    if (graph->op(OpId{i}).name == "model.layers.1.scan/add") scan.push_back(OpId{i});
+  }
+  ASSERT_EQ(scan.size(), 4u);
+  const RepeatedOps& held = graph->repeated()[1];
+  EXPECT_EQ(held.first_op, scan[1]);
+  EXPECT_EQ(held.ops, 1);
+  EXPECT_EQ(held.times, 5);
+  for (size_t c = 1; c < scan.size(); ++c)
+    EXPECT_EQ(graph->op(scan[c]).inputs[0], graph->op(scan[c - 1]).outputs[0]);
+  const std::vector<int64_t> executions = graph->ExecutionsPerOp();
+  EXPECT_EQ(executions[scan[1].value], 5);
+  EXPECT_EQ(executions[scan[2].value], 1);
+  // Every repetition expanded: 6 middle ones, none held.
+  Result<OpGraph> every =
+      ExpandImportedGraph(*parsed, Fp32Options(128), {.hold_repetitions_once = false});
+  ASSERT_TRUE(every) << every.error().message;
+  EXPECT_EQ(every->num_ops(), 2 + 2 * (8 + 2));
+  EXPECT_TRUE(every->repeated().empty());
+}
+
 TEST(GraphFile, RefusesLoopsWhoseIterationsDiffer) {
   const auto error_of = [](const json& layer) {
     json file = TinyGraphFile();

@@ -44,7 +44,8 @@ TEST(ViewFolding, ReplaysTheSameStepAsEveryRecordedOp) {
     for (const int64_t seq_len : {512, 2048}) {
       const TrainingConfig config = LoraConfig(micro_batch, seq_len);
       Result<OpGraph> folded = ExpandImportedGraph(*imported, GraphOptionsOf(config));
-      Result<OpGraph> whole = ExpandImportedGraph(*imported, GraphOptionsOf(config), false);
+      Result<OpGraph> whole =
+          ExpandImportedGraph(*imported, GraphOptionsOf(config), {.fold_views = false});
       ASSERT_TRUE(folded) << folded.error().message;
       ASSERT_TRUE(whole) << whole.error().message;
       // The file's sections: a 14-op prologue, 32 layers of 102 ops and the epilogue (20

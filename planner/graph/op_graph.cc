@@ -123,6 +123,27 @@ void OpGraph::KeepByArguments(std::vector<TensorId> tensors) {
   blocks_.back().kept_by_arguments = std::move(tensors);
 }
 
+void OpGraph::MarkRepeated(OpId first_op, int ops, int64_t times) {
+  // The simulator tells what one repetition leaves live by the next one's end.
+  if (ops <= 0 || times < 1 || first_op.value < 0 || first_op.value + 2 * ops > num_ops())
+    throw std::logic_error("MarkRepeated: the repetition and the one after it must exist");
+  if (!repeated_.empty() &&
+      first_op.value < repeated_.back().first_op.value + 2 * repeated_.back().ops)
+    throw std::logic_error("MarkRepeated: repetitions overlap or are out of order");
+  const int block = op(first_op).block;
+  if (op(OpId{first_op.value + 2 * ops - 1}).block != block)
+    throw std::logic_error("MarkRepeated: a repetition crosses a block's edge");
+  repeated_.push_back({first_op, ops, times});
+}
+
+std::vector<int64_t> OpGraph::ExecutionsPerOp() const {
+  std::vector<int64_t> executions(num_ops(), 1);
+  for (const RepeatedOps& r : repeated_) {
+    for (int o = r.first_op.value; o < r.first_op.value + r.ops; ++o) executions[o] = r.times;
+  }
+  return executions;
+}
+
 std::vector<TensorId> OpGraph::Parameters() const {
   std::vector<TensorId> out;
   for (int i = 0; i < num_tensors(); ++i) {

@@ -139,6 +139,17 @@ struct BlockSegment {
   std::vector<TensorId> kept_by_arguments;
 };
 
+// A rolled loop's repetitions held once (models/graph_expand.cc): ops [first_op,
+// first_op + ops) are one repetition of the loop's middle iteration standing for `times`
+// of them in a row, and the `ops` ops after them one more, the loop's last but one. The
+// simulator replays the first with what `times - 1` more leave live beside it
+// (step_simulator.cc); the time model counts it `times` times.
+struct RepeatedOps {
+  OpId first_op;
+  int ops = 0;
+  int64_t times = 1;
+};
+
 class OpGraph {
  public:
   // Room for this many ops and tensors: a graph expanded from a file knows its size, and
@@ -176,6 +187,12 @@ class OpGraph {
   // kernels (an imported graph's reference paths), one line each for the reports.
   void AddAssumption(std::string line) { assumptions_.push_back(std::move(line)); }
   const std::vector<std::string>& assumptions() const { return assumptions_; }
+  // Ops [first_op, first_op + ops) stand for `times` repetitions (RepeatedOps); the next
+  // `ops` ops, added already, are the same iteration once more.
+  void MarkRepeated(OpId first_op, int ops, int64_t times);
+  const std::vector<RepeatedOps>& repeated() const { return repeated_; }
+  // Per op: how many times the step runs it (1 but in a repetition held once).
+  std::vector<int64_t> ExecutionsPerOp() const;
   // The output of the model's input embedding (what transformers' get_input_embeddings()
   // returns): enable_input_require_grads() hooks it.
   void MarkInputEmbeddings(TensorId t) { input_embeddings_ = t; }
@@ -256,6 +273,7 @@ class OpGraph {
   std::vector<TensorId> batch_inputs_;
   std::vector<std::pair<TensorId, OpId>> held_until_op_;
   std::vector<std::string> assumptions_;
+  std::vector<RepeatedOps> repeated_;
   TensorId input_embeddings_;
 };
 

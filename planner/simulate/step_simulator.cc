@@ -10,6 +10,7 @@
 #include "planner/simulate/internal/engine_replays.h"
 #include "planner/simulate/internal/hold_lists.h"
 #include "planner/simulate/internal/kept_by_arguments.h"
+#include "planner/simulate/internal/repetition_replay.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
 
 namespace headroom {
@@ -65,6 +66,7 @@ class StepSimulator {
       ZeroGrad(step);
       ledger_.CheckOnlyPersistentLive(step);
     }
+    ledger_.FinishInsertions();
     return std::move(timeline_);
   }
 
@@ -74,6 +76,8 @@ class StepSimulator {
     ledger_.SetPhase(static_cast<int32_t>(timeline_.phases.size() - 1));
   }
 
+  // The index the next SetPhase gives its phase.
+  int32_t NextPhase() const { return static_cast<int32_t>(timeline_.phases.size()); }
   bool IsParam(TensorId t) const { return tables_.is_param[t.value]; }
   // The input's bytes (at micro-batch 1) in the dtype the op uses, or kNotCast.
   int64_t CastBytes(OpId op, size_t i) const {
@@ -165,11 +169,14 @@ class StepSimulator {
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
       engines_->BeforeOpForward(o);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
+      if (repetitions_.any()) repetitions_.BeforeForward(o, NextPhase());
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
+      if (repetitions_.any()) repetitions_.AfterForward(o);
       engines_->AfterOpForward(o);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
+    repetitions_.ReleaseCopies(-1);
     ExitAutocast(-1);
     engines_->EndForward();
   }
@@ -387,6 +394,7 @@ class StepSimulator {
           for (auto& originals : kept_originals_) ReleaseKept(originals);
         }
       }
+      if (repetitions_.any()) repetitions_.AfterBackward(o);
       engines_->AfterOpBackward(o);
     }
     engines_->EndBackward();
@@ -401,6 +409,7 @@ class StepSimulator {
       leaf_grad_ = kNoBuffer;
       UseDone(tables_.grad_leaf);
     }
+    repetitions_.ReleaseCopies(-1);
     for (int i = 0; i < graph_.num_tensors(); ++i) {
       if (grad_of_[i] != kNoBuffer) {
         throw std::logic_error("simulator: gradient of " + graph_.tensor(TensorId{i}).name +
@@ -416,7 +425,9 @@ class StepSimulator {
         rng_bytes > 0 ? ledger_.Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       engines_->BeforeRecomputedOp(o);
+      if (repetitions_.any()) repetitions_.BeforeForward(o, NextPhase());
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
+      if (repetitions_.any()) repetitions_.AfterForward(o);
       // The recomputation writes the arguments' entries again: the first forward's go.
       if (kept_.any() && o == kept_.LastWriteOp(block)) ReleaseKept(kept_originals_[block]);
       engines_->AfterRecomputedOp(o);
@@ -686,6 +697,7 @@ class StepSimulator {
   int step_ = 0;
   int64_t mb_ = 0;
   BufferLedger ledger_{timeline_, batch_scale_};
+  RepetitionReplay repetitions_{graph_, ledger_};  // a rolled loop's repetitions held once
   std::vector<int64_t> buffer_of_;
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;

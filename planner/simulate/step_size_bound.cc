@@ -7,9 +7,15 @@
 namespace headroom {
 
 double StepBytesCeiling(const OpGraph& graph, const ShapeEnv& env) {
+  // A repetition held once (RepeatedOps) stands for its `times`.
+  const std::vector<int64_t> executions = graph.ExecutionsPerOp();
   double elements = 0;
-  for (int t = 0; t < graph.num_tensors(); ++t)
-    elements += graph.tensor(TensorId{t}).shape.NumelBound(env);
+  for (int t = 0; t < graph.num_tensors(); ++t) {
+    const TensorInfo& info = graph.tensor(TensorId{t});
+    const double times =
+        info.producer.valid() ? static_cast<double>(executions[info.producer.value]) : 1.0;
+    elements += times * info.shape.NumelBound(env);
+  }
   double parameters = 0;
   for (TensorId p : graph.Parameters()) parameters += graph.tensor(p).shape.NumelBound(env);
   return 24 * elements + 16 * parameters;

@@ -1,5 +1,6 @@
 // A ceiling on the bytes of one training step, computed in floating point so that it
-// cannot wrap: every tensor of the graph live at once at 8 bytes per element, three times
+// cannot wrap: every tensor of the graph (a repetition held once counted each time it
+// runs) live at once at 8 bytes per element, three times
 // over (value, gradient, a recomputed or cast copy), plus 16 bytes per parameter for
 // optimizer state and master weights. Real peaks are far below it; a step whose ceiling
 // passes limits::kMaxStepBytes is refused as too large before any size is computed in

@@ -104,6 +104,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
   const double flops_per_s =
       PeakFlops(device, states.regime().compute_dtype, config.kernels.cpu_bf16);
   const double bytes_per_s = device.bandwidth_gbps * 1e9 * device.bandwidth_efficiency;
+  const std::vector<int64_t> executions = graph.ExecutionsPerOp();  // RepeatedOps
   for (int o = 0; o < graph.num_ops(); ++o) {
     const OpNode& op = graph.op(OpId{o});
     // Views, and casts to the dtype a tensor already has (`.to()` returns it), launch no
@@ -123,10 +124,11 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                            ? std::max(flops.backward / compute_rate, 2 * bytes / bytes_per_s) +
                                  2 * kKernelOverheadSeconds
                            : 0.0;
-    forward_ += fwd;
-    backward_ += bwd;
-    model_flops_ += flops.forward + flops.backward;
-    if (op.block >= 0) block_forward_[op.block] += fwd;
+    const auto times = static_cast<double>(executions[o]);
+    forward_ += times * fwd;
+    backward_ += times * bwd;
+    model_flops_ += times * (flops.forward + flops.backward);
+    if (op.block >= 0) block_forward_[op.block] += times * fwd;
   }
   const PrecisionRegime& regime = states.regime();
   for (TensorId p : graph.Parameters()) {

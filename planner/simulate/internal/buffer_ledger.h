@@ -4,8 +4,10 @@
 
 #include "planner/simulate/internal/layer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -48,6 +50,47 @@ class BufferLedger {
                                 .category = b.category,
                                 .per_sample = b.per_sample});
     live_bytes_ -= b.bytes;
+    if (b.watched) freed_watched_.push_back(id);
+  }
+
+  // ---- for RepeatedOps (internal/repetition_replay.h) ----
+  // The id the next buffer acquired will have, and where its event will go.
+  int64_t next_buffer() const { return static_cast<int64_t>(buffers_.size()); }
+  size_t next_event() const { return timeline_.events.size(); }
+  // A buffer the size and kind of `of`, allocated at the place of event `at` (an index
+  // in the timeline, before events appended since) in `phase`: the allocation is
+  // inserted there by FinishInsertions.
+  int64_t AcquireCopyAt(int64_t of, size_t at, int32_t phase) {
+    const Buffer b = buffers_[of];
+    const int64_t id = next_buffer();
+    buffers_.push_back(Buffer{b.bytes, 1, b.category, b.per_sample});
+    live_bytes_ += b.bytes;
+    inserted_.push_back({at,
+                         {.buffer = id,
+                          .bytes = b.bytes,
+                          .phase = phase,
+                          .kind = MemoryEvent::Kind::kAlloc,
+                          .category = b.category,
+                          .per_sample = b.per_sample}});
+    return id;
+  }
+  // Buffers whose last release is reported in freed_watched().
+  void Watch(int64_t id) { buffers_[id].watched = true; }
+  std::vector<int64_t>& freed_watched() { return freed_watched_; }
+  // Merges the allocations AcquireCopyAt placed earlier into the timeline.
+  void FinishInsertions() {
+    if (inserted_.empty()) return;
+    std::vector<MemoryEvent> merged;
+    merged.reserve(timeline_.events.size() + inserted_.size());
+    size_t next = 0;
+    for (size_t i = 0; i <= timeline_.events.size(); ++i) {
+      for (; next < inserted_.size() && inserted_[next].first == i; ++next)
+        merged.push_back(inserted_[next].second);
+      if (i < timeline_.events.size()) merged.push_back(timeline_.events[i]);
+    }
+    if (next != inserted_.size()) throw std::logic_error("simulator: insertions out of order");
+    timeline_.events = std::move(merged);
+    inserted_.clear();
   }
 
   // What lives across steps (weights, states, buckets): the only bytes live once a step
@@ -76,7 +119,9 @@ class BufferLedger {
     int32_t refs;
     Category category;
     bool per_sample;
+    bool watched = false;
   };
+  static_assert(sizeof(Buffer) == 16);
 
   Timeline& timeline_;
   const int64_t batch_scale_;
@@ -84,6 +129,9 @@ class BufferLedger {
   int64_t live_bytes_ = 0;
   int64_t persistent_bytes_ = 0;
   std::vector<Buffer> buffers_;  // indexed by buffer id; refs == 0 once freed
+  std::vector<int64_t> freed_watched_;
+  // (event index, allocation), in the order of their indices.
+  std::vector<std::pair<size_t, MemoryEvent>> inserted_;
 };
 
 }  // namespace headroom
