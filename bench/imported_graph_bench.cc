@@ -14,6 +14,7 @@
 // expanded with its repetitions held once (RepeatedOps) and with every one of them.
 #include <benchmark/benchmark.h>
 
+#include "bench/imported_graph_configs.h"
 #include "models/build_graph.h"
 #include "models/catalog.h"
 #include "models/graph_file.h"
@@ -25,26 +26,17 @@
 namespace headroom {
 namespace {
 
-constexpr const char* kGraphFile = HEADROOM_BENCH_DATA "/llama-3-8b-bf16-lora16.graph.json";
-
+// The builder's role names, the module names PEFT was given at import.
 TrainingConfig Config(bool imported) {
-  TrainingConfig c;
-  c.seq_len = 2048;
-  c.precision = Precision::kBf16;
-  c.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16};
-  // The builder's role names, the module names PEFT was given at import.
-  c.fine_tune.lora_targets =
-      imported ? std::vector<std::string>{"q_proj", "v_proj"} : std::vector<std::string>{"q", "v"};
-  c.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 2};
-  c.optimizer_impl = OptimizerImpl::kForLoop;
-  return c;
+  return imported ? bench_graphs::Llama3Lora(1, 2048)
+                  : bench_graphs::CpuBf16Lora(1, 2048, {"q", "v"});
 }
 
 ModelSpec Spec(bool imported) {
   if (!imported) return *LoadCatalogModel("llama-3-8b");
-  Result<std::string> text = ReadRegularFile(kGraphFile, int64_t{1} << 30);
+  Result<std::string> text = ReadRegularFile(bench_graphs::kLlama3, int64_t{1} << 30);
   if (!text) throw std::runtime_error(text.error().message);
-  Result<ModelSpec> spec = LoadGraphFile(*text, kGraphFile);
+  Result<ModelSpec> spec = LoadGraphFile(*text, bench_graphs::kLlama3);
   if (!spec) throw std::runtime_error(spec.error().message);
   return *spec;
 }
@@ -100,27 +92,13 @@ void BM_Solve(benchmark::State& state, bool imported) {
   state.counters["peak_gib"] = static_cast<double>(r.prediction.allocated_peak_bytes) / (1 << 30);
 }
 
-constexpr const char* kLoopGraphFile =
-    HEADROOM_BENCH_DATA "/qwen3-next-80b-a3b-bf16-lora16.graph.json";
-
-TrainingConfig LoopConfig(int64_t seq_len) {
-  TrainingConfig c;
-  c.seq_len = seq_len;
-  c.precision = Precision::kBf16;
-  c.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16};
-  c.fine_tune.lora_targets = {"in_proj_qkvz", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj"};
-  c.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 2};
-  c.optimizer_impl = OptimizerImpl::kForLoop;
-  return c;
-}
-
 // `plan` on the graph with a loop: the expansion, then one prediction of the step.
 void BM_LoopPlan(benchmark::State& state, bool held_once) {
-  Result<std::string> text = ReadRegularFile(kLoopGraphFile, int64_t{1} << 30);
+  Result<std::string> text = ReadRegularFile(bench_graphs::kQwen3Next, int64_t{1} << 30);
   if (!text) throw std::runtime_error(text.error().message);
-  Result<ImportedGraph> imported = ParseImportedGraph(*text, kLoopGraphFile);
+  Result<ImportedGraph> imported = ParseImportedGraph(*text, bench_graphs::kQwen3Next);
   if (!imported) throw std::runtime_error(imported.error().message);
-  const TrainingConfig config = LoopConfig(state.range(0));
+  const TrainingConfig config = bench_graphs::Qwen3NextLora(1, state.range(0));
   const DeviceSpec device = CpuDevice(int64_t{4} << 40);
   int ops = 0;
   int64_t peak = 0;

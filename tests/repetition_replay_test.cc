@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "bench/imported_graph_configs.h"
 #include "models/graph_file.h"
 #include "planner/core/file_io.h"
 #include "planner/simulate/step_prediction.h"
@@ -20,27 +21,13 @@
 namespace headroom {
 namespace {
 
-constexpr const char* kQwen3NextGraph =
-    HEADROOM_BENCH_DATA "/qwen3-next-80b-a3b-bf16-lora16.graph.json";
 constexpr int kDeltaNetLayers = 36;
 constexpr int kLoopOps = 38;
 
-TrainingConfig Qwen3NextLora(int64_t micro_batch, int64_t seq_len) {
-  TrainingConfig c;
-  c.micro_batch = micro_batch;
-  c.seq_len = seq_len;
-  c.precision = Precision::kBf16;
-  c.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16};
-  c.fine_tune.lora_targets = {"in_proj_qkvz", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj"};
-  c.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 2};
-  c.optimizer_impl = OptimizerImpl::kForLoop;
-  return c;
-}
-
 ImportedGraph ReadQwen3NextGraph() {
-  Result<std::string> text = ReadRegularFile(kQwen3NextGraph, int64_t{1} << 30);
+  Result<std::string> text = ReadRegularFile(bench_graphs::kQwen3Next, int64_t{1} << 30);
   if (!text) throw std::runtime_error(text.error().message);
-  Result<ImportedGraph> imported = ParseImportedGraph(*text, kQwen3NextGraph);
+  Result<ImportedGraph> imported = ParseImportedGraph(*text, bench_graphs::kQwen3Next);
   if (!imported) throw std::runtime_error(imported.error().message);
   return std::move(*imported);
 }
@@ -69,7 +56,7 @@ TEST(RepetitionReplay, PredictsTheStepOfEveryRepetition) {
   const DeviceSpec h100 = *FindGpu("h100-80gb");
   for (const auto& [micro_batch, seq_len] :
        {std::pair<int64_t, int64_t>{1, 320}, {2, 1024}, {1, 2048}, {1, 4096}, {4, 640}}) {
-    const TrainingConfig config = Qwen3NextLora(micro_batch, seq_len);
+    const TrainingConfig config = bench_graphs::Qwen3NextLora(micro_batch, seq_len);
     Result<OpGraph> held = ExpandImportedGraph(imported, GraphOptionsOf(config));
     Result<OpGraph> every =
         ExpandImportedGraph(imported, GraphOptionsOf(config), {.hold_repetitions_once = false});
@@ -109,11 +96,13 @@ TEST(RepetitionReplay, PredictsTheStepOfEveryRepetition) {
 // held once.
 TEST(RepetitionReplay, TwoRepetitionsAreNotHeldOnce) {
   const ImportedGraph imported = ReadQwen3NextGraph();
-  const TrainingConfig config = Qwen3NextLora(1, 256);  // 4 chunks: 2 middle repetitions
+  const TrainingConfig config =
+      bench_graphs::Qwen3NextLora(1, 256);  // 4 chunks: 2 middle repetitions
   Result<OpGraph> graph = ExpandImportedGraph(imported, GraphOptionsOf(config));
   ASSERT_TRUE(graph) << graph.error().message;
   EXPECT_TRUE(graph->repeated().empty());
-  Result<OpGraph> longer = ExpandImportedGraph(imported, GraphOptionsOf(Qwen3NextLora(1, 320)));
+  Result<OpGraph> longer =
+      ExpandImportedGraph(imported, GraphOptionsOf(bench_graphs::Qwen3NextLora(1, 320)));
   ASSERT_TRUE(longer) << longer.error().message;
   EXPECT_EQ(longer->repeated().size(), size_t(kDeltaNetLayers));
   // One more chunk adds one repetition to each layer's count, not to its ops.

@@ -7,26 +7,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "bench/imported_graph_configs.h"
 #include "models/graph_file.h"
 #include "planner/core/file_io.h"
 #include "planner/simulate/step_prediction.h"
 
 namespace headroom {
 namespace {
-
-constexpr const char* kGraphFile = HEADROOM_BENCH_DATA "/llama-3-8b-bf16-lora16.graph.json";
-
-TrainingConfig LoraConfig(int64_t micro_batch, int64_t seq_len) {
-  TrainingConfig c;
-  c.micro_batch = micro_batch;
-  c.seq_len = seq_len;
-  c.precision = Precision::kBf16;
-  c.fine_tune = {.mode = FineTuneMode::kLora, .lora_rank = 16};
-  c.fine_tune.lora_targets = {"q_proj", "v_proj"};
-  c.kernels = {.cuda = false, .cpu_bf16 = CpuBf16::kAtenGemm, .cpu_threads = 2};
-  c.optimizer_impl = OptimizerImpl::kForLoop;
-  return c;
-}
 
 std::string EventText(const MemoryEvent& e) {
   return fmt::format("{} {} bytes, category {}{}",
@@ -35,14 +22,14 @@ std::string EventText(const MemoryEvent& e) {
 }
 
 TEST(ViewFolding, ReplaysTheSameStepAsEveryRecordedOp) {
-  Result<std::string> text = ReadRegularFile(kGraphFile, int64_t{1} << 30);
+  Result<std::string> text = ReadRegularFile(bench_graphs::kLlama3, int64_t{1} << 30);
   ASSERT_TRUE(text) << text.error().message;
-  Result<ImportedGraph> imported = ParseImportedGraph(*text, kGraphFile);
+  Result<ImportedGraph> imported = ParseImportedGraph(*text, bench_graphs::kLlama3);
   ASSERT_TRUE(imported) << imported.error().message;
   const DeviceSpec device = CpuDevice(int64_t{1} << 40);
   for (const int64_t micro_batch : {1, 3}) {
     for (const int64_t seq_len : {512, 2048}) {
-      const TrainingConfig config = LoraConfig(micro_batch, seq_len);
+      const TrainingConfig config = bench_graphs::Llama3Lora(micro_batch, seq_len);
       Result<OpGraph> folded = ExpandImportedGraph(*imported, GraphOptionsOf(config));
       Result<OpGraph> whole =
           ExpandImportedGraph(*imported, GraphOptionsOf(config), {.fold_views = false});

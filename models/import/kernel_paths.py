@@ -152,9 +152,10 @@ def kernel_assumptions(model, config, called, versions):
     if not isinstance(quantization, dict):
         quantization = quantization.to_dict()
     if quantization.get("quant_method") == "mxfp4":
-        # quantizers/quantizer_mxfp4.py: Mxfp4Config(dequantize=True), and any device
-        # without Triton >= 3.4 or compute capability 7.5, load the experts in bf16.
+        # quantizers/quantizer_mxfp4.py: the quantizer is not trainable (is_trainable
+        # False; the Trainer's validate_quantization_for_training refuses it), so training
+        # loads the experts dequantized to bf16 (Mxfp4Config(dequantize=True)).
         lines.append("MXFP4 experts planned dequantized to bf16, as from_pretrained loads "
-                     "them for training (Mxfp4Config(dequantize=True)); the MXFP4 Triton "
-                     "kernels are not modelled")
+                     "them for training (Mxfp4Config(dequantize=True)): transformers' MXFP4 "
+                     "quantizer trains nothing (is_trainable is False)")
     return lines
