@@ -143,7 +143,7 @@ struct BlockSegment {
 // first_op + ops) are one repetition of the loop's middle iteration standing for `times`
 // of them in a row, and the `ops` ops after them one more, the loop's last but one. The
 // simulator replays the first with what `times - 1` more leave live beside it
-// (step_simulator.cc); the time model counts it `times` times.
+// (planner/simulate/internal/repetition_replay.h); the time model counts it `times` times.
 struct RepeatedOps {
   OpId first_op;
   int ops = 0;

@@ -4,7 +4,6 @@
 
 #include "planner/simulate/internal/layer.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <utility>
