@@ -92,6 +92,31 @@ TEST(RepetitionReplay, PredictsTheStepOfEveryRepetition) {
   }
 }
 
+// The engines' replays (FSDP2's gathers, DeepSpeed's buckets and partitions, DDP's) and
+// gradient accumulation (the first and last micro-batch replayed, the copies made and
+// released in each) see the held graph as they see every repetition.
+TEST(RepetitionReplay, ShardedAndAccumulatedStepsAreTheSame) {
+  const ImportedGraph imported = ReadQwen3NextGraph();
+  TrainingConfig config = bench_graphs::Qwen3NextLora(1, 1024);
+  Result<OpGraph> held = ExpandImportedGraph(imported, GraphOptionsOf(config));
+  Result<OpGraph> every =
+      ExpandImportedGraph(imported, GraphOptionsOf(config), {.hold_repetitions_once = false});
+  ASSERT_TRUE(held) << held.error().message;
+  ASSERT_TRUE(every) << every.error().message;
+  const DeviceSpec h100 = *FindGpu("h100-80gb");
+  for (const Sharding sharding :
+       {Sharding::kDdp, Sharding::kZero2, Sharding::kZero3, Sharding::kFsdp}) {
+    for (const bool checkpointed : {false, true}) {
+      config.parallel = {.gpus = 4, .sharding = sharding};
+      config.grad_accum_steps = 3;
+      SCOPED_TRACE(fmt::format("{}, checkpointed: {}", ShardingName(sharding), checkpointed));
+      const std::vector<bool> blocks(every->blocks().size(), checkpointed);
+      ExpectSameStep(PredictStep(*held, config, blocks, h100),
+                     PredictStep(*every, config, blocks, h100));
+    }
+  }
+}
+
 // At the shortest sequence that has them, two repetitions are the whole loop: nothing is
 // held once.
 TEST(RepetitionReplay, TwoRepetitionsAreNotHeldOnce) {
