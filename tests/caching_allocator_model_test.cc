@@ -14,8 +14,7 @@ constexpr int64_t kMiB = 1 << 20;
 
 class AllocatorSequence {
  public:
-  explicit AllocatorSequence(int64_t capacity = 0, bool expandable = false)
-      : model_({.capacity_bytes = capacity, .expandable_segments = expandable}) {}
+  explicit AllocatorSequence(int64_t capacity = 0) : model_({.capacity_bytes = capacity}) {}
   int64_t Alloc(int64_t bytes) {
     model_.Alloc({.buffer = next_,
                   .bytes = bytes,
@@ -142,55 +141,6 @@ TEST(CachingAllocatorModel, AllocFreePairsReplayLikeSeparateEvents) {
     EXPECT_EQ(paired.reserved().peak, separate.reserved().peak) << "trial " << trial;
     EXPECT_EQ(paired.allocated().current, separate.allocated().current) << "trial " << trial;
     EXPECT_EQ(paired.num_segments(), separate.num_segments()) << "trial " << trial;
-  }
-}
-
-// expandable_segments:True: one segment per pool, grown by whole pages (2 MiB small, 20
-// MiB large) at its end, the free tail and the new pages one block
-// (find_expandable_block, map_block in c10/cuda/CUDACachingAllocator.cpp).
-TEST(CachingAllocatorModel, ExpandableSegmentsGrowByPagesAtTheEnd) {
-  AllocatorSequence s(0, true);
-  s.Alloc(100);  // small pool: one 2 MiB page
-  EXPECT_EQ(s.model().reserved().current, 2 * kMiB);
-  const int64_t a = s.Alloc(3 * kMiB);  // large pool: one 20 MiB page, 17 MiB free tail
-  EXPECT_EQ(s.model().reserved().current, 22 * kMiB);
-  const int64_t b = s.Alloc(30 * kMiB);  // the 17 MiB tail lacks 13 MiB: one more page
-  EXPECT_EQ(s.model().reserved().current, 42 * kMiB);
-  EXPECT_EQ(s.model().num_segments(), 2);
-  // 42 - 2 - 3 - 30 = 7 MiB left at the large segment's end.
-  s.Alloc(7 * kMiB);
-  EXPECT_EQ(s.model().reserved().current, 42 * kMiB);
-  // Nothing free at the end: a 25 MiB request maps two pages (40 MiB), not a 26 MiB
-  // cudaMalloc; the 15 MiB beyond it is the free tail.
-  s.Alloc(25 * kMiB);
-  EXPECT_EQ(s.model().reserved().current, 82 * kMiB);
-  s.Alloc(15 * kMiB);
-  EXPECT_EQ(s.model().reserved().current, 82 * kMiB);
-  // Freed blocks inside the segment coalesce and are reused by best fit, as in a
-  // cudaMalloc'd one: the 3 and 30 MiB blocks make 33 MiB, which holds 29 MiB and then
-  // 3 MiB (the 1 MiB left is not split off in the large pool).
-  s.Free(a);
-  s.Free(b);
-  s.Alloc(29 * kMiB);
-  s.Alloc(3 * kMiB);
-  EXPECT_EQ(s.model().reserved().current, 82 * kMiB);
-  EXPECT_EQ(s.model().reserved().peak, 82 * kMiB);
-}
-
-// Sizes that grow leave cudaMalloc'd segments unusable and tile one expandable segment
-// (the Note's rationale): six requests of 11 MiB, freed, then six of 13 MiB reserve six
-// 12 MiB segments and six 14 MiB ones (156 MiB); expandable, the 11 MiB requests map four
-// 20 MiB pages, and once freed those 80 MiB are one block that holds the six 13 MiB ones.
-TEST(CachingAllocatorModel, ExpandableSegmentsReuseWhatGrowingSizesLeave) {
-  for (const bool expandable : {false, true}) {
-    AllocatorSequence s(0, expandable);
-    std::vector<int64_t> live;
-    for (const int64_t mib : {11, 13}) {
-      for (int64_t id : live) s.Free(id);
-      live.clear();
-      for (int i = 0; i < 6; ++i) live.push_back(s.Alloc(mib * kMiB));
-    }
-    EXPECT_EQ(s.model().reserved().current, expandable ? 80 * kMiB : 156 * kMiB) << expandable;
   }
 }
 

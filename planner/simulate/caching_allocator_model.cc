@@ -47,49 +47,12 @@ void CachingAllocatorModel::ReleaseFreeSegments() {
   large_free_.EraseIf(whole_free_segment);
 }
 
-int64_t CachingAllocatorModel::ExpandableShortfall(int64_t size, bool small) const {
-  const int tail = expandable_tail_[small];
-  const int64_t have = tail >= 0 && !blocks_[tail].allocated ? blocks_[tail].size : 0;
-  const int64_t page = small ? kSmallPage : kLargePage;
-  return (size - have + page - 1) / page * page;
-}
-
-int CachingAllocatorModel::GrowExpandableSegment(int64_t mapped, bool small) {
-  int& segment = expandable_[small];
-  int& tail = expandable_tail_[small];
-  if (segment < 0) {
-    segments_.push_back({0, small, true, next_address_});
-    // Its address space is reserved for the whole device (cuMemAddressReserve): no other
-    // segment's addresses follow it.
-    next_address_ = CheckedAdd(next_address_, int64_t{1} << 50, "the address space");
-    segment = static_cast<int>(segments_.size() - 1);
-  }
-  Segment& seg = segments_[segment];
-  if (tail >= 0 && !blocks_[tail].allocated) {
-    pool(small).Erase(blocks_[tail].size, AddressOf(tail));
-    blocks_[tail].size += mapped;
-  } else {
-    const int added = AddBlock({segment, seg.size, mapped, false, tail, -1});
-    if (tail >= 0) blocks_[tail].next = added;
-    tail = added;
-  }
-  seg.size += mapped;
-  reserved_.Increase(mapped);
-  return tail;
-}
-
 void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
   const int64_t size = RoundSize(event.bytes);
   const bool small = size <= kSmallSize;
   FreeBlockIndex& free_set = pool(small);
   int block = free_set.TakeBestFit(size);
-  if (block < 0 && options_.expandable_segments) {
-    const int64_t mapped = ExpandableShortfall(size, small);
-    if (options_.capacity_bytes > 0 && reserved_.current + mapped > options_.capacity_bytes &&
-        oom_phase_ < 0)
-      oom_phase_ = event.phase;
-    block = GrowExpandableSegment(mapped, small);
-  } else if (block < 0) {
+  if (block < 0) {
     const int64_t segment_size = SegmentSize(size);
     if (options_.capacity_bytes > 0 && reserved_.current + segment_size > options_.capacity_bytes) {
       ReleaseFreeSegments();
@@ -104,7 +67,6 @@ void CachingAllocatorModel::Alloc(const MemoryEvent& event) {
                blocks_[block].next};
     const int rest_index = AddBlock(rest);
     if (rest.next != -1) blocks_[rest.next].prev = rest_index;
-    if (expandable_tail_[small] == block) expandable_tail_[small] = rest_index;
     blocks_[block].next = rest_index;
     blocks_[block].size = size;
     free_set.Insert(remaining, AddressOf(rest_index), rest_index);
@@ -156,9 +118,6 @@ void CachingAllocatorModel::Free(const MemoryEvent& event) {
     b.size += n.size;
     n.size = 0;
     dead_blocks_.push_back(neighbour);
-    for (int& tail : expandable_tail_) {
-      if (tail == neighbour) tail = block;
-    }
   }
   free_set.Insert(blocks_[block].size, AddressOf(block), block);
 }

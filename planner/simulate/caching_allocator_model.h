@@ -24,14 +24,6 @@ namespace headroom {
 
 struct CachingAllocatorOptions {
   int64_t capacity_bytes = 0;  // memory the allocator may reserve; 0 means unlimited
-  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (Note [Expandable Segments],
-  // c10/cuda/CUDACachingAllocator.cpp): each pool is one segment that grows by mapping
-  // pages, 2 MiB for the small pool and 20 MiB for the large, at its end. A request no free
-  // block fits maps what the segment's free tail lacks, and the tail and the new pages
-  // become one block (find_expandable_block starts at the free block before the unmapped
-  // range). The pages a release would unmap at the capacity are not modelled: the model
-  // reports the OOM the cudaMalloc'd segments would have had released first.
-  bool expandable_segments = false;
 };
 
 class CachingAllocatorModel final : public EventConsumer {
@@ -57,9 +49,6 @@ class CachingAllocatorModel final : public EventConsumer {
   static bool KeepsRemainder(bool small_pool, int64_t remaining) {
     return small_pool ? remaining >= kMinBlockSize : remaining > kSmallSize;
   }
-
-  static constexpr int64_t kSmallPage = kSmallBuffer;  // an expandable segment's pages
-  static constexpr int64_t kLargePage = kLargeBuffer;
 
   const ByteStat& reserved() const { return reserved_; }    // segments
   const ByteStat& allocated() const { return allocated_; }  // rounded block sizes
@@ -87,12 +76,6 @@ class CachingAllocatorModel final : public EventConsumer {
     return segments_[blocks_[block].segment].address + blocks_[block].offset;
   }
   int NewSegment(int64_t size, bool small);
-  // The pages the pool's expandable segment maps for a request of `size` bytes: what its
-  // free tail (if it ends with one) lacks, rounded up to whole pages.
-  int64_t ExpandableShortfall(int64_t size, bool small) const;
-  // Maps `mapped` bytes at the segment's end: the free block it then ends with, taken out
-  // of the free set.
-  int GrowExpandableSegment(int64_t mapped, bool small);
   // Stores `block` in the slot of one merged away, if any: a replay splits and merges
   // blocks tens of thousands of times, and a small table stays in cache.
   int AddBlock(const Block& block);
@@ -105,8 +88,6 @@ class CachingAllocatorModel final : public EventConsumer {
   FreeBlockIndex small_free_, large_free_;
   std::vector<int> block_of_buffer_;  // by buffer id (ids are dense); -1 when not allocated
   int64_t next_address_ = 0;
-  int expandable_[2] = {-1, -1};       // per pool (large, small): its segment, -1 before one
-  int expandable_tail_[2] = {-1, -1};  // ... and the block at its end
   ByteStat reserved_;
   ByteStat allocated_;
   int32_t oom_phase_ = -1;
