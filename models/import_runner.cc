@@ -115,6 +115,8 @@ Result<std::string> ImportGraphText(const fs::path& config, std::string_view con
   uint64_t code = PythonFilesHash(fs::path(script).parent_path(), Fnv1a("headroom-import"));
   if (!remote_code_dir.empty())
     code = PythonFilesHash(remote_code_dir, Fnv1a("trust-remote-code", code));
+  // The versions line with its newline, as the interpreter's output was hashed before the
+  // answer was kept: graphs cached then keep their names.
   const uint64_t key =
       Fnv1a(fmt::format("{}|{}|{}", DescribeRegime(regime), regime.base_dtype, regime.min_seq_len),
             Fnv1a(*versions + "\n", Fnv1a(config_text, code)));

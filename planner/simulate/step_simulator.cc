@@ -169,10 +169,10 @@ class StepSimulator {
       const BlockSegment* seg = block >= 0 ? &graph_.blocks()[block] : nullptr;
       engines_->BeforeOpForward(o);
       if (ckpt && seg->first_op.value == o) HoldBlockInputs(block);
-      if (repetitions_.any()) repetitions_.BeforeForward(o, NextPhase());
+      repetitions_.BeforeForward(o, NextPhase());
       RunOpForward(OpId{o}, /*grad_mode=*/!ckpt, /*recompute_block=*/-1);
       for (TensorId t : tables_.released_after_op[o]) UseDone(t);
-      if (repetitions_.any()) repetitions_.AfterForward(o);
+      repetitions_.AfterForward(o);
       engines_->AfterOpForward(o);
     }
     for (TensorId t : graph_.held_until_forward_end()) UseDone(t);
@@ -394,7 +394,7 @@ class StepSimulator {
           for (auto& originals : kept_originals_) ReleaseKept(originals);
         }
       }
-      if (repetitions_.any()) repetitions_.AfterBackward(o);
+      repetitions_.AfterBackward(o);
       engines_->AfterOpBackward(o);
     }
     engines_->EndBackward();
@@ -425,9 +425,9 @@ class StepSimulator {
         rng_bytes > 0 ? ledger_.Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
     for (int o = seg.first_op.value; o <= RecomputeEnd(block); ++o) {
       engines_->BeforeRecomputedOp(o);
-      if (repetitions_.any()) repetitions_.BeforeForward(o, NextPhase());
+      repetitions_.BeforeForward(o, NextPhase());
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
-      if (repetitions_.any()) repetitions_.AfterForward(o);
+      repetitions_.AfterForward(o);
       // The recomputation writes the arguments' entries again: the first forward's go.
       if (kept_.any() && o == kept_.LastWriteOp(block)) ReleaseKept(kept_originals_[block]);
       engines_->AfterRecomputedOp(o);

@@ -35,11 +35,10 @@ class RepetitionReplay {
     deferred_.resize(groups_.size());
   }
 
-  bool any() const { return !groups_.empty(); }
-
   // Before op `o` runs forward (a first forward or a recomputation); its phase will have
   // index `phase`.
   void BeforeForward(int o, int32_t phase) {
+    if (groups_.empty()) return;
     const int g = group_of_op_[o];
     if (g < 0 || groups_[g].first_op.value != o) return;
     marks_[g] = {.at = ledger_.next_event(), .phase = phase, .first_buffer = ledger_.next_buffer()};
@@ -47,6 +46,7 @@ class RepetitionReplay {
 
   // After op `o`'s forward and what was released after it.
   void AfterForward(int o) {
+    if (groups_.empty()) return;
     ReleaseCopies(-1);
     const int g = group_of_op_[o];
     if (g < 0) return;
@@ -57,16 +57,17 @@ class RepetitionReplay {
     for (int64_t id = mark.first_buffer; id < mark.end_buffer; ++id) {
       if (ledger_.refs(id) == 0) continue;
       ledger_.Watch(id);
-      std::vector<int64_t>& copies = copies_[id];
-      copies.reserve(r.times - 1);
+      Copies& copies = copies_[id];
+      copies.group = g;
+      copies.buffers.reserve(r.times - 1);
       for (int64_t k = 1; k < r.times; ++k)
-        copies.push_back(ledger_.AcquireCopyAt(id, mark.at, mark.phase));
-      group_of_copied_[id] = g;
+        copies.buffers.push_back(ledger_.AcquireCopyAt(id, mark.at, mark.phase));
     }
   }
 
   // After op `o`'s backward.
   void AfterBackward(int o) {
+    if (groups_.empty()) return;
     ReleaseCopies(o);
     const int g = group_of_op_[o];
     if (g < 0 || groups_[g].first_op.value != o) return;
@@ -80,7 +81,7 @@ class RepetitionReplay {
     std::vector<int64_t>& freed = ledger_.freed_watched();
     if (freed.empty()) return;
     for (int64_t id : freed) {
-      const int g = group_of_copied_.at(id);
+      const int g = copies_.at(id).group;
       if (backward_op >= 0 && group_of_op_[backward_op] == g) {
         deferred_[g].push_back(id);
       } else {
@@ -98,11 +99,16 @@ class RepetitionReplay {
     int64_t end_buffer = 0;
   };
 
+  // An original's copies: what its group's `times - 1` other repetitions left.
+  struct Copies {
+    int group = -1;
+    std::vector<int64_t> buffers;
+  };
+
   void ReleaseCopiesOf(int64_t id) {
     auto it = copies_.find(id);
-    for (int64_t copy : it->second) ledger_.Release(copy);
+    for (int64_t copy : it->second.buffers) ledger_.Release(copy);
     copies_.erase(it);
-    group_of_copied_.erase(id);
   }
 
   const std::vector<RepeatedOps>& groups_;
@@ -110,8 +116,7 @@ class RepetitionReplay {
   std::vector<int> group_of_op_;                // the group whose two repetitions hold op o, or -1
   std::vector<Mark> marks_;                     // per group, its latest pass
   std::vector<std::vector<int64_t>> deferred_;  // per group: originals freed in its backward
-  std::unordered_map<int64_t, std::vector<int64_t>> copies_;  // original -> its copies
-  std::unordered_map<int64_t, int> group_of_copied_;
+  std::unordered_map<int64_t, Copies> copies_;  // by original
 };
 
 }  // namespace headroom
