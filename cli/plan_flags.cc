@@ -335,6 +335,10 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
                  "Kernel packages the training install has, whose kernels transformers calls "
                  "instead of its reference code: fla (flash-linear-attention's gated delta "
                  "rule; an imported Qwen3-Next or Qwen3.5 on CUDA). Default: none");
+  cmd.add_option("--loss", f.loss,
+                 "The causal-LM loss: full (the model's own, over whole logits) | chunked[:N] "
+                 "(TRL's fused LM head, as SFTTrainer adds it: tiles of 4096 tokens x N "
+                 "vocabulary entries, default 32768; the logits are never whole). Default: full");
   AddStackFlags(cmd, f);
   AddParallelFlags(cmd, f);
 }
@@ -410,6 +414,9 @@ std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model
         fmt::join(*kernels, ","), model.name));
   }
   c.kernel_packages = std::move(*kernels);
+  auto loss = LossConfig::Parse(f.loss);
+  if (!loss) return loss.error();
+  c.loss = *loss;
   return std::nullopt;
 }
 }  // namespace
@@ -510,6 +517,13 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
     return MakeError(fmt::format(
         "--micro-batch {} does not divide --global-batch {}; the global batch is kept exact",
         *o.fixed_micro_batch, o.global_batch));
+  }
+  // HF Trainer computes the model's own loss; the other exports configure an engine or a
+  // launch, and the loss is the user's script's.
+  if (f.emit == ExportTarget::kHuggingFace && r.config.loss.chunked()) {
+    return MakeError(
+        "--emit hf writes a stack that computes the model's own loss; --loss chunked is TRL's "
+        "fused LM head, which SFTTrainer adds (plan it without --emit hf)");
   }
   if (f.emit) {
     const std::string note =

@@ -38,6 +38,7 @@ struct PlanFlags {
   std::optional<std::string> moe_routing;       // unset: balanced (mixtures of experts only)
   int64_t images = 0;                           // images per sample (a vision-language model)
   std::string kernels;                          // kernel packages, "fla" (an imported model)
+  std::string loss = "full";                    // full | chunked[:N]
   std::optional<Stack> stack;                   // unset: pytorch (plan), headroom (train)
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
   std::optional<DType> base_dtype;              // unset: the stack's recipe

@@ -34,7 +34,8 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
                                  ? std::optional<CpuBf16>(config.kernels.cpu_bf16)
                                  : std::nullopt,
           .images_per_sample = config.images_per_sample,
-          .kernel_packages = config.kernel_packages};
+          .kernel_packages = config.kernel_packages,
+          .loss = config.loss};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -334,7 +335,22 @@ void LayerBuilder::HeldUntilModuleReturns(TensorId input, TensorId module_output
     graph_.HoldUntilOpRan(input, graph_.tensor(module_output).producer);
 }
 
+TensorId LayerBuilder::ChunkedLanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels) {
+  // add_fused_lm_head's forward holds the backbone's output until it returns; the loss
+  // is its only output the training loop keeps.
+  HoldAsModelOutput(x);
+  TensorId loss = graph_.AddOp({.kind = OpKind::kChunkedNll,
+                                .name = "chunked_nll",
+                                .inputs = {x, lm_weight, labels},
+                                .vocab_tile = options_.loss.vocab_tile,
+                                .logit_softcap = spec_.final_logit_softcap},
+                               {{.name = "chunked_nll", .shape = SymShape{}}})[0];
+  graph_.SetLoss(loss);
+  return loss;
+}
+
 TensorId LayerBuilder::LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels) {
+  if (options_.loss.chunked()) return ChunkedLanguageModelLoss(x, lm_weight, labels);
   const int64_t vocab = spec_.vocab_size;
   TensorId logits = LinearWithWeight("lm_head", x, lm_weight, TokenShape(vocab));
   // Gemma's final_logit_softcapping, in the logits' dtype before the loss upcasts them

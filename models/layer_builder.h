@@ -61,6 +61,8 @@ struct GraphOptions {
   // Kernel packages transformers calls (TrainingConfig::kernel_packages): an imported
   // graph's regime.
   std::vector<std::string> kernel_packages;
+  // The causal-LM loss: the model's own, or TRL's fused LM head (TrainingConfig::loss).
+  LossConfig loss;
   bool operator==(const GraphOptions&) const = default;
 };
 
@@ -147,6 +149,8 @@ class LayerBuilder {
 
   // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
   TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
+  // TRL's fused LM head instead (--loss chunked): one op that never makes the logits.
+  TensorId ChunkedLanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
   // Keeps `t` until the forward returns when the stack's model output holds it.
   void HoldAsModelOutput(TensorId t);
   // `input` stays alive until the op that made `module_output` has run (Python stacks):

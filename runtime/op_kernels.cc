@@ -344,6 +344,14 @@ template <>
 struct Kernel<OpKind::kSumTopK> {
   static Outputs Run(const KernelCall& c) { return {c.in[0].sum(-2)}; }
 };
+// TRL's fused LM head is planned for the Python stacks; train refuses --loss chunked before
+// it builds a graph (train_command.cc), so this kernel is never reached.
+template <>
+struct Kernel<OpKind::kChunkedNll> {
+  static Outputs Run(const KernelCall&) {
+    throw std::runtime_error("train computes the full loss; --loss chunked is TRL's fused LM head");
+  }
+};
 // An imported op carries its recorded costs, not its maths: `train` refuses it by name.
 // OpNode::name is "<module>/<aten op>" (docs/graph-file.md).
 template <>

@@ -57,6 +57,12 @@ if [ $with_torch -eq 1 ] && ! python3 -c "import bitsandbytes; assert bitsandbyt
   echo "setup: installing bitsandbytes from PyPI (for the QLoRA reference)"
   python3 -m pip install --quiet "bitsandbytes==0.50.2"
 fi
+if [ $with_torch -eq 1 ] && ! python3 -c "import trl, datasets; assert (trl.__version__, datasets.__version__) == ('1.16.0', '5.2.0')" 2>/dev/null; then
+  # TRL's fused LM head, the reference for --loss chunked (tests/reference, loss chunked:N);
+  # datasets is its dependency, pinned so a later release cannot move what it pulls in.
+  echo "setup: installing trl from PyPI (for the chunked-loss reference)"
+  python3 -m pip install --quiet "trl==1.16.0" "datasets==5.2.0"
+fi
 # flash-linear-attention for plans with --kernels fla (models/import/kernel_paths.py), in a
 # folder of its own: installed beside transformers it would replace the reference code
 # that every other trace of Qwen3-Next and Qwen3.5 records.

@@ -109,6 +109,22 @@ TEST(PlanFile, RecordsTheStackAndItsChoices) {
   EXPECT_FALSE(legacy->config.optimizer_impl.has_value());
 }
 
+// A chunked loss travels with its plan (absent: the full loss), its tile included.
+TEST(PlanFile, LossRoundTrip) {
+  EXPECT_EQ(WritePlanYaml(SamplePlan()).find("loss"), std::string::npos);
+  PlanFile p = SamplePlan();
+  p.config.loss = *LossConfig::Parse("chunked:4096");
+  const std::string text = WritePlanYaml(p);
+  EXPECT_NE(text.find("loss: chunked:4096"), std::string::npos) << text;
+  auto back = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(*back == p);
+  EXPECT_EQ(back->config.loss.vocab_tile, 4096);
+  std::string bad = text;
+  bad.replace(bad.find("chunked:4096"), 12, "chunked:-1");
+  EXPECT_FALSE(ParsePlanYaml(bad, "plan.yaml").ok());
+}
+
 // The kernel packages an imported graph was recorded with travel with its plan; an unknown
 // one is refused as the flag refuses it.
 TEST(PlanFile, KernelPackagesRoundTrip) {

@@ -20,6 +20,8 @@ inline constexpr int64_t kMaxPositions = int64_t{1} << 24;  // also the sequence
 inline constexpr int64_t kMaxBatch = int64_t{1} << 20;      // micro, global, accumulation
 inline constexpr int64_t kMaxLoraRank = int64_t{1} << 16;
 inline constexpr int64_t kMaxImagesPerSample = 1024;
+// --loss chunked:N: a tile's vocabulary entries (the largest vocabularies are about 2^18).
+inline constexpr int64_t kMaxVocabTile = int64_t{1} << 24;
 inline constexpr int64_t kMaxGpus = 65536;  // data-parallel ranks
 inline constexpr int64_t kMaxSteps = 1'000'000'000;
 // The most bytes one training step may need: 2^62 leaves headroom for the sums of them.

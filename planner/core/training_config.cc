@@ -83,6 +83,12 @@ std::optional<Error> UnmodelledScheme(const TrainingConfig& c) {
         "FSDP2 through accelerate with {} is not modelled (accelerate's fp16 policy and its "
         "gradient scaler, or DeepSpeed-style master weights); use amp-bf16, bf16 or fp32",
         PrecisionName(c.precision)));
+  if (c.loss.chunked() && (c.parallel.fsdp() || c.parallel.sharding == Sharding::kZero3))
+    return MakeError(fmt::format(
+        "--loss chunked with --sharding {} is not modelled: TRL's fused LM head gathers "
+        "lm_head.weight whole for every call (DTensor.full_tensor under FSDP2, "
+        "maybe_gather_lm_head_ctx under ZeRO-3); use ddp, zero1 or zero2, or --loss full",
+        ShardingName(c.parallel.sharding)));
   if (c.fine_tune.mode != FineTuneMode::kQLora) return std::nullopt;
   if (c.parallel.sharding == Sharding::kZero3)
     return MakeError(
@@ -92,7 +98,8 @@ std::optional<Error> UnmodelledScheme(const TrainingConfig& c) {
 }
 
 bool KeepsKvCache(const TrainingConfig& config) {
-  return RunsPythonStack(config.stack) && config.checkpoint.kind == CheckpointPolicy::Kind::kNone;
+  return RunsPythonStack(config.stack) && config.checkpoint.kind == CheckpointPolicy::Kind::kNone &&
+         !config.loss.chunked();
 }
 
 namespace {
@@ -217,6 +224,25 @@ Result<std::vector<bool>> CheckpointPolicy::Resolve(int num_blocks) const {
       break;
   }
   return flags;
+}
+
+Result<LossConfig> LossConfig::Parse(std::string_view text) {
+  LossConfig loss;
+  if (text == "full") return loss;
+  loss.kind = Kind::kChunked;
+  if (text == "chunked") return loss;
+  const std::string usage = "use full, chunked or chunked:N (N vocabulary entries per tile)";
+  if (!text.starts_with("chunked:")) return MakeError(fmt::format("--loss '{}': {}", text, usage));
+  auto n = ParseInt(text.substr(8));
+  if (!n || *n <= 0)
+    return MakeError(fmt::format("--loss '{}': N must be a positive integer; {}", text, usage));
+  loss.vocab_tile = *n;
+  return loss;
+}
+
+std::string LossConfig::ToString() const {
+  if (!chunked()) return "full";
+  return vocab_tile == kDefaultVocabTile ? "chunked" : fmt::format("chunked:{}", vocab_tile);
 }
 
 std::string CheckpointPolicy::ToString() const {

@@ -129,6 +129,25 @@ Result<std::vector<std::string>> ParseKernelPackages(std::vector<std::string> na
 // The same from "fla" or "fla,..." (the --kernels flag).
 Result<std::vector<std::string>> ParseKernelPackages(std::string_view text);
 
+// The causal-LM loss. kFull: the model's own, transformers' ForCausalLMLoss over the whole
+// [b, s, vocab] logits. kChunked: TRL 1.16's fused LM head (trl/trainer/utils.py
+// add_fused_lm_head, as SFTTrainer adds it), whose ChunkedLogProbFunction
+// (trl/kernels/chunked_logprob.py) projects 4096 tokens by `vocab_tile` vocabulary entries
+// at a time and never materializes the logits (planner/simulate/chunked_loss.h).
+struct LossConfig {
+  enum class Kind { kFull, kChunked };
+  Kind kind = Kind::kFull;
+  // TRL's _CHUNKED_LOGPROB_CHUNK_SIZE, the vocabulary width of a tile.
+  static constexpr int64_t kDefaultVocabTile = 32768;
+  int64_t vocab_tile = kDefaultVocabTile;
+
+  bool chunked() const { return kind == Kind::kChunked; }
+  // full | chunked | chunked:N (N vocabulary entries per tile, default 32768).
+  static Result<LossConfig> Parse(std::string_view text);
+  std::string ToString() const;  // what Parse reads back
+  bool operator==(const LossConfig&) const = default;
+};
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t grad_accum_steps = 1;
@@ -147,7 +166,8 @@ struct TrainingConfig {
   // model: models/import/image_inputs.py); 0: text only.
   int64_t images_per_sample = 0;
   std::vector<std::string> kernel_packages;  // kKernelPackages, sorted (an imported graph's)
-  Parallelism parallel;                      // one rank unless sharded
+  LossConfig loss;
+  Parallelism parallel;  // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };
 
@@ -183,7 +203,8 @@ DType FrozenWeightDType(const TrainingConfig& config);
 // under FSDP2 or ZeRO-3): the request is refused, and no search may choose the scheme.
 std::optional<Error> UnmodelledScheme(const TrainingConfig& config);
 // Python stacks: transformers' decoders build a DynamicCache (use_cache defaults to
-// True) unless gradient checkpointing is on; headroom's runtime keeps none.
+// True) unless gradient checkpointing is on or TRL's fused LM head calls the backbone
+// (it passes use_cache=False); headroom's runtime keeps none.
 bool KeepsKvCache(const TrainingConfig& config);
 
 }  // namespace headroom

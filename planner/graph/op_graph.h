@@ -110,6 +110,10 @@ struct OpNode {
   // kLinear: the weight is stored [in, out] and multiplied as addmm(b, x, W) (GPT-2's
   // transformers Conv1D), so its gradient is x^T @ dY, not (dY^T @ x)^T.
   bool weight_in_out = false;
+  // kChunkedNll: the vocabulary width of a tile (TRL's chunk_size) and Gemma's
+  // final_logit_softcapping (0: none).
+  int64_t vocab_tile = 0;
+  double logit_softcap = 0.0;
   // kTraced: the recorded op, shared by the layers expanded from one template.
   std::shared_ptr<const TracedOp> traced;
 };

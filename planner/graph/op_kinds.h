@@ -55,6 +55,7 @@ enum class OpClass {
   X(CastF32, "cast_f32", kElementwise)       /* x.float(); an alias when x is fp32 */              \
   X(LogSoftmax, "log_softmax", kElementwise) /* (logits fp32) -> log-probabilities */              \
   X(NllLoss, "nll_loss", kElementwise)       /* (log_probs, labels) -> scalar loss */          \
+  X(ChunkedNll, "chunked_nll", kMatmul) /* (hidden, lm weight, labels) -> loss: TRL's tiles */ \
   X(TopK, "topk", kElementwise)              /* (probs) -> top-k values, indices (int64) */     \
   X(Renormalize, "renormalize", kElementwise) /* (v) -> v /= v.sum(-1, keepdim), in place */    \
   X(ExpertSort, "expert_sort", kElementwise) /* (indices) -> perm, offsets, sorted ids (int) */ \

@@ -22,6 +22,32 @@ AttentionImpl AttentionAsExecuted(const ModelSpec& model, AttentionImpl requeste
   return requested;
 }
 
+namespace {
+
+// TRL's fused LM head replaces a built causal LM's loss in a Python training loop.
+std::optional<Error> CheckLoss(const PlanRequest& r) {
+  const LossConfig& loss = r.config.loss;
+  if (!loss.chunked()) return std::nullopt;
+  if (auto error = limits::CheckRange(loss.vocab_tile, 1, limits::kMaxVocabTile,
+                                      "--loss chunked:N (the tile's vocabulary entries)"))
+    return error;
+  if (!RunsPythonStack(r.config.stack))
+    return MakeError(
+        "--loss chunked is TRL's fused LM head, a Python training loop's; headroom's runtime "
+        "(--stack headroom) computes the full loss");
+  if (r.model.family == ModelFamily::kBert)
+    return MakeError(fmt::format(
+        "--loss chunked replaces a causal LM's loss; {} is a sequence classifier", r.model.name));
+  if (r.model.family == ModelFamily::kImported)
+    return MakeError(fmt::format(
+        "--loss chunked: {} is imported from its transformers code, whose traced forward ends in "
+        "the model's own loss; TRL's fused LM head over an imported graph is not modelled",
+        r.model.name));
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Error> ValidateRequest(const PlanRequest& r) {
   using namespace limits;
   const TrainingConfig& c = r.config;
@@ -72,6 +98,7 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
     return MakeError(
         "QLoRA computes in 16 bits: use --precision bf16, amp-bf16 or amp-fp16 with --qlora");
   }
+  if (auto error = CheckLoss(r)) return error;
   if (r.device.memory_bytes <= 0) return MakeError("the device memory budget must be positive");
   return std::nullopt;
 }

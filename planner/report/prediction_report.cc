@@ -86,7 +86,8 @@ std::string DescribeFineTune(const FineTuneConfig& ft) {
 
 namespace {
 
-// What only some models take: the experts' routing, images, kernel packages.
+// What only some models take: the experts' routing, images, kernel packages; and a loss
+// other than the model's own.
 std::string ModelInputLines(const TrainingConfig& c) {
   std::string out;
   if (c.moe_routing) {
@@ -102,6 +103,12 @@ std::string ModelInputLines(const TrainingConfig& c) {
   if (!c.kernel_packages.empty()) {
     out += fmt::format("  kernel packages: {} (transformers calls their kernels)\n",
                        fmt::join(c.kernel_packages, ", "));
+  }
+  if (c.loss.chunked()) {
+    out += fmt::format(
+        "  loss {}: TRL's fused LM head (add_fused_lm_head, as SFTTrainer adds it), tiles of up "
+        "to 4096 tokens x {} vocabulary entries; the logits are never whole\n",
+        c.loss.ToString(), c.loss.vocab_tile);
   }
   return out;
 }
@@ -304,6 +311,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
   if (c.moe_routing) j["config"]["moe_routing"] = MoeRoutingName(*c.moe_routing);
   if (c.images_per_sample > 0) j["config"]["images_per_sample"] = c.images_per_sample;
   if (!c.kernel_packages.empty()) j["config"]["kernel_packages"] = c.kernel_packages;
+  j["config"]["loss"] = c.loss.ToString();
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;

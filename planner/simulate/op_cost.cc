@@ -601,6 +601,49 @@ struct CostRule<OpKind::kNllLoss> : FlopsOfClass {
   static void Backward(BackwardRule& r) { r.cost.input_grads[1] = GradFlow::kNone; }
 };
 
+// TRL's fused LM head (chunked_loss.h): (hidden [b, s, h], lm_head.weight [vocab, h],
+// labels) -> the loss. ctx.save_for_backward keeps the hidden state (a view of it, or its
+// flattened copy: the same bytes); the tiles are sized where the simulator runs them.
+template <>
+struct CostRule<OpKind::kChunkedNll> {
+  static ChunkedLossCall CallOf(const OpView& v) {
+    const PrecisionRegime& regime = v.states.regime();
+    const DType hidden_dtype = v.states[v.in(0)].dtype;
+    return {.seq_len = v.env.seq_len,
+            .hidden = v.last_dim(0),
+            .vocab = v.graph.tensor(v.in(1)).shape.dims().at(0).value,
+            .vocab_tile = v.op.vocab_tile,
+            .hidden_dtype = hidden_dtype,
+            .weight_dtype = v.states[v.in(1)].dtype,
+            // torch.get_autocast_dtype under autocast, else hidden.dtype
+            .compute_dtype = regime.autocast ? regime.compute_dtype : hidden_dtype,
+            .softcap = v.op.logit_softcap > 0,
+            .hidden_grad = v.grad(0),
+            .weight_grad = v.grad(1),
+            .triton = v.states.target().cuda_device,
+            .cpu_bf16 = v.states.target().cpu_bf16_matmul,
+            .cpu_threads = v.cpu_threads()};
+  }
+  static void Forward(ForwardRule& r) {
+    r.SaveIf(0, true);
+    r.cost.chunked_loss = CallOf(r.v);
+    // In proportion to the micro-batch: the bytes at micro-batch 1.
+    r.Internal("chunked loss targets, log Z, entropy, masks",
+               r.cost.chunked_loss.ForwardSavedBytes(1), r.SavedOr(true));
+  }
+  static void Backward(BackwardRule& r) {
+    r.cost.input_grads[2] = GradFlow::kNone;
+    r.cost.chunked_loss = CallOf(r.v);
+  }
+  // The forward's tile products, the backward's again, and one more per gradient.
+  static OpFlops Flops(const OpView& v) {
+    const double product = 2.0 * static_cast<double>(v.env.micro_batch * (v.env.seq_len - 1)) *
+                           static_cast<double>(v.last_dim(0)) *
+                           static_cast<double>(v.graph.tensor(v.in(1)).shape.dims().at(0).value);
+    return {product, product * (1 + (v.grad(0) ? 1 : 0) + (v.grad(1) ? 1 : 0))};
+  }
+};
+
 }  // namespace cost_rules
 
 using cost_rules::BackwardRule;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "planner/graph/op_graph.h"
+#include "planner/simulate/chunked_loss.h"
 #include "planner/simulate/onednn_scratch.h"
 #include "planner/simulate/tensor_states.h"
 
@@ -42,6 +43,8 @@ struct ForwardCost {
   bool saves_output() const { return saved_outputs != 0; }
   int64_t workspace_bytes = 0;  // transient, allocated alongside the outputs
   BrgemmProduct brgemm;         // oneDNN's brgemm product: its scratchpad beside them
+  // TRL's fused LM head (kChunkedNll): its tiles, sized at the micro-batch that runs.
+  ChunkedLossCall chunked_loss;
 };
 
 enum class GradFlow {
@@ -67,6 +70,7 @@ struct BackwardCost {
   int64_t weight_grad_scratch_bytes = 0;
   // oneDNN's brgemm products (AVX512-BF16, AMX), whose scratchpads sit where the two above do.
   BrgemmProduct input_grad_brgemm, weight_grad_brgemm;
+  ChunkedLossCall chunked_loss;  // kChunkedNll, as in ForwardCost
 };
 
 struct OpFlops {

@@ -135,7 +135,7 @@ void SimulationTables::Impl::TabulateOps() {
           {static_cast<int32_t>(internals.size()),
            static_cast<int32_t>(internals.size() + cost.internals.size()),
            static_cast<int32_t>(saves_input.size()), cost.output_aliases_input, cost.saved_outputs,
-           cost.workspace_bytes, cost.brgemm});
+           cost.workspace_bytes, cost.brgemm, AddChunkedLoss(cost.chunked_loss)});
       internals.insert(internals.end(), cost.internals.begin(), cost.internals.end());
       saves_input.insert(saves_input.end(), cost.saves_input.begin(), cost.saves_input.end());
     }
@@ -143,7 +143,8 @@ void SimulationTables::Impl::TabulateOps() {
     backward_costs.push_back({static_cast<int32_t>(input_grads.size()), cost.workspace_bytes,
                               cost.weight_grad_scratch_bytes, cost.input_grad_scratch_bytes,
                               cost.workspace_per_sample, cost.input_grad_brgemm,
-                              cost.weight_grad_brgemm, cost.workspace_fixed_bytes});
+                              cost.weight_grad_brgemm, cost.workspace_fixed_bytes,
+                              AddChunkedLoss(cost.chunked_loss)});
     input_grads.insert(input_grads.end(), cost.input_grads.begin(), cost.input_grads.end());
   }
   CountParamGradArrivals();

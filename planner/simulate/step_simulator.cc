@@ -248,6 +248,10 @@ class StepSimulator {
     if (cost.brgemm.valid())
       ledger_.Release(
           ledger_.Acquire(cost.brgemm.ScratchBytes(batch_scale_), Category::kTemporaries));
+    if (cost.chunked_loss >= 0)
+      ledger_.Release(ledger_.Acquire(
+          tables_.chunked_losses[cost.chunked_loss].ForwardTransientBytes(batch_scale_),
+          Category::kTemporaries));
     for (int64_t b : transients_) ledger_.Release(b);
     for (TensorId in : op.inputs) {
       if (IsParam(in)) continue;
@@ -509,6 +513,7 @@ class StepSimulator {
   struct Workspace {
     int64_t scaled = kNoBuffer;
     int64_t fixed = kNoBuffer;
+    int64_t tiles = kNoBuffer;  // TRL's fused LM head, at the micro-batch
   };
   Workspace AcquireWorkspace(const SimulationTables::Impl::OpBackward& cost) {
     Workspace w;
@@ -517,11 +522,15 @@ class StepSimulator {
           ledger_.Acquire(cost.workspace_bytes, Category::kTemporaries, cost.workspace_per_sample);
     if (cost.workspace_fixed_bytes > 0)
       w.fixed = ledger_.Acquire(cost.workspace_fixed_bytes, Category::kTemporaries);
+    if (cost.chunked_loss >= 0)
+      w.tiles = ledger_.Acquire(
+          tables_.chunked_losses[cost.chunked_loss].BackwardWorkspaceBytes(batch_scale_),
+          Category::kTemporaries);
     return w;
   }
   void ReleaseWorkspace(const Workspace& w) {
-    if (w.scaled != kNoBuffer) ledger_.Release(w.scaled);
-    if (w.fixed != kNoBuffer) ledger_.Release(w.fixed);
+    for (int64_t b : {w.scaled, w.fixed, w.tiles})
+      if (b != kNoBuffer) ledger_.Release(b);
   }
 
   // The gradient an op's backward returns for input i (before the engine sums it).

@@ -146,6 +146,12 @@ template <>
 struct DTypeRule<OpKind::kNllLoss> : Fp32Result {
   static constexpr Autocast kAutocast = Autocast::kFp32;
 };
+// TRL's ChunkedLogProbFunction is no autocast op: it casts the hidden state and the weight
+// to autocast's dtype itself, tile by tile (chunked_loss.h); the loss is fp32.
+template <>
+struct DTypeRule<OpKind::kChunkedNll> : Fp32Result {
+  static constexpr Autocast kAutocast = Autocast::kKeeps;
+};
 template <>
 struct DTypeRule<OpKind::kTopK> : KeepsInputDType {};  // the indices are int64 (fixed)
 template <>

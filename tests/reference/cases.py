@@ -55,6 +55,10 @@ class Case:
     pinned_only: bool = False
     # Images per sample (the multimodal Gemma 3), their tokens counted in seq_len.
     images: int = 0
+    # full: the model's own loss (transformers' ForCausalLMLoss over whole logits);
+    # chunked:N: TRL's fused LM head (trl.trainer.utils.add_fused_lm_head, as SFTTrainer
+    # adds it) with vocabulary tiles of N entries.
+    loss: str = "full"
 
     def hf_config(self):
         return load_hf_config(self.config, self.overrides, self.task)
@@ -76,6 +80,8 @@ class Case:
                 flags += ["--base-dtype", self.base_dtype]
         if self.images:
             flags += ["--images", str(self.images)]
+        if self.loss != "full":
+            flags += ["--loss", self.loss]
         return flags
 
 
@@ -320,6 +326,28 @@ CASES = [
          precision="amp-bf16", micro_batch=2),
     Case("tiny-mixtral bf16 lora sgd mb3", "mixtral-8x7b.json", TINY_MIXTRAL, precision="bf16",
          mode="lora", optimizer="sgd", micro_batch=3),
+    # TRL's chunked loss (the fused LM head SFTTrainer adds): vocabulary tiles narrower than,
+    # equal to and not dividing the vocabulary; a trainable and a frozen head, tied and
+    # untied; Gemma 2's soft-capped logits; more tokens than one 4096-token tile.
+    Case("tiny-llama fp32 adamw sdpa mb2 chunked:128", "llama-3.2-1b.json", TINY_LLAMA,
+         micro_batch=2, loss="chunked:128"),
+    Case("tiny-llama amp-bf16 lora qkvo mb2 chunked:128", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO, micro_batch=2,
+         loss="chunked:128"),
+    Case("tiny-qwen2 fp32 lora adamw mb1 chunked:512", "qwen2.5-0.5b.json", TINY_QWEN2,
+         mode="lora", loss="chunked:512"),
+    Case("tiny-qwen3 amp-bf16 adamw mb2 k2 chunked:200", "qwen3-0.6b.json", TINY_QWEN3,
+         precision="amp-bf16", micro_batch=2, grad_accum=2, loss="chunked:200"),
+    Case("tiny-gemma2 fp32 adamw eager mb2 chunked:128", "gemma-2-2b.json", TINY_GEMMA2,
+         attention="eager", micro_batch=2, loss="chunked:128"),
+    Case("tiny-llama bf16 sgd sdpa mb4 chunked:128", "llama-3.2-1b.json", TINY_LLAMA,
+         precision="bf16", optimizer="sgd", micro_batch=4, loss="chunked:128"),
+    Case("tiny-llama fp32 lora sgd ckpt-all mb3 chunked:128", "llama-3.2-1b.json", TINY_LLAMA,
+         mode="lora", optimizer="sgd", checkpoint="all", micro_batch=3, loss="chunked:128"),
+    Case("tiny-gemma3 amp-bf16 lora ckpt-all mb2 chunked:256", "gemma-3-1b.json", TINY_GEMMA3,
+         precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2, loss="chunked:256"),
+    Case("tiny-llama fp32 lora adamw mb1 s4200 chunked:32768", "llama-3.2-1b.json", TINY_LLAMA,
+         mode="lora", seq_len=4200, loss="chunked:32768"),
     # BERT sequence classification, tiny.
     Case("tiny-bert fp32 adamw eager mb2", "bert-base-uncased.json", TINY_BERT, task="seq-cls",
          attention="eager", micro_batch=2),

@@ -62,10 +62,22 @@ def quantized_model(auto, hf_config, case):
         return load(weights)
 
 
+def add_chunked_loss(model, loss):
+    """TRL's fused LM head, as SFTTrainer 1.16 adds it (sft_trainer.py: before PEFT wraps the
+    model, with the outputs its metrics read), its vocabulary tile set to N for chunked:N
+    (add_fused_lm_head passes the module's _CHUNKED_LOGPROB_CHUNK_SIZE)."""
+    from trl.trainer import utils as trl_utils
+
+    trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE = int(loss.split(":", 1)[1])
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
+
+
 def prepare_for_training(model, case):
-    """Train mode, gradient checkpointing and LoRA adapters as the case asks, the way a
-    transformers + PEFT user sets them up."""
+    """Train mode, gradient checkpointing, TRL's chunked loss and LoRA adapters as the case
+    asks, the way a transformers + PEFT (+ TRL) user sets them up."""
     model.train()
+    if case.get("loss", "full") != "full":
+        add_chunked_loss(model, case["loss"])
     if case["checkpoint"] == "all":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if case["mode"] in ("lora", "qlora"):
@@ -179,8 +191,9 @@ def run(case, meter):
                                                device=device)
                     else:
                         labels = ids
+                    fused = {"fused_lm_head": True} if case.get("loss", "full") != "full" else {}
                     with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
-                        loss = model(input_ids=ids, labels=labels, **images).loss / accum
+                        loss = model(input_ids=ids, labels=labels, **images, **fused).loss / accum
                 with meter.phase("backward"):
                     loss.backward()
                 del loss, ids, labels, images

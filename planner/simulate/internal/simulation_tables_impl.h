@@ -79,6 +79,7 @@ struct SimulationTables::Impl {
     uint32_t saved_outputs;  // bit i: output i is saved for backward
     int64_t workspace_bytes;
     BrgemmProduct brgemm;
+    int32_t chunked_loss;  // into chunked_losses; -1: none
   };
   struct OpBackward {
     int32_t grads_begin;  // into input_grads, one per op input
@@ -88,12 +89,20 @@ struct SimulationTables::Impl {
     bool workspace_per_sample;
     BrgemmProduct input_grad_brgemm, weight_grad_brgemm;
     int64_t workspace_fixed_bytes;
+    int32_t chunked_loss;  // into chunked_losses; -1: none
   };
   std::vector<OpForward> forward_costs[2];  // [grad_mode]
   std::vector<InternalBuffer> internals;
   std::vector<uint8_t> saves_input;
   std::vector<OpBackward> backward_costs;
   std::vector<GradFlow> input_grads;
+  std::vector<ChunkedLossCall> chunked_losses;  // the ops' TRL fused-head calls
+
+  int32_t AddChunkedLoss(const ChunkedLossCall& call) {
+    if (!call.valid()) return -1;
+    chunked_losses.push_back(call);
+    return static_cast<int32_t>(chunked_losses.size() - 1);
+  }
 };
 
 }  // namespace headroom
