@@ -388,7 +388,8 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
 }
 
 namespace {
-// What only some models take: the experts' routing, images per sample, kernel packages.
+// What only some models take: the experts' routing, images per sample, kernel packages;
+// and the loss.
 std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model,
                                       TrainingConfig& c) {
   if (model.is_moe()) {
@@ -417,6 +418,13 @@ std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model
   auto loss = LossConfig::Parse(f.loss);
   if (!loss) return loss.error();
   c.loss = *loss;
+  // HF Trainer computes the model's own loss; the other exports configure an engine or a
+  // launch, and the loss is the user's script's.
+  if (f.emit == ExportTarget::kHuggingFace && c.loss.chunked()) {
+    return MakeError(
+        "--emit hf writes a stack that computes the model's own loss; --loss chunked is TRL's "
+        "fused LM head, which SFTTrainer adds (plan it without --emit hf)");
+  }
   return std::nullopt;
 }
 }  // namespace
@@ -517,13 +525,6 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
     return MakeError(fmt::format(
         "--micro-batch {} does not divide --global-batch {}; the global batch is kept exact",
         *o.fixed_micro_batch, o.global_batch));
-  }
-  // HF Trainer computes the model's own loss; the other exports configure an engine or a
-  // launch, and the loss is the user's script's.
-  if (f.emit == ExportTarget::kHuggingFace && r.config.loss.chunked()) {
-    return MakeError(
-        "--emit hf writes a stack that computes the model's own loss; --loss chunked is TRL's "
-        "fused LM head, which SFTTrainer adds (plan it without --emit hf)");
   }
   if (f.emit) {
     const std::string note =
