@@ -339,6 +339,15 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
                  "The causal-LM loss: full (the model's own, over whole logits) | chunked[:N] "
                  "(TRL's fused LM head, as SFTTrainer adds it: tiles of 4096 tokens x N "
                  "vocabulary entries, default 32768; the logits are never whole). Default: full");
+  AddEnumOption(cmd, "--packing", f.packing, kPackingNames,
+                "How samples make a micro-batch: padded (--micro-batch rows of --seq-len) | "
+                "padding-free (transformers' DataCollatorWithFlattening: one row of "
+                "--tokens-per-micro-batch tokens, position_ids restarting per sample). Default: "
+                "padded");
+  AddIntegerOption(cmd, "--tokens-per-micro-batch", f.tokens_per_micro_batch, 1,
+                   limits::kMaxPositions,
+                   "With --packing padding-free: the tokens of the packed samples in one row "
+                   "(the plan's sequence)");
   AddStackFlags(cmd, f);
   AddParallelFlags(cmd, f);
 }
@@ -388,6 +397,22 @@ Result<Parallelism> ToParallelism(const PlanFlags& f, Stack stack) {
 }
 
 namespace {
+// Padded rows of --seq-len, or one padding-free row of --tokens-per-micro-batch tokens.
+std::optional<Error> ApplyPacking(const PlanFlags& f, TrainingConfig& c) {
+  c.packing = f.packing;
+  c.seq_len = f.seq_len;
+  if (f.packing == Packing::kPadded) {
+    if (f.tokens_per_micro_batch)
+      return MakeError("--tokens-per-micro-batch applies to --packing padding-free");
+    return std::nullopt;
+  }
+  if (!f.tokens_per_micro_batch)
+    return MakeError(
+        "--packing padding-free needs --tokens-per-micro-batch T: the tokens packed in a row");
+  c.seq_len = *f.tokens_per_micro_batch;
+  return std::nullopt;
+}
+
 // What only some models take: the experts' routing, images per sample, kernel packages;
 // and the loss.
 std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model,
@@ -439,7 +464,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   r.device = *device;
 
   TrainingConfig& c = r.config;
-  c.seq_len = f.seq_len;
+  if (auto error = ApplyPacking(f, c)) return *error;
   c.micro_batch = f.micro_batch.value_or(1);
   c.grad_accum_steps = f.grad_accum.value_or(1);
   c.precision =
@@ -520,7 +545,9 @@ Result<std::optional<SearchOptions>> ToSearchOptions(const PlanFlags& f, const P
     // records (image_inputs.py): the search keeps every block as it is.
     o.fixed_checkpoint = CheckpointPolicy{};
   }
-  o.fixed_micro_batch = f.micro_batch;
+  // A padding-free micro-batch is one row; the solver searches the rest.
+  o.fixed_micro_batch =
+      r.config.packing == Packing::kPaddingFree ? std::optional<int64_t>(1) : f.micro_batch;
   if (o.fixed_micro_batch && o.global_batch % *o.fixed_micro_batch != 0) {
     return MakeError(fmt::format(
         "--micro-batch {} does not divide --global-batch {}; the global batch is kept exact",

@@ -39,6 +39,8 @@ struct PlanFlags {
   int64_t images = 0;                           // images per sample (a vision-language model)
   std::string kernels;                          // kernel packages, "fla" (an imported model)
   std::string loss = "full";                    // full | chunked[:N]
+  Packing packing = Packing::kPadded;
+  std::optional<int64_t> tokens_per_micro_batch;  // --packing padding-free: the row's tokens
   std::optional<Stack> stack;                   // unset: pytorch (plan), headroom (train)
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device
   std::optional<DType> base_dtype;              // unset: the stack's recipe

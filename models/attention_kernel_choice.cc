@@ -114,7 +114,8 @@ AttentionCall AttentionCallOf(const TrainingConfig& config) {
   return {.impl = config.attention,
           .device = config.kernels,
           .dtype = RegimeOf(config).compute_dtype,
-          .python_stack = RunsPythonStack(config.stack)};
+          .python_stack = RunsPythonStack(config.stack),
+          .masked = MasksPackedSamples(config) && config.attention == AttentionImpl::kSdpa};
 }
 
 AttentionKernelChoice ChooseAttentionKernel(const ModelSpec& model, const AttentionCall& call) {

@@ -25,7 +25,9 @@ struct AttentionCall {
   // transformers' SDPA integration passes enable_gqa (no mask, head_dim <= 256); headroom's
   // runtime repeats K/V itself.
   bool python_stack = true;
-  bool masked = false;   // an attn_mask tensor is passed (transformers passes none in training)
+  // An attn_mask tensor is passed: transformers passes none in training, but for packed
+  // samples (MasksPackedSamples) or a window the sequence reaches.
+  bool masked = false;
   bool training = true;  // inputs require grad: some kernels allow fewer head sizes then
   bool operator==(const AttentionCall&) const = default;
 };

@@ -59,9 +59,7 @@ TensorId GemmaMlp(const ModelSpec& spec, LayerBuilder& layers, const std::string
 void BuildGemmaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size;
-  TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
-  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
-  TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
+  const auto [ids, labels] = layers.CausalLmBatch();
 
   // Gemma*TextScaledWordEmbedding: embedding(ids) * embed_scale, a 0-dim buffer
   // (register_buffer("embed_scale", torch.tensor(embed_scale), persistent=False)) in the

@@ -35,7 +35,9 @@ GraphOptions GraphOptionsOf(const TrainingConfig& config) {
                                  : std::nullopt,
           .images_per_sample = config.images_per_sample,
           .kernel_packages = config.kernel_packages,
-          .loss = config.loss};
+          .loss = config.loss,
+          .padding_free = config.packing == Packing::kPaddingFree,
+          .packed_mask = MasksPackedSamples(config)};
 }
 
 SymShape TokenShape(int64_t n) { return {Dim::B(), Dim::S(), Dim::C(n)}; }
@@ -195,13 +197,20 @@ TensorId LayerBuilder::CausalMaskIfEager(TensorId hidden, int64_t sliding_window
 TensorId LayerBuilder::DecoderMask(TensorId hidden, int64_t window) {
   if (options_.attention_call.impl == AttentionImpl::kEager)
     return CausalMaskIfEager(hidden, window);
-  if (window <= 0 || !SdpaTakesWindowMask(spec_, options_.attention_call.impl, options_.seq_len))
+  // Packed samples: sdpa_mask never skips (allow_is_causal_skip is False), so every mask
+  // is made, the causal one included.
+  const bool packed = options_.packed_mask && options_.attention_call.impl == AttentionImpl::kSdpa;
+  if (!packed &&
+      (window <= 0 || !SdpaTakesWindowMask(spec_, options_.attention_call.impl, options_.seq_len)))
     return TensorId{};
+  const std::string name =
+      std::string(packed ? "packed_" : "") + (window > 0 ? "sliding_window_mask" : "causal_mask");
   const TensorId mask = graph_.AddOp({.kind = OpKind::kWindowMask,
-                                      .name = "sliding_window_mask",
+                                      .name = name,
                                       .inputs = {hidden},
-                                      .sliding_window = window},
-                                     {{.name = "sliding_window_mask",
+                                      .sliding_window = window,
+                                      .packed_samples = packed},
+                                     {{.name = name,
                                        .shape = {Dim::C(1), Dim::C(1), Dim::S(), Dim::S()},
                                        .fixed_dtype = DType::kBool}})[0];
   sdpa_window_masks_.push_back(mask);
@@ -333,6 +342,20 @@ void LayerBuilder::HoldAsModelOutput(TensorId t) {
 void LayerBuilder::HeldUntilModuleReturns(TensorId input, TensorId module_output) {
   if (options_.python_references)
     graph_.HoldUntilOpRan(input, graph_.tensor(module_output).producer);
+}
+
+// input_ids, held by the loop until its backward returns, and labels: the same tensor in the
+// loop (`labels=ids`), or, for padding-free rows, a tensor of their own beside position_ids,
+// both held alike (DataCollatorWithFlattening returns all three).
+std::pair<TensorId, TensorId> LayerBuilder::CausalLmBatch() {
+  const TensorId ids = graph_.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
+  graph_.MarkBatchInput(ids);
+  const TensorId labels = graph_.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
+  if (options_.padding_free) {
+    graph_.MarkBatchInput(labels);
+    graph_.MarkBatchInput(graph_.AddInput("position_ids", {Dim::B(), Dim::S()}, DType::kI64));
+  }
+  return {ids, labels};
 }
 
 TensorId LayerBuilder::ChunkedLanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels) {

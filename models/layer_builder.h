@@ -9,6 +9,7 @@
 #include <array>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "models/attention_kernel_choice.h"
 #include "models/model_spec.h"
@@ -63,6 +64,10 @@ struct GraphOptions {
   std::vector<std::string> kernel_packages;
   // The causal-LM loss: the model's own, or TRL's fused LM head (TrainingConfig::loss).
   LossConfig loss;
+  // Padding-free rows (TrainingConfig::packing): the loop also passes position_ids and labels
+  // of their own; `packed_mask`: SDPA's masks are made from them (MasksPackedSamples).
+  bool padding_free = false;
+  bool packed_mask = false;
   bool operator==(const GraphOptions&) const = default;
 };
 
@@ -148,6 +153,8 @@ class LayerBuilder {
   TensorId last_attention_weights() const { return last_attention_weights_; }
 
   // logits = x @ lm_weight^T, upcast to fp32, log-softmax, NLL against labels; sets the loss.
+  // The loop's batch for a causal LM: input_ids and labels (see layer_builder.cc).
+  std::pair<TensorId, TensorId> CausalLmBatch();
   TensorId LanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);
   // TRL's fused LM head instead (--loss chunked): one op that never makes the logits.
   TensorId ChunkedLanguageModelLoss(TensorId x, TensorId lm_weight, TensorId labels);

@@ -11,9 +11,7 @@ void BuildLlamaGraph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size, heads = spec.num_heads, kv = spec.num_kv_heads,
                 d = spec.head_dim;
-  TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
-  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
-  TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
+  const auto [ids, labels] = layers.CausalLmBatch();
 
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));

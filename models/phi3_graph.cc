@@ -58,9 +58,7 @@ TensorId Phi3Mlp(const ModelSpec& spec, LayerBuilder& layers, const std::string&
 void BuildPhi3Graph(const ModelSpec& spec, LayerBuilder& layers) {
   OpGraph& g = layers.graph();
   const int64_t h = spec.hidden_size;
-  TensorId ids = g.AddInput("input_ids", {Dim::B(), Dim::S()}, DType::kI64);
-  g.MarkBatchInput(ids);  // labels: the same tensor in the loop (`labels=ids`)
-  TensorId labels = g.AddInput("labels", {Dim::B(), Dim::S()}, DType::kI64);
+  const auto [ids, labels] = layers.CausalLmBatch();
 
   TensorId embed = layers.Param("model.embed_tokens.weight", {Dim::C(spec.vocab_size), Dim::C(h)});
   TensorId x = layers.Embedding("model.embed_tokens", ids, embed, TokenShape(h));

@@ -125,6 +125,21 @@ TEST(PlanFile, LossRoundTrip) {
   EXPECT_FALSE(ParsePlanYaml(bad, "plan.yaml").ok());
 }
 
+// Padding-free rows travel with their plan (absent: padded); an unknown packing is refused.
+TEST(PlanFile, PackingRoundTrip) {
+  EXPECT_EQ(WritePlanYaml(SamplePlan()).find("packing"), std::string::npos);
+  PlanFile p = SamplePlan();
+  p.config.packing = Packing::kPaddingFree;
+  const std::string text = WritePlanYaml(p);
+  EXPECT_NE(text.find("packing: padding-free"), std::string::npos) << text;
+  auto back = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(*back == p);
+  std::string bad = text;
+  bad.replace(bad.find("padding-free"), 12, "bin-packed");
+  EXPECT_FALSE(ParsePlanYaml(bad, "plan.yaml").ok());
+}
+
 // The kernel packages an imported graph was recorded with travel with its plan; an unknown
 // one is refused as the flag refuses it.
 TEST(PlanFile, KernelPackagesRoundTrip) {

@@ -102,6 +102,11 @@ bool KeepsKvCache(const TrainingConfig& config) {
          !config.loss.chunked();
 }
 
+bool MasksPackedSamples(const TrainingConfig& config) {
+  return config.packing == Packing::kPaddingFree && RunsPythonStack(config.stack) &&
+         !KeepsKvCache(config);
+}
+
 namespace {
 
 std::optional<int> ParseInt(std::string_view s) {

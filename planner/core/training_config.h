@@ -148,6 +148,15 @@ struct LossConfig {
   bool operator==(const LossConfig&) const = default;
 };
 
+// How samples make a micro-batch. kPadded: `micro_batch` rows of `seq_len` tokens.
+// kPaddingFree: transformers' DataCollatorWithFlattening (TRL's padding_free): the samples'
+// tokens side by side in one row of `seq_len` tokens, with position_ids restarting at each
+// sample and labels of their own; the micro-batch is 1.
+enum class Packing { kPadded, kPaddingFree };
+inline constexpr EnumName<Packing> kPackingNames[] = {{Packing::kPadded, "padded"},
+                                                      {Packing::kPaddingFree, "padding-free"}};
+inline std::string_view PackingName(Packing p) { return NameIn(kPackingNames, p); }
+
 struct TrainingConfig {
   int64_t micro_batch = 1;
   int64_t grad_accum_steps = 1;
@@ -167,6 +176,7 @@ struct TrainingConfig {
   int64_t images_per_sample = 0;
   std::vector<std::string> kernel_packages;  // kKernelPackages, sorted (an imported graph's)
   LossConfig loss;
+  Packing packing = Packing::kPadded;
   Parallelism parallel;  // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };
@@ -206,5 +216,10 @@ std::optional<Error> UnmodelledScheme(const TrainingConfig& config);
 // True) unless gradient checkpointing is on or TRL's fused LM head calls the backbone
 // (it passes use_cache=False); headroom's runtime keeps none.
 bool KeepsKvCache(const TrainingConfig& config);
+// Padding-free rows whose attention sees the samples apart: transformers detects packed
+// position_ids only without a cache (masking_utils.py _preprocess_mask_arguments: `cache is
+// None`), then SDPA and eager attention take a block-diagonal mask it makes. With a
+// DynamicCache the samples attend across their boundaries, and no mask is made.
+bool MasksPackedSamples(const TrainingConfig& config);
 
 }  // namespace headroom

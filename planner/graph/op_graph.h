@@ -110,6 +110,9 @@ struct OpNode {
   // kLinear: the weight is stored [in, out] and multiplied as addmm(b, x, W) (GPT-2's
   // transformers Conv1D), so its gradient is x^T @ dY, not (dY^T @ x)^T.
   bool weight_in_out = false;
+  // kWindowMask: the mask keeps packed samples apart (from position_ids); a window of 0 is
+  // then the causal mask.
+  bool packed_samples = false;
   // kChunkedNll: the vocabulary width of a tile (TRL's chunk_size) and Gemma's
   // final_logit_softcapping (0: none).
   int64_t vocab_tile = 0;

@@ -143,6 +143,15 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& 
     consider(Acceptance::kImplementation, "AdamW(fused=True) in this loop (--optimizer-impl fused)",
              r);
   }
+  // TRL's fused LM head computes the same loss in tiles (refused where it is not modelled).
+  if (!request.config.loss.chunked()) {
+    PlanRequest r = request;
+    r.config.loss.kind = LossConfig::Kind::kChunked;
+    consider(Acceptance::kImplementation,
+             "TRL's chunked loss, the logits never whole (--loss chunked: add_fused_lm_head, "
+             "as SFTTrainer adds it)",
+             r);
+  }
   if (request.config.seq_len >= 256) {
     PlanRequest r = request;
     r.config.seq_len = request.config.seq_len / 2;

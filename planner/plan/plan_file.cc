@@ -141,6 +141,8 @@ std::string WritePlanYaml(const PlanFile& p) {
   if (!c.kernel_packages.empty())
     out << YAML::Key << "kernel_packages" << YAML::Value << YAML::Flow << c.kernel_packages;
   if (c.loss.chunked()) out << YAML::Key << "loss" << YAML::Value << c.loss.ToString();
+  if (c.packing != Packing::kPadded)
+    out << YAML::Key << "packing" << YAML::Value << std::string(PackingName(c.packing));
   if (c.parallel.distributed()) WriteParallelism(out, c.parallel);
   out << YAML::Key << "fine_tune" << YAML::Value << std::string(FineTuneName(c.fine_tune.mode));
   out << YAML::Key << "lora_rank" << YAML::Value << c.fine_tune.lora_rank;
@@ -211,6 +213,8 @@ class PlanReader {
           Take(ParseKernelPackages(t["kernel_packages"].as<std::vector<std::string>>()));
     }
     if (t["loss"]) c.loss = Take(LossConfig::Parse(t["loss"].as<std::string>()));  // else full
+    if (t["packing"])  // padded when absent
+      c.packing = Take(ParseIn(kPackingNames, t["packing"].as<std::string>(), "packing"));
     if (t["sharding"]) {  // one rank when absent
       c.parallel.sharding = Take(ParseSharding(t["sharding"].as<std::string>()));
       c.parallel.gpus = Need(t, "gpus").as<int64_t>();

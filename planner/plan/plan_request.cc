@@ -46,6 +46,38 @@ std::optional<Error> CheckLoss(const PlanRequest& r) {
   return std::nullopt;
 }
 
+// Padding-free rows: one row of packed samples, as transformers feeds them to the families
+// headroom builds with their masks made from position_ids.
+std::optional<Error> CheckPacking(const PlanRequest& r) {
+  const TrainingConfig& c = r.config;
+  if (c.packing != Packing::kPaddingFree) return std::nullopt;
+  if (!RunsPythonStack(c.stack))
+    return MakeError(
+        "--packing padding-free is transformers' DataCollatorWithFlattening; headroom's runtime "
+        "(--stack headroom) trains padded rows");
+  switch (r.model.family) {
+    case ModelFamily::kGpt2:
+    case ModelFamily::kBert:
+    case ModelFamily::kImported:
+      return MakeError(fmt::format(
+          "--packing padding-free is modelled for the Llama, Qwen, Mistral, Mixtral, Phi-3 and "
+          "Gemma families headroom builds; {} is not one",
+          r.model.name));
+    default:
+      break;
+  }
+  if (c.micro_batch != 1)
+    return MakeError(fmt::format(
+        "--packing padding-free packs a micro-batch into one row of --tokens-per-micro-batch "
+        "tokens; --micro-batch {} is not 1",
+        c.micro_batch));
+  if (c.attention == AttentionImpl::kEager)
+    return MakeError(
+        "--packing padding-free with --attention eager is not modelled (the additive mask "
+        "eager_mask makes from the packed boolean one); use sdpa or flash2");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Error> ValidateRequest(const PlanRequest& r) {
@@ -99,6 +131,7 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
         "QLoRA computes in 16 bits: use --precision bf16, amp-bf16 or amp-fp16 with --qlora");
   }
   if (auto error = CheckLoss(r)) return error;
+  if (auto error = CheckPacking(r)) return error;
   if (r.device.memory_bytes <= 0) return MakeError("the device memory budget must be positive");
   return std::nullopt;
 }

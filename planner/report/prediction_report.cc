@@ -104,6 +104,17 @@ std::string ModelInputLines(const TrainingConfig& c) {
     out += fmt::format("  kernel packages: {} (transformers calls their kernels)\n",
                        fmt::join(c.kernel_packages, ", "));
   }
+  if (c.packing == Packing::kPaddingFree) {
+    out += fmt::format(
+        "  padding-free rows of {} tokens (DataCollatorWithFlattening: position_ids restart per "
+        "sample){}\n",
+        c.seq_len,
+        MasksPackedSamples(c)
+            ? "; SDPA takes a block-diagonal mask transformers makes from them"
+            : ". With the DynamicCache transformers builds here (no checkpointing), it does not "
+              "detect the packed samples: they attend across their boundaries and no mask is "
+              "made (checkpoint, or pass use_cache=False)");
+  }
   if (c.loss.chunked()) {
     out += fmt::format(
         "  loss {}: TRL's fused LM head (add_fused_lm_head, as SFTTrainer adds it), tiles of up "
@@ -312,6 +323,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
   if (c.images_per_sample > 0) j["config"]["images_per_sample"] = c.images_per_sample;
   if (!c.kernel_packages.empty()) j["config"]["kernel_packages"] = c.kernel_packages;
   j["config"]["loss"] = c.loss.ToString();
+  j["config"]["packing"] = PackingName(c.packing);
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;

@@ -365,7 +365,14 @@ struct CostRule<OpKind::kWindowMask> : NewGradients, FlopsOfClass {
   // sliding_window_causal_mask_function): `ones(()) & (kv > q - window)`, then
   // `& (kv <= q)`, each a bool [1, 1, s, s] over int64 position aranges. At the second
   // `&` the first result and the causal comparison are live beside the mask.
+  // Packed samples (create_causal_mask with packed position_ids): the same function (or
+  // causal_mask_function) over the gathered position_ids, then `& (psm[q] == psm[kv])`,
+  // again three bool [s, s] at the height, beside the int64 [b, s] sequence ids
+  // (find_packed_sequence_indices) that live until the mask is made.
   static void Forward(ForwardRule& r) {
+    if (r.v.op.packed_samples)
+      r.Internal("packed sequence ids", StorageBytes(DType::kI64, r.v.env.seq_len),
+                 Lifetime::kTransient);
     const int64_t s = r.v.env.seq_len;
     for (const char* label : {"window mask: first AND", "window mask: causal comparison"})
       r.cost.internals.push_back({.label = label,

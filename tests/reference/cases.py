@@ -59,6 +59,9 @@ class Case:
     # chunked:N: TRL's fused LM head (trl.trainer.utils.add_fused_lm_head, as SFTTrainer
     # adds it) with vocabulary tiles of N entries.
     loss: str = "full"
+    # padded: micro_batch rows of seq_len; padding-free: one row of seq_len tokens holding
+    # three samples, as transformers' DataCollatorWithFlattening makes it (micro_batch 1).
+    packing: str = "padded"
 
     def hf_config(self):
         return load_hf_config(self.config, self.overrides, self.task)
@@ -82,6 +85,8 @@ class Case:
             flags += ["--images", str(self.images)]
         if self.loss != "full":
             flags += ["--loss", self.loss]
+        if self.packing != "padded":
+            flags += ["--packing", self.packing, "--tokens-per-micro-batch", str(self.seq_len)]
         return flags
 
 
@@ -348,6 +353,28 @@ CASES = [
          precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2, loss="chunked:256"),
     Case("tiny-llama fp32 lora adamw mb1 s4200 chunked:32768", "llama-3.2-1b.json", TINY_LLAMA,
          mode="lora", seq_len=4200, loss="chunked:32768"),
+    # Padding-free rows (DataCollatorWithFlattening): without a cache transformers masks
+    # the samples apart (one bool [s, s] mask per kind of layer); with the DynamicCache
+    # (no checkpointing, the model's own loss) it does not see them, and makes no mask.
+    Case("tiny-llama fp32 adamw ckpt-all padding-free s256", "llama-3.2-1b.json", TINY_LLAMA,
+         checkpoint="all", seq_len=256, packing="padding-free"),
+    Case("tiny-llama amp-bf16 lora qkvo ckpt-all padding-free s384", "llama-3.2-1b.json",
+         TINY_LLAMA, precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO,
+         checkpoint="all", seq_len=384, packing="padding-free"),
+    Case("tiny-qwen3 bf16 sgd padding-free s256 (cache: no mask)", "qwen3-0.6b.json",
+         TINY_QWEN3, precision="bf16", optimizer="sgd", seq_len=256, packing="padding-free"),
+    Case("tiny-gemma3 amp-bf16 lora ckpt-all padding-free s256", "gemma-3-1b.json", TINY_GEMMA3,
+         precision="amp-bf16", mode="lora", checkpoint="all", seq_len=256,
+         packing="padding-free"),
+    Case("tiny-phi3 fp32 lora ckpt-all padding-free s200", "phi-3-mini.json", TINY_PHI3,
+         mode="lora", lora_targets=PHI3_QKV, checkpoint="all", seq_len=200,
+         packing="padding-free"),
+    Case("tiny-llama amp-bf16 lora padding-free s300 chunked:128", "llama-3.2-1b.json",
+         TINY_LLAMA, precision="amp-bf16", mode="lora", seq_len=300, packing="padding-free",
+         loss="chunked:128"),
+    Case("tiny-qwen3-moe amp-bf16 lora qkvo ckpt-all padding-free s192", "qwen3-30b-a3b.json",
+         TINY_QWEN3_MOE, precision="amp-bf16", mode="lora", lora_targets=LLAMA_QKVO,
+         checkpoint="all", seq_len=192, packing="padding-free"),
     # BERT sequence classification, tiny.
     Case("tiny-bert fp32 adamw eager mb2", "bert-base-uncased.json", TINY_BERT, task="seq-cls",
          attention="eager", micro_batch=2),

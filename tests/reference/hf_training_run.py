@@ -157,6 +157,19 @@ def gemma3_image_batch(hf_config, ids, images, gen):
             "token_type_ids": (ids == hf_config.image_token_id).long()}
 
 
+def padding_free_batch(ids):
+    """What DataCollatorWithFlattening makes of three samples filling one row of `ids`' length
+    (data_collator.py): their tokens side by side, labels of their own with -100 at each
+    sample's first token, position_ids restarting at 0 for each."""
+    total = ids.shape[1]
+    lengths = [total // 3, total // 3, total - 2 * (total // 3)]
+    labels = ids.clone()
+    starts = [sum(lengths[:k]) for k in range(3)]
+    labels[:, starts] = -100
+    positions = torch.cat([torch.arange(n, device=ids.device) for n in lengths]).unsqueeze(0)
+    return labels, {"position_ids": positions}
+
+
 def run(case, meter):
     """Builds the model and optimizer, then trains case["steps"] optimizer steps inside
     `meter` (a context with phase(name))."""
@@ -189,6 +202,9 @@ def run(case, meter):
                     if case["task"] == "seq-cls":
                         labels = torch.randint(0, hf_config.num_labels, (b,), generator=gen,
                                                device=device)
+                    elif case.get("packing", "padded") == "padding-free":
+                        labels, packed = padding_free_batch(ids)
+                        images = dict(images, **packed)
                     else:
                         labels = ids
                     fused = {"fused_lm_head": True} if case.get("loss", "full") != "full" else {}
