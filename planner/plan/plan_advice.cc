@@ -108,28 +108,8 @@ void ConsiderFullFineTuneChanges(const PlanRequest& request, const Consider& con
   }
 }
 
-}  // namespace
-
-std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& graph,
-                                     const SearchOptions& options) {
-  std::vector<std::pair<Acceptance, Suggestion>> out;
-  const std::optional<int64_t> today = SmallestPeak(request, options);
-  const Consider consider = [&](Acceptance order, std::string change, const PlanRequest& r) {
-    if (ValidateRequest(r)) return;
-    if (auto peak = SmallestPeak(r, options))
-      out.push_back(
-          {order, {std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)}});
-  };
-  const FineTuneConfig& ft = request.config.fine_tune;
-  if (ft.mode == FineTuneMode::kFull) ConsiderFullFineTuneChanges(request, consider);
-  if (ft.mode != FineTuneMode::kQLora) {
-    PlanRequest r = request;
-    r.config.fine_tune.mode = FineTuneMode::kQLora;
-    if (ft.mode == FineTuneMode::kFull)
-      r.config.fine_tune = {.mode = FineTuneMode::kQLora, .lora_rank = 16};
-    if (r.config.precision == Precision::kFp32) r.config.precision = Precision::kBf16;
-    consider(Acceptance::kAdapters, "QLoRA (4-bit NF4 base) with rank-16 adapters", r);
-  }
+// The same maths by other code: the optimizer's implementation, TRL's chunked loss.
+void ConsiderImplementationChanges(const PlanRequest& request, const Consider& consider) {
   // The training code decides where torch.optim's foreach step copies every gradient
   // (a plain loop on CUDA) and HF Trainer's fused AdamW does not (training_config.cc).
   if (request.config.optimizer == OptimizerKind::kAdamW && !request.config.optimizer_impl &&
@@ -152,6 +132,31 @@ std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& 
              "as SFTTrainer adds it)",
              r);
   }
+}
+
+}  // namespace
+
+std::vector<Suggestion> SuggestFixes(const PlanRequest& request, const OpGraph& graph,
+                                     const SearchOptions& options) {
+  std::vector<std::pair<Acceptance, Suggestion>> out;
+  const std::optional<int64_t> today = SmallestPeak(request, options);
+  const Consider consider = [&](Acceptance order, std::string change, const PlanRequest& r) {
+    if (ValidateRequest(r)) return;
+    if (auto peak = SmallestPeak(r, options))
+      out.push_back(
+          {order, {std::move(change), *peak, *peak <= UsableBytes(r.device, options.margin)}});
+  };
+  const FineTuneConfig& ft = request.config.fine_tune;
+  if (ft.mode == FineTuneMode::kFull) ConsiderFullFineTuneChanges(request, consider);
+  if (ft.mode != FineTuneMode::kQLora) {
+    PlanRequest r = request;
+    r.config.fine_tune.mode = FineTuneMode::kQLora;
+    if (ft.mode == FineTuneMode::kFull)
+      r.config.fine_tune = {.mode = FineTuneMode::kQLora, .lora_rank = 16};
+    if (r.config.precision == Precision::kFp32) r.config.precision = Precision::kBf16;
+    consider(Acceptance::kAdapters, "QLoRA (4-bit NF4 base) with rank-16 adapters", r);
+  }
+  ConsiderImplementationChanges(request, consider);
   if (request.config.seq_len >= 256) {
     PlanRequest r = request;
     r.config.seq_len = request.config.seq_len / 2;
