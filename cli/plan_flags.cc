@@ -339,6 +339,10 @@ void AddRequestFlags(CLI::App& cmd, PlanFlags& f) {
                  "The causal-LM loss: full (the model's own, over whole logits) | chunked[:N] "
                  "(TRL's fused LM head, as SFTTrainer adds it: tiles of 4096 tokens x N "
                  "vocabulary entries, default 32768; the logits are never whole). Default: full");
+  cmd.add_flag("--activation-offload", f.activation_offload,
+               "transformers' activation_checkpointing_enable(offload=True): each checkpointed "
+               "block's input waits in pinned host memory (save_on_cpu) until the block's "
+               "backward; reported as host_pinned_bytes");
   AddEnumOption(cmd, "--packing", f.packing, kPackingNames,
                 "How samples make a micro-batch: padded (--micro-batch rows of --seq-len) | "
                 "padding-free (transformers' DataCollatorWithFlattening: one row of "
@@ -401,6 +405,7 @@ namespace {
 std::optional<Error> ApplyPacking(const PlanFlags& f, TrainingConfig& c) {
   c.packing = f.packing;
   c.seq_len = f.seq_len;
+  c.activation_offload = f.activation_offload;
   if (f.packing == Packing::kPadded) {
     if (f.tokens_per_micro_batch)
       return MakeError("--tokens-per-micro-batch applies to --packing padding-free");
@@ -445,6 +450,17 @@ std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model
   c.loss = *loss;
   // HF Trainer computes the model's own loss; the other exports configure an engine or a
   // launch, and the loss is the user's script's.
+  // FSDP checkpoints through accelerate's own wrapper, which keeps activations on the device.
+  const bool may_shard_fsdp =
+      f.gpus_auto || (f.gpus > 1 && (!f.sharding || *f.sharding == Sharding::kFsdp ||
+                                     *f.sharding == Sharding::kFsdpNoReshard));
+  if (c.activation_offload && (f.emit == ExportTarget::kAccelerateFsdp ||
+                               (f.emit == ExportTarget::kHuggingFace && may_shard_fsdp))) {
+    return MakeError(
+        "--activation-offload is transformers' checkpoint wrapper; FSDP checkpoints through "
+        "accelerate's, which does not offload: with --emit hf name --sharding zero1, zero2, "
+        "zero3 or ddp");
+  }
   if (f.emit == ExportTarget::kHuggingFace && c.loss.chunked()) {
     return MakeError(
         "--emit hf writes a stack that computes the model's own loss; --loss chunked is TRL's "

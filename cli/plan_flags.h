@@ -40,6 +40,7 @@ struct PlanFlags {
   std::string kernels;                          // kernel packages, "fla" (an imported model)
   std::string loss = "full";                    // full | chunked[:N]
   Packing packing = Packing::kPadded;
+  bool activation_offload = false;
   std::optional<int64_t> tokens_per_micro_batch;  // --packing padding-free: the row's tokens
   std::optional<Stack> stack;                   // unset: pytorch (plan), headroom (train)
   std::optional<OptimizerImpl> optimizer_impl;  // unset: what the stack picks on the device

@@ -125,6 +125,18 @@ TEST(PlanFile, LossRoundTrip) {
   EXPECT_FALSE(ParsePlanYaml(bad, "plan.yaml").ok());
 }
 
+// Activation offload travels with its plan (absent: off).
+TEST(PlanFile, ActivationOffloadRoundTrip) {
+  EXPECT_EQ(WritePlanYaml(SamplePlan()).find("activation_offload"), std::string::npos);
+  PlanFile p = SamplePlan();
+  p.config.activation_offload = true;
+  const std::string text = WritePlanYaml(p);
+  EXPECT_NE(text.find("activation_offload: true"), std::string::npos) << text;
+  auto back = ParsePlanYaml(text, "plan.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(*back == p);
+}
+
 // Padding-free rows travel with their plan (absent: padded); an unknown packing is refused.
 TEST(PlanFile, PackingRoundTrip) {
   EXPECT_EQ(WritePlanYaml(SamplePlan()).find("packing"), std::string::npos);

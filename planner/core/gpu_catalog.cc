@@ -43,6 +43,7 @@ std::vector<DeviceSpec> GpuCatalog() {
       d.bandwidth_efficiency = n["bandwidth_efficiency"].as<double>();
       d.link_gbps = n["link_gbps"].as<double>();
       d.network_gbps = n["network_gbps"].as<double>();
+      d.host_link_gbps = n["host_link_gbps"].as<double>();
       out.push_back(std::move(d));
     }
     return out;
@@ -134,6 +135,7 @@ DeviceSpec CustomGpu(int64_t memory_bytes) {
   d.bandwidth_gbps = 2039;
   d.link_gbps = 300;  // an A100-class node, as the compute figures above
   d.network_gbps = 25;
+  d.host_link_gbps = 32;  // PCIe 4.0 x16
   d.speed_basis = false;
   return d;
 }

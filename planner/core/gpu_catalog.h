@@ -30,8 +30,9 @@ struct DeviceSpec {
   double bandwidth_gbps = 0;
   double matmul_efficiency = 0.5;
   double bandwidth_efficiency = 0.8;
-  double link_gbps = 0;     // per GPU, one direction, to the GPUs of its node
-  double network_gbps = 0;  // per GPU, one direction, to other nodes
+  double link_gbps = 0;       // per GPU, one direction, to the GPUs of its node
+  double network_gbps = 0;    // per GPU, one direction, to other nodes
+  double host_link_gbps = 0;  // to the host (PCIe), one direction
   // false for a memory budget alone (--gpu-mem): its speed figures (an A100's) only rank
   // plans, and the reports print no time for it.
   bool speed_basis = true;

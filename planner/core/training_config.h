@@ -177,6 +177,10 @@ struct TrainingConfig {
   std::vector<std::string> kernel_packages;  // kKernelPackages, sorted (an imported graph's)
   LossConfig loss;
   Packing packing = Packing::kPadded;
+  // transformers' activation_checkpointing_enable(offload=True): each checkpointed block's
+  // input (what the checkpoint saves for its recomputation) goes to pinned host memory
+  // under save_on_cpu(pin_memory=True), and comes back for the block's backward.
+  bool activation_offload = false;
   Parallelism parallel;  // one rank unless sharded
   bool operator==(const TrainingConfig&) const = default;
 };

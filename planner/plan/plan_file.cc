@@ -141,6 +141,7 @@ std::string WritePlanYaml(const PlanFile& p) {
   if (!c.kernel_packages.empty())
     out << YAML::Key << "kernel_packages" << YAML::Value << YAML::Flow << c.kernel_packages;
   if (c.loss.chunked()) out << YAML::Key << "loss" << YAML::Value << c.loss.ToString();
+  if (c.activation_offload) out << YAML::Key << "activation_offload" << YAML::Value << true;
   if (c.packing != Packing::kPadded)
     out << YAML::Key << "packing" << YAML::Value << std::string(PackingName(c.packing));
   if (c.parallel.distributed()) WriteParallelism(out, c.parallel);
@@ -188,18 +189,8 @@ class PlanReader {
     return *value;
   }
 
-  void ReadTraining(const YAML::Node& t, PlanFile& p) {
-    TrainingConfig& c = p.config;
-    p.global_batch = Need(t, "global_batch").as<int64_t>();
-    c.micro_batch = Need(t, "micro_batch").as<int64_t>();
-    c.grad_accum_steps = Need(t, "grad_accum_steps").as<int64_t>();
-    c.seq_len = Need(t, "seq_len").as<int64_t>();
-    c.precision = Take(ParsePrecision(Need(t, "precision").as<std::string>()));
-    c.optimizer = Take(ParseOptimizer(Need(t, "optimizer").as<std::string>()));
-    c.attention = Take(ParseAttention(Need(t, "attention").as<std::string>()));
-    c.checkpoint = Take(CheckpointPolicy::Parse(Need(t, "checkpoint").as<std::string>()));
-    // Plan files written before stacks were recorded describe headroom's own runtime.
-    c.stack = t["stack"] ? Take(ParseStack(t["stack"].as<std::string>())) : Stack::kHeadroom;
+  // The fields a plan file may leave out, each with its default when absent.
+  void ReadOptionalTraining(const YAML::Node& t, TrainingConfig& c) {
     if (t["optimizer_impl"])
       c.optimizer_impl = Take(ParseOptimizerImpl(t["optimizer_impl"].as<std::string>()));
     if (t["base_dtype"]) {
@@ -213,8 +204,24 @@ class PlanReader {
           Take(ParseKernelPackages(t["kernel_packages"].as<std::vector<std::string>>()));
     }
     if (t["loss"]) c.loss = Take(LossConfig::Parse(t["loss"].as<std::string>()));  // else full
+    if (t["activation_offload"]) c.activation_offload = t["activation_offload"].as<bool>();
     if (t["packing"])  // padded when absent
       c.packing = Take(ParseIn(kPackingNames, t["packing"].as<std::string>(), "packing"));
+  }
+
+  void ReadTraining(const YAML::Node& t, PlanFile& p) {
+    TrainingConfig& c = p.config;
+    p.global_batch = Need(t, "global_batch").as<int64_t>();
+    c.micro_batch = Need(t, "micro_batch").as<int64_t>();
+    c.grad_accum_steps = Need(t, "grad_accum_steps").as<int64_t>();
+    c.seq_len = Need(t, "seq_len").as<int64_t>();
+    c.precision = Take(ParsePrecision(Need(t, "precision").as<std::string>()));
+    c.optimizer = Take(ParseOptimizer(Need(t, "optimizer").as<std::string>()));
+    c.attention = Take(ParseAttention(Need(t, "attention").as<std::string>()));
+    c.checkpoint = Take(CheckpointPolicy::Parse(Need(t, "checkpoint").as<std::string>()));
+    // Plan files written before stacks were recorded describe headroom's own runtime.
+    c.stack = t["stack"] ? Take(ParseStack(t["stack"].as<std::string>())) : Stack::kHeadroom;
+    ReadOptionalTraining(t, c);
     if (t["sharding"]) {  // one rank when absent
       c.parallel.sharding = Take(ParseSharding(t["sharding"].as<std::string>()));
       c.parallel.gpus = Need(t, "gpus").as<int64_t>();

@@ -78,6 +78,27 @@ std::optional<Error> CheckPacking(const PlanRequest& r) {
   return std::nullopt;
 }
 
+// transformers' offload wraps its own checkpoint function: a built model on a GPU, trained
+// in Python.
+std::optional<Error> CheckActivationOffload(const PlanRequest& r) {
+  if (!r.config.activation_offload) return std::nullopt;
+  if (!RunsPythonStack(r.config.stack))
+    return MakeError(
+        "--activation-offload is transformers' activation_checkpointing_enable(offload=True); "
+        "headroom's runtime (--stack headroom) keeps activations on the device");
+  if (!r.device.is_cuda)
+    return MakeError(
+        "--activation-offload moves activations from a GPU to host memory; on --device cpu they "
+        "are in host memory already");
+  if (r.model.family == ModelFamily::kImported)
+    return MakeError(fmt::format(
+        "--activation-offload: {} is imported from its transformers code, whose blocks' "
+        "checkpoint arguments are not recorded; offload is modelled for the families headroom "
+        "builds",
+        r.model.name));
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Error> ValidateRequest(const PlanRequest& r) {
@@ -132,6 +153,7 @@ std::optional<Error> ValidateRequest(const PlanRequest& r) {
   }
   if (auto error = CheckLoss(r)) return error;
   if (auto error = CheckPacking(r)) return error;
+  if (auto error = CheckActivationOffload(r)) return error;
   if (r.device.memory_bytes <= 0) return MakeError("the device memory budget must be positive");
   return std::nullopt;
 }

@@ -160,6 +160,12 @@ std::string RequestLines(const ReportInputs& in) {
     out += fmt::format("  offload {}: {} of CPU RAM per rank hold what left the device\n",
                        OffloadName(c.parallel.offload), FormatBytes(p.offload_cpu_bytes));
   }
+  if (c.activation_offload) {
+    out += fmt::format(
+        "  activation offload: the checkpointed blocks' inputs in {} of pinned host memory per "
+        "rank (save_on_cpu), copied out in the forward and back for each block's backward\n",
+        FormatBytes(p.activation_offload_host_bytes));
+  }
   out += ModelInputLines(c);
   out += fmt::format("  stack {}, optimizer implementation {}", StackName(c.stack),
                      OptimizerImplName(EffectiveOptimizerImpl(c)));
@@ -324,6 +330,7 @@ nlohmann::json ConfigJson(const ReportInputs& in) {
   if (!c.kernel_packages.empty()) j["config"]["kernel_packages"] = c.kernel_packages;
   j["config"]["loss"] = c.loss.ToString();
   j["config"]["packing"] = PackingName(c.packing);
+  j["config"]["activation_offload"] = c.activation_offload;
   if (c.fine_tune.mode != FineTuneMode::kFull) {
     j["config"]["lora_rank"] = c.fine_tune.lora_rank;
     j["config"]["lora_targets"] = c.fine_tune.lora_targets;
@@ -342,6 +349,7 @@ nlohmann::json PeakJson(const StepPrediction& p) {
       {"phase_kind", PhaseKindName(p.peak_phase.kind)},
       {"first_step_allocated_bytes", p.first_step_peak_bytes},
       {"steady_step_allocated_bytes", p.steady_step_peak_bytes},
+      {"host_pinned_bytes", p.activation_offload_host_bytes},
   };
   if (!p.oom_phase_text.empty()) j["peak"]["oom_phase"] = p.oom_phase_text;
   return j["peak"];

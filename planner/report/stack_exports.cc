@@ -78,6 +78,10 @@ nlohmann::json HfTrainingArguments(const TrainingConfig& c, bool checkpoint_all,
       {"optim", HfOptimizer(c.optimizer)},
   };
   if (c.optimizer == OptimizerKind::kSgdMomentum) j["optim_args"] = "momentum=0.9";
+  // Trainer pops `offload` from these kwargs into activation_checkpointing_enable
+  // (trainer.py); gradient_checkpointing above is their flag's deprecated alias.
+  if (c.activation_offload && checkpoint_all)
+    j["activation_checkpointing_kwargs"] = {{"offload", true}};
   if (c.parallel.fsdp()) {
     // FSDP2 through accelerate; checkpointing through FSDP's own wrapper, as HF asks
     // (gradient_checkpointing with FSDP is refused in favour of activation_checkpointing).

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <memory>
 
 #include "planner/core/checked_math.h"
@@ -231,6 +232,18 @@ SimulationTables::ModelState SimulationTables::FullModelState() const {
     for (int64_t s : t.optimizer_costs[i].state_bytes) m.optimizer += s;
   }
   return m;
+}
+
+int64_t SimulationTables::ActivationOffloadHostBytes(const std::vector<bool>& checkpointed) const {
+  if (!config_.activation_offload) return 0;
+  const OpGraph& g = impl_->graph;
+  int64_t total = 0;
+  for (size_t b = 0; b < checkpointed.size() && b < g.blocks().size(); ++b) {
+    if (!checkpointed[b]) continue;
+    total +=
+        std::bit_ceil(static_cast<uint64_t>(TensorBytes(g.blocks()[b].input, config_.micro_batch)));
+  }
+  return total;
 }
 
 int64_t SimulationTables::OffloadCpuBytes() const {

@@ -22,6 +22,7 @@ StepPrediction PredictStep(const SimulationTables& tables, const std::vector<boo
   p.params_trainable = graph.TrainableParameterCount();
   p.rank = tables.impl().shards.rank;
   p.offload_cpu_bytes = tables.OffloadCpuBytes();
+  p.activation_offload_host_bytes = tables.ActivationOffloadHostBytes(checkpointed);
   p.budget_bytes = device.memory_bytes;
   SimulationOptions options;
   options.cublas_workspace_bytes = device.CublasWorkspaceBytes();

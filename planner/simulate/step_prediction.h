@@ -35,6 +35,9 @@ struct StepPrediction {
   int64_t params_trainable = 0;
   int64_t rank = 0;               // the data-parallel rank predicted: the busiest
   int64_t offload_cpu_bytes = 0;  // CPU RAM per rank for what --offload moved there
+  // Pinned host memory per rank for --activation-offload: every checkpointed block's input,
+  // each rounded up to a power of two by torch's CachingHostAllocator.
+  int64_t activation_offload_host_bytes = 0;
   std::vector<bool> checkpointed;
   Timeline timeline;
 

@@ -182,9 +182,13 @@ class StepSimulator {
   }
 
   // The checkpoint function saves the tensors its block reads from outside: the block
-  // input and per-forward tables (rotary cos/sin, the causal mask).
+  // input and per-forward tables (rotary cos/sin, the causal mask). With activation
+  // offload the block input, the one positional argument (transformers'
+  // GradientCheckpointingLayer passes the rest bound in a partial), is packed to pinned host
+  // memory instead: the checkpoint keeps no device reference to it.
   void HoldBlockInputs(int block) {
     for (TensorId t : external_inputs_[block]) {
+      if (config_.activation_offload && t == graph_.blocks()[block].input) continue;
       ledger_.Retain(buffer_of_[t.value]);
       block_holds_.Add(block, buffer_of_[t.value]);
     }
@@ -424,6 +428,16 @@ class StepSimulator {
 
   void Recompute(int block) {
     const BlockSegment& seg = graph_.blocks()[block];
+    // Offloaded: unpacking copies the block input back to the device (save_on_cpu's
+    // unpack_from_cpu, tensor.to(device)); what the recomputation saves of it stays.
+    const int64_t unpacked =
+        config_.activation_offload
+            ? ledger_.Acquire(Bytes(seg.input), Category::kActivations, PerSample(seg.input))
+            : kNoBuffer;
+    // The first forward's buffer may still be live elsewhere (the embedding's hooked output):
+    // the recomputation reads the copy, the rest of the step the original.
+    const int64_t original = buffer_of_[seg.input.value];
+    if (unpacked != kNoBuffer) buffer_of_[seg.input.value] = unpacked;
     const int64_t rng_bytes = tables_.states.target().checkpoint_rng_state_bytes;
     const int64_t forked_rng =
         rng_bytes > 0 ? ledger_.Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
@@ -439,6 +453,10 @@ class StepSimulator {
     if (kept_.any()) KeepRecomputedGraph(block);
     ExitAutocast(block);
     if (forked_rng != kNoBuffer) ledger_.Release(forked_rng);
+    if (unpacked != kNoBuffer) {
+      ledger_.Release(unpacked);  // the unpack hook's args
+      buffer_of_[seg.input.value] = original;
+    }
   }
 
   void RunOpBackward(OpId op_id) {

@@ -67,6 +67,11 @@ class SimulationTables {
   // (none when offloaded), each rounded up to `granularity` (a power of two) as the
   // allocator counts it.
   int64_t OptimizerStateBytes(int64_t granularity) const;
+  // --activation-offload: the pinned host bytes of the checkpointed blocks' inputs, all
+  // packed by the forward's end (save_on_cpu's torch.empty(..., pin_memory=True), which
+  // CachingHostAllocator rounds up to a power of two, aten/src/ATen/core/
+  // CachingHostAllocator.h allocate). 0 without offload.
+  int64_t ActivationOffloadHostBytes(const std::vector<bool>& checkpointed) const;
   // The model state of one unsharded rank: every weight as stored, the gradients of the
   // trainable ones, and their optimizer states and master weights.
   struct ModelState {

@@ -64,6 +64,20 @@ std::vector<double> TensorBytes(const SimulationTables& tables, int64_t micro_ba
   return bytes;
 }
 
+// --activation-offload: save_on_cpu copies each checkpointed block's input out and back,
+// pinned, on the compute stream (not overlapped), at the host link's rate.
+std::vector<double> BlockOffloadSeconds(const OpGraph& graph, const TrainingConfig& config,
+                                        const DeviceSpec& device,
+                                        const std::vector<double>& tensor_bytes) {
+  std::vector<double> seconds(graph.blocks().size(), 0.0);
+  if (!config.activation_offload || !device.is_cuda) return seconds;
+  constexpr double kPinnedCopyEfficiency = 0.8;  // of the link's rate: pinned memcpy
+  const double host_bytes_per_s = device.host_link_gbps * 1e9 * kPinnedCopyEfficiency;
+  for (size_t b = 0; b < seconds.size(); ++b)
+    seconds[b] = 2.0 * tensor_bytes[graph.blocks()[b].input.value] / host_bytes_per_s;
+  return seconds;
+}
+
 }  // namespace
 
 StepTimeModel::StepTimeModel(const OpGraph& graph, const TrainingConfig& config,
@@ -94,6 +108,7 @@ StepTimeModel::StepTimeModel(const OpGraph& graph, const TensorStates& states,
                              const std::function<bool(OpId)>& aliases,
                              const std::vector<double>& tensor_bytes)
     : block_forward_(graph.blocks().size(), 0.0),
+      block_offload_(BlockOffloadSeconds(graph, config, device, tensor_bytes)),
       tokens_per_step_(
           static_cast<double>(config.micro_batch * config.grad_accum_steps * config.seq_len)),
       grad_accum_(config.grad_accum_steps),
@@ -151,7 +166,9 @@ StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
   t.forward_seconds = forward_;
   t.backward_seconds = backward_;
   for (size_t i = 0; i < checkpointed.size() && i < block_forward_.size(); ++i) {
-    if (checkpointed[i]) t.recompute_seconds += block_forward_[i];
+    if (!checkpointed[i]) continue;
+    t.recompute_seconds += block_forward_[i];
+    t.activation_offload_seconds += block_offload_[i];
   }
   // Sharded optimizer states are updated on one rank's share.
   const bool sharded_states =
@@ -161,9 +178,10 @@ StepTime StepTimeModel::Estimate(const std::vector<bool>& checkpointed) const {
   t.communication_seconds = EstimateComm(parallel_, comm_volume_, grad_accum_, t.forward_seconds,
                                          t.backward_seconds + t.recompute_seconds, device_)
                                 .exposed_seconds;
-  t.step_seconds = static_cast<double>(grad_accum_) *
-                       (t.forward_seconds + t.backward_seconds + t.recompute_seconds) +
-                   t.optimizer_seconds + t.communication_seconds;
+  t.step_seconds =
+      static_cast<double>(grad_accum_) * (t.forward_seconds + t.backward_seconds +
+                                          t.recompute_seconds + t.activation_offload_seconds) +
+      t.optimizer_seconds + t.communication_seconds;
   t.tokens_per_second_per_gpu = t.step_seconds > 0 ? tokens_per_step_ / t.step_seconds : 0.0;
   t.tokens_per_second = t.tokens_per_second_per_gpu * static_cast<double>(parallel_.gpus);
   t.mfu = t.step_seconds > 0

@@ -27,10 +27,14 @@ struct StepTime {
   double forward_seconds = 0;    // one micro-batch
   double backward_seconds = 0;   // one micro-batch
   double recompute_seconds = 0;  // one micro-batch, checkpointed blocks only
+  // One micro-batch: --activation-offload's copies of the checkpointed blocks' inputs, to
+  // the host in the forward and back in the backward, on the compute stream.
+  double activation_offload_seconds = 0;
   double optimizer_seconds = 0;  // once per step
   // Data parallelism: the collectives' time not hidden behind compute (comm_time_model.h).
   double communication_seconds = 0;
-  // grad_accum x (forward + backward + recompute) + optimizer + communication
+  // grad_accum x (forward + backward + recompute + activation offload) + optimizer +
+  // communication
   double step_seconds = 0;
   // Over all ranks: ranks x micro_batch x grad_accum x seq_len / step_seconds.
   double tokens_per_second = 0;
@@ -67,7 +71,8 @@ class StepTimeModel {
   double model_flops_ = 0;  // forward + backward of one micro-batch on one rank
   double peak_flops_ = 0;   // dense, at the compute dtype
   std::vector<double> block_forward_;
-  double tokens_per_step_ = 0;  // on one rank
+  std::vector<double> block_offload_;  // per block: its input's copies out and back
+  double tokens_per_step_ = 0;         // on one rank
   int64_t grad_accum_ = 1;
   Parallelism parallel_;
   CommVolume comm_volume_;

@@ -167,6 +167,17 @@ def check_hf(binary, tmp):
               f"deepspeed={'set' if targs.deepspeed else None} "
               f"batch {targs.per_device_train_batch_size} x {targs.gradient_accumulation_steps}")
         ok &= bool(targs.fsdp) if sharding == "fsdp" else bool(targs.deepspeed)
+    # Activation offload: the kwargs Trainer pops `offload` from (trainer.py).
+    args = json.loads(headroom(binary, ["--model", "gpt2", "--gpu", "a100-80gb", "--gpus", "8",
+                                        "--sharding", "zero2", "--seq-len", "1024",
+                                        "--global-batch", "64", "--checkpoint", "all",
+                                        "--activation-offload", "--emit", "hf"]))
+    targs = transformers.TrainingArguments(output_dir=os.path.join(tmp, "offload"),
+                                           use_cpu=True, **args)
+    print(f"  TrainingArguments (zero2, offload): activation_checkpointing="
+          f"{targs.activation_checkpointing} kwargs {targs.activation_checkpointing_kwargs}")
+    ok &= bool(targs.activation_checkpointing) and targs.activation_checkpointing_kwargs == {
+        "offload": True}
     return ok
 
 

@@ -28,6 +28,7 @@ class FakeCase:
     slow: bool = False          # real size: more than a few seconds
     images: int = 0             # images per sample (the multimodal Gemma 3)
     kernels: tuple = ()         # kernel packages installed (fla: flash-linear-attention)
+    offload: bool = False       # checkpointed blocks' inputs in pinned host memory
 
     def hf_config(self):
         return load_hf_config(self.config, self.overrides, self.task)
@@ -58,6 +59,8 @@ class FakeCase:
             flags += ["--images", str(self.images)]
         if self.kernels:
             flags += ["--kernels", ",".join(self.kernels)]
+        if self.offload:
+            flags += ["--activation-offload"]
         return flags
 
 
@@ -152,6 +155,17 @@ CASES = [
              seq_len=8192, slow=True),
     FakeCase("llama-3-70b amp-bf16 lora s4096", L70B, precision="amp-bf16", mode="lora",
              seq_len=4096, slow=True),
+    # Activation offload (transformers' offload=True): each checkpointed block's input leaves
+    # the device for pinned host memory (save_on_cpu); the host bytes are compared too.
+    FakeCase("llama-3.2-1b amp-bf16 lora ckpt-all offload s2048", L1B, precision="amp-bf16",
+             mode="lora", checkpoint="all", seq_len=2048, offload=True, slow=True),
+    FakeCase("qwen3-8b bf16 full ckpt-all offload s4096", Q3_8B, precision="bf16",
+             checkpoint="all", seq_len=4096, offload=True, slow=True),
+    FakeCase("llama-3.1-8b amp-bf16 lora ckpt-all offload mb2 s8192", L31_8B,
+             precision="amp-bf16", mode="lora", checkpoint="all", micro_batch=2, seq_len=8192,
+             offload=True, slow=True),
+    FakeCase("llama-3.2-1b amp-bf16 full ckpt-all offload s1024", L1B, precision="amp-bf16",
+             checkpoint="all", seq_len=1024, offload=True, slow=True),
     # The 2026 families at the sizes people plan for (issue 20).
     FakeCase("llama-3.1-8b amp-bf16 full s4096", L31_8B, precision="amp-bf16", seq_len=4096,
              slow=True),

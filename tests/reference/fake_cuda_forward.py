@@ -17,6 +17,7 @@ autocast op lists (layer_norm / softmax in fp32), native_dropout's 1-byte mask.
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -65,6 +66,7 @@ def measure(case):
             self.live = {}          # StorageImpl address -> (bytes, op, module, category)
             self.known = set()      # storages that existed before (parameters, buffers)
             self.current = self.peak = 0
+            self.host_current = self.host_peak = 0
             self.peak_snapshot = None
             self.modules = []
             self.trace = [] if case.get("trace") else None
@@ -79,6 +81,10 @@ def measure(case):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
+            # save_on_cpu's host copy (offload): torch.empty(..., pin_memory=is_pinnable) on
+            # the CPU, pinned on a machine with CUDA (here the fake device has no driver).
+            if "pin_memory" in (kwargs or {}) and out.device.type == "cpu":
+                self.count_pinned(out)
             inputs = None
             for t in pytree.tree_leaves(out):
                 if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
@@ -110,6 +116,18 @@ def measure(case):
                     self.peak = self.current
                     self.peak_snapshot = self.by_category()
             return out
+
+        def count_pinned(self, t):
+            """A pinned host tensor: CachingHostAllocator rounds it up to a power of two
+            (aten/src/ATen/core/CachingHostAllocator.h, allocate)."""
+            st = t.untyped_storage()
+            nbytes = 1 << max(0, (st.nbytes() - 1).bit_length())
+            self.host_current += nbytes
+            self.host_peak = max(self.host_peak, self.host_current)
+
+            def free(n=nbytes):
+                self.host_current -= n
+            weakref.finalize(st, free)
 
         def by_category(self):
             cats = {}
@@ -169,7 +187,10 @@ def measure(case):
         # the nesting drops to 0).
         if amp is not None:
             prev = fake_cuda_semantics.autocast_enter(amp)
-        loss = model(input_ids=ids, labels=labels).loss
+        # A training loop sets no default device: save_on_cpu's host copies (offload) are
+        # made where torch.empty puts them without one, the CPU.
+        with torch.device("cpu") if case.get("offload") else contextlib.nullcontext():
+            loss = model(input_ids=ids, labels=labels).loss
         in_forward_end = counter.current
         if amp is not None:
             fake_cuda_semantics.autocast_exit(prev)
@@ -180,6 +201,7 @@ def measure(case):
     h2.remove()
     result = {"end_bytes": end, "end_before_autocast_exit": in_forward_end,
               "peak_bytes": counter.peak, "end_categories": end_cats,
+              "host_pinned_end_bytes": counter.host_current,
               "peak_categories": counter.peak_snapshot, "kernels": kernels,
               "weights_bytes": weights, "buffers_bytes": buffers,
               "build_s": build_s, "forward_s": forward_s, "loss_dtype": str(loss.dtype)}
@@ -223,6 +245,15 @@ def simulate(case, headroom, config_path, tmp):
             "end_row": end_row, "peak_row": peak_row, "csv": csv_path, "cmd": cmd}
 
 
+def plan_host_pinned(case, headroom, config_path):
+    """The plan's pinned host bytes for --activation-offload (plan --json)."""
+    cmd = [headroom, "plan", "--model", config_path, *case.simulate_flags(), "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if not out.stdout.strip():
+        raise RuntimeError(f"{case.name}: {' '.join(cmd)}\n{out.stderr.strip()}")
+    return json.loads(out.stdout)["peak"]["host_pinned_bytes"]
+
+
 def run_case(case, headroom, server, trace=False):
     """Measures `case` in a child of `server` (fork_server.py) and simulates it."""
     from fake_cuda_cases import FakeCase  # noqa: F401
@@ -237,13 +268,15 @@ def run_case(case, headroom, server, trace=False):
                    "lora_targets": list(case.lora_targets), "checkpoint": case.checkpoint,
                    "attention": case.attention, "micro_batch": case.micro_batch,
                    "seq_len": case.seq_len, "base_dtype": case.effective_base_dtype(),
-                   "trace": trace}
+                   "offload": case.offload, "trace": trace}
         start = time.time()
         try:
             measured, _ = server.run(payload)
         except RuntimeError as e:
             raise RuntimeError(f"{case.name}: measurement failed:\n{e}") from None
         predicted = simulate(case, headroom, config_path, tmp)
+        if case.offload:
+            predicted["host_pinned_bytes"] = plan_host_pinned(case, headroom, config_path)
         if trace:
             with open(predicted["csv"]) as f:
                 predicted["rows"] = [r for r in csv.DictReader(f)
@@ -291,12 +324,22 @@ def main():
             continue
         e_end, e_peak = pct(p["end_bytes"], m["end_bytes"]), pct(p["peak_bytes"], m["peak_bytes"])
         ok = abs(e_end) <= args.bound_pct and abs(e_peak) <= args.bound_pct
+        host_line = ""
+        if case.offload:  # the pinned host copies at the forward's end, against the plan's
+            e_host = pct(p["host_pinned_bytes"], m["host_pinned_end_bytes"])
+            ok = ok and abs(e_host) <= args.bound_pct
+            worst = max(worst, abs(e_host))
+            host_line = (f"{'':<4}pinned host at the forward's end: predicted "
+                         f"{p['host_pinned_bytes']:,}, measured {m['host_pinned_end_bytes']:,}"
+                         f" ({e_host:+.3f}%)")
         failures += not ok
         worst = max(worst, abs(e_end), abs(e_peak))
         kernel = ",".join(sorted(m["kernels"])) or "-"
         print(f"{case.name:<52} {kernel:<14} {p['end_bytes']:>15,} {m['end_bytes']:>15,}"
               f" {e_end:>+7.3f}% {p['peak_bytes']:>15,} {m['peak_bytes']:>15,} {e_peak:>+7.3f}%"
               f"  ({secs:.0f} s){'' if ok else '  OUT OF BOUND'}", flush=True)
+        if host_line:
+            print(host_line, flush=True)
         print(f"{'':<4}measured by category: end {m['end_categories']}, peak {m['peak_categories']};"
               f" predicted peak at {p['peak_row']['op']}, end row {p['end_row']['event']}"
               f" ({p['end_row']['op']}): weight_casts {p['end_row']['weight_casts_bytes']}",

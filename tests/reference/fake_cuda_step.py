@@ -272,10 +272,14 @@ def _train(case, model, hf_config, meter, measuring, gemma3_image_batch):
                           if case.get("images") else {})
                 labels = (torch.randint(0, hf_config.num_labels, (b,))
                           if case["task"] == "seq-cls" else ids)
-                with torch.autocast("cuda", dtype=amp or torch.float16, enabled=bool(amp)):
+                # A training loop sets no default device: save_on_cpu's host copies
+                # (offload) are made on the CPU, where torch.empty puts them without one.
+                host = torch.device("cpu") if case.get("offload") else contextlib.nullcontext()
+                with host, torch.autocast("cuda", dtype=amp or torch.float16, enabled=bool(amp)):
                     loss = model(input_ids=ids, labels=labels, **images).loss / accum
                 meter.phase = "backward"
-                (scaler.scale(loss) if scaler else loss).backward()
+                with host:
+                    (scaler.scale(loss) if scaler else loss).backward()
                 del loss, ids, labels, images
             meter.phase = "optimizer step"
             if scaler:

@@ -37,7 +37,7 @@ class StepCase(fwd.FakeCase):
                 "seq_len": self.seq_len, "base_dtype": self.effective_base_dtype(),
                 "optimizer": self.optimizer, "optimizer_impl": self.optimizer_impl,
                 "grad_accum": self.grad_accum, "steps": self.steps, "images": self.images,
-                "kernels": list(self.kernels)}
+                "kernels": list(self.kernels), "offload": self.offload}
 
 
 def real(name, config, **fields):
@@ -111,6 +111,19 @@ CASES = [
          seq_len=4096, grad_accum=2),
     real("qwen3-8b bf16 lora all-linear sdpa s4096", fwd.Q3_8B, precision="bf16", mode="lora",
          lora_targets=LLAMA_ALL, seq_len=4096),
+    # Activation offload: each block's input back on the device for its recomputation.
+    # Small vocabularies, so that the peak is inside the blocks' backward, not the loss's.
+    real("llama-3.2-1b vocab2048 amp-bf16 lora ckpt-all offload mb2 s4096", fwd.L1B,
+         overrides={"vocab_size": 2048}, precision="amp-bf16", mode="lora", checkpoint="all",
+         micro_batch=2, seq_len=4096, offload=True),
+    real("llama-3.2-1b vocab2048 bf16 full sgd ckpt-all offload s4096", fwd.L1B,
+         overrides={"vocab_size": 2048}, precision="bf16", optimizer="sgd", checkpoint="all",
+         seq_len=4096, offload=True),
+    # fp32 blocks: the first RMSNorm saves its input itself (x.float() is x), so the copy
+    # brought back stays until that norm's backward.
+    real("llama-3.2-1b vocab2048 fp32 lora ckpt-all offload s2048", fwd.L1B,
+         overrides={"vocab_size": 2048}, mode="lora", checkpoint="all", seq_len=2048,
+         offload=True),
     real("phi-3-mini bf16 lora ckpt-all sdpa s2048", fwd.PHI3_MINI, precision="bf16",
          mode="lora", lora_targets=("qkv_proj", "o_proj"), checkpoint="all", seq_len=2048),
     real("phi-3-mini amp-bf16 full sdpa s2048 fused", fwd.PHI3_MINI, precision="amp-bf16",

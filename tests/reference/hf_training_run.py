@@ -79,7 +79,11 @@ def prepare_for_training(model, case):
     if case.get("loss", "full") != "full":
         add_chunked_loss(model, case["loss"])
     if case["checkpoint"] == "all":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # offload: transformers' save_on_cpu(pin_memory=True) around each block's checkpoint
+        # (modeling_utils.py _activation_checkpointing_enable).
+        model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": False},
+            offload=bool(case.get("offload")))
     if case["mode"] in ("lora", "qlora"):
         import peft
 
