@@ -405,7 +405,6 @@ namespace {
 std::optional<Error> ApplyPacking(const PlanFlags& f, TrainingConfig& c) {
   c.packing = f.packing;
   c.seq_len = f.seq_len;
-  c.activation_offload = f.activation_offload;
   if (f.packing == Packing::kPadded) {
     if (f.tokens_per_micro_batch)
       return MakeError("--tokens-per-micro-batch applies to --packing padding-free");
@@ -448,8 +447,6 @@ std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model
   auto loss = LossConfig::Parse(f.loss);
   if (!loss) return loss.error();
   c.loss = *loss;
-  // HF Trainer computes the model's own loss; the other exports configure an engine or a
-  // launch, and the loss is the user's script's.
   // FSDP checkpoints through accelerate's own wrapper, which keeps activations on the device.
   const bool may_shard_fsdp =
       f.gpus_auto || (f.gpus > 1 && (!f.sharding || *f.sharding == Sharding::kFsdp ||
@@ -461,6 +458,8 @@ std::optional<Error> ApplyModelInputs(const PlanFlags& f, const ModelSpec& model
         "accelerate's, which does not offload: with --emit hf name --sharding zero1, zero2, "
         "zero3 or ddp");
   }
+  // HF Trainer computes the model's own loss; the other exports configure an engine or a
+  // launch, and the loss is the user's script's.
   if (f.emit == ExportTarget::kHuggingFace && c.loss.chunked()) {
     return MakeError(
         "--emit hf writes a stack that computes the model's own loss; --loss chunked is TRL's "
@@ -488,6 +487,7 @@ Result<PlanRequest> ToPlanRequest(const PlanFlags& f) {
   c.optimizer = f.optimizer;
   if (auto error = ApplyFineTune(f, r.model, c)) return *error;
   c.stack = f.stack.value_or(Stack::kPytorch);
+  c.activation_offload = f.activation_offload;
   c.optimizer_impl = f.optimizer_impl;
   if (f.cpu_bf16 && r.device.is_cuda) return MakeError("--cpu-bf16 applies to --device cpu");
   if (f.cpu_threads && r.device.is_cuda) return MakeError("--cpu-threads applies to --device cpu");

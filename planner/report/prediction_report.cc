@@ -109,7 +109,9 @@ std::string ModelInputLines(const TrainingConfig& c) {
         "  padding-free rows of {} tokens (DataCollatorWithFlattening: position_ids restart per "
         "sample){}\n",
         c.seq_len,
-        MasksPackedSamples(c)
+        c.attention == AttentionImpl::kFlash2
+            ? "; flash_attention_2 reads the samples' bounds from them (varlen), no mask"
+        : MasksPackedSamples(c)
             ? "; SDPA takes a block-diagonal mask transformers makes from them"
             : ". With the DynamicCache transformers builds here (no checkpointing), it does not "
               "detect the packed samples: they attend across their boundaries and no mask is "
