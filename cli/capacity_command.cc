@@ -87,10 +87,15 @@ CapacitySubject SubjectOf(const CapacityFlags& f, const CapacityGpu& first) {
                                 : f.request.precision
                                     ? std::string(PrecisionName(*f.request.precision))
                                     : "amp-bf16 (amp-fp16 where bf16 is missing)";
+  // The long-sequence techniques the request names (issue 41), as the plan report says them.
+  std::string techniques;
+  if (c.loss.chunked()) techniques += ", loss " + c.loss.ToString();
+  if (c.packing == Packing::kPaddingFree) techniques += ", padding-free rows";
+  if (c.activation_offload) techniques += ", activation offload";
   CapacitySubject s{
       first.request.model.name,
-      fmt::format("{}, {}, {}, seq {}, global batch {}", tuning, OptimizerName(c.optimizer),
-                  precision, c.seq_len, first.options.global_batch),
+      fmt::format("{}, {}, {}, seq {}, global batch {}{}", tuning, OptimizerName(c.optimizer),
+                  precision, c.seq_len, first.options.global_batch, techniques),
       ""};
   if (first.request.model.is_moe()) s.moe_routing = f.request.moe_routing.value_or("balanced");
   return s;

@@ -333,5 +333,29 @@ TEST(CliStack, StackDefaultsAreRecorded) {
   EXPECT_EQ(full.exit_code, 2);
 }
 
+// The long-sequence techniques change the plan and are named where it is shown: the JSON's
+// config and peak, and capacity's header.
+TEST(Cli, LongSequenceTechniquesArePlannedAndNamed) {
+  const std::string base =
+      "plan --model tiny-llama --gpu h100-80gb --seq-len 256 --micro-batch 2 --lora-rank 8 "
+      "--checkpoint all --json ";
+  const auto full = RunJson(base);
+  const auto chunked = RunJson(base + "--loss chunked:128 --activation-offload");
+  EXPECT_EQ(full["config"]["loss"], "full");
+  EXPECT_EQ(chunked["config"]["loss"], "chunked:128");
+  EXPECT_EQ(chunked["config"]["activation_offload"], true);
+  EXPECT_EQ(full["peak"]["host_pinned_bytes"], 0);
+  // Two checkpointed blocks, each input [2, 256, 64] in bf16: 64 KiB, already a power of two.
+  EXPECT_EQ(chunked["peak"]["host_pinned_bytes"], 2 * 65536);
+  EXPECT_LT(chunked["peak"]["allocated_bytes"].get<int64_t>(),
+            full["peak"]["allocated_bytes"].get<int64_t>());
+  const CommandResult capacity = RunCli(
+      "capacity --model tiny-llama --tokens 1e6 --seq-len 256 --lora-rank 8 --gpu-types "
+      "h100-80gb --max-gpus 1 --loss chunked:128 --activation-offload");
+  ASSERT_EQ(capacity.exit_code, 0) << capacity.err;
+  EXPECT_NE(capacity.out.find("loss chunked:128, activation offload"), std::string::npos)
+      << capacity.out;
+}
+
 }  // namespace
 }  // namespace headroom
