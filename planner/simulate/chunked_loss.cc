@@ -55,22 +55,17 @@ int64_t WeightChunkCopy(const ChunkedLossCall& c, const Tiles& t) {
 // scratch, as for a linear layer's product (op_cost.cc).
 int64_t TileProductScratch(const ChunkedLossCall& c, const Tiles& t) {
   if (!c.cpu_bf16 || c.compute_dtype != DType::kBF16) return 0;
-  const ProductShape p{.rows = t.rows,
+  if (*c.cpu_bf16 == CpuBf16::kEmulated)
+    return StorageBytes(DType::kF32, t.rows * t.cols);  // the whole fp32 product
+  if (*c.cpu_bf16 == CpuBf16::kAtenGemm) return 0;
+  // oneDNN's brgemm (AVX512-BF16 or AMX), at the rows it runs (micro-batch already in them)
+  return BrgemmProduct{.kernel = *c.cpu_bf16,
+                       .rows = t.rows,
                        .inner = c.hidden,
                        .cols = t.cols,
                        .transposed_second = true,
-                       .threads = c.cpu_threads};
-  switch (*c.cpu_bf16) {
-    case CpuBf16::kEmulated:
-      return StorageBytes(DType::kF32, t.rows * t.cols);  // the whole fp32 product
-    case CpuBf16::kAvx512Bf16:
-      return Avx512Bf16ScratchBytes(p);
-    case CpuBf16::kAmx:
-      return AmxScratchBytes(p);
-    case CpuBf16::kAtenGemm:
-      return 0;
-  }
-  return 0;
+                       .threads = c.cpu_threads}
+      .ScratchBytes(1);
 }
 
 // _forward_tile (the CPU's fold, torch ops on the whole tile) at its height: z = the

@@ -10,6 +10,8 @@
 #include "planner/simulate/internal/engine_replays.h"
 #include "planner/simulate/internal/hold_lists.h"
 #include "planner/simulate/internal/kept_by_arguments.h"
+#include "planner/simulate/internal/kept_replay.h"
+#include "planner/simulate/internal/optimizer_replay.h"
 #include "planner/simulate/internal/repetition_replay.h"
 #include "planner/simulate/internal/simulation_tables_impl.h"
 
@@ -102,7 +104,6 @@ class StepSimulator {
   void Setup() {
     SetPhase(Phase::Kind::kSetup, 0, 0);
     buffer_of_.assign(graph_.num_tensors(), kNoBuffer);
-    kept_originals_.assign(graph_.blocks().size(), {});
     uses_left_.assign(graph_.num_tensors(), 0);
     grad_of_.assign(graph_.num_tensors(), kNoBuffer);
     param_grad_.assign(graph_.num_tensors(), kNoBuffer);
@@ -336,35 +337,11 @@ class StepSimulator {
         ledger_.Retain(buffer);
         op_holds_.Add(op_id.value, buffer);
       }
-      if (kept_.any()) KeepIfWritten(op_id, out, buffer, recompute_block);
+      if (kept_.any())
+        kept_replay_.OutputMade(op_id.value, block_of_op_[op_id.value], out, buffer,
+                                recompute_block >= 0);
       Bind(out, buffer, uses);
     }
-  }
-
-  void KeepIfWritten(OpId op_id, TensorId out, int64_t buffer, int recompute_block) {
-    const auto& written = kept_.MadeBy(op_id.value);
-    if (std::find(written.begin(), written.end(), out) == written.end()) return;
-    ledger_.Retain(buffer);
-    if (recompute_block < 0) {
-      kept_originals_[block_of_op_[op_id.value]].push_back(buffer);
-    } else {
-      kept_recomputed_.push_back(buffer);
-    }
-  }
-
-  // What the block's ops upstream of its recomputed writes saved stays with their graph.
-  void KeepRecomputedGraph(int block) {
-    for (int op : kept_.Upstream(block)) {
-      op_holds_.ForEach(op, [this](int64_t b) {
-        ledger_.Retain(b);
-        kept_recomputed_.push_back(b);
-      });
-    }
-  }
-
-  void ReleaseKept(std::vector<int64_t>& buffers) {
-    for (int64_t b : buffers) ledger_.Release(b);
-    buffers.clear();
   }
 
   // ---- backward ------------------------------------------------------------------
@@ -397,10 +374,7 @@ class StepSimulator {
       if (ckpt && graph_.blocks()[block].first_op.value == o) {
         block_holds_.ReleaseAll(block, [this](int64_t b) { ledger_.Release(b); });
         if (reentrant) UseDone(graph_.blocks()[block].output);
-        if (kept_.any() && block == kept_.ArgumentsFreedAfter()) {
-          ReleaseKept(kept_recomputed_);
-          for (auto& originals : kept_originals_) ReleaseKept(originals);
-        }
+        if (kept_.any() && block == kept_.ArgumentsFreedAfter()) kept_replay_.ReleaseAll();
       }
       repetitions_.AfterBackward(o);
       engines_->AfterOpBackward(o);
@@ -429,15 +403,13 @@ class StepSimulator {
   void Recompute(int block) {
     const BlockSegment& seg = graph_.blocks()[block];
     // Offloaded: unpacking copies the block input back to the device (save_on_cpu's
-    // unpack_from_cpu, tensor.to(device)); what the recomputation saves of it stays.
-    const int64_t unpacked =
-        config_.activation_offload
-            ? ledger_.Acquire(Bytes(seg.input), Category::kActivations, PerSample(seg.input))
-            : kNoBuffer;
-    // The first forward's buffer may still be live elsewhere (the embedding's hooked output):
-    // the recomputation reads the copy, the rest of the step the original.
+    // unpack_from_cpu, tensor.to(device)) and the recomputation reads the copy, keeping what
+    // it saves of it. The first forward's buffer may still be live elsewhere (the
+    // embedding's hooked output): the tensor's again afterwards.
     const int64_t original = buffer_of_[seg.input.value];
-    if (unpacked != kNoBuffer) buffer_of_[seg.input.value] = unpacked;
+    if (config_.activation_offload)
+      buffer_of_[seg.input.value] =
+          ledger_.Acquire(Bytes(seg.input), Category::kActivations, PerSample(seg.input));
     const int64_t rng_bytes = tables_.states.target().checkpoint_rng_state_bytes;
     const int64_t forked_rng =
         rng_bytes > 0 ? ledger_.Acquire(rng_bytes, Category::kTemporaries) : kNoBuffer;
@@ -447,14 +419,14 @@ class StepSimulator {
       RunOpForward(OpId{o}, /*grad_mode=*/true, block);
       repetitions_.AfterForward(o);
       // The recomputation writes the arguments' entries again: the first forward's go.
-      if (kept_.any() && o == kept_.LastWriteOp(block)) ReleaseKept(kept_originals_[block]);
+      if (kept_.any() && o == kept_.LastWriteOp(block)) kept_replay_.ReleaseOriginals(block);
       engines_->AfterRecomputedOp(o);
     }
-    if (kept_.any()) KeepRecomputedGraph(block);
+    if (kept_.any()) kept_replay_.KeepRecomputedGraph(block, op_holds_);
     ExitAutocast(block);
     if (forked_rng != kNoBuffer) ledger_.Release(forked_rng);
-    if (unpacked != kNoBuffer) {
-      ledger_.Release(unpacked);  // the unpack hook's args
+    if (config_.activation_offload) {
+      ledger_.Release(buffer_of_[seg.input.value]);  // the unpack hook's args
       buffer_of_[seg.input.value] = original;
     }
   }
@@ -650,39 +622,10 @@ class StepSimulator {
   void OptimizerStep(int step) {
     SetPhase(Phase::Kind::kOptimizerStep, step, 0);
     engines_->OptimizerStep(step);
-    const bool states_first = tables_.states.target().torch_optim;
-    int64_t group_temp_bytes = 0;
-    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
-      if (!UpdatesHere(i)) continue;
-      const OptimizerParamCost& cost = tables_.optimizer_costs[i];
-      if (step == 1 && states_first) AllocateStates(cost);
-      group_temp_bytes += cost.group_temp_bytes;
-    }
-    for (size_t i = 0; i < tables_.parameters.size(); ++i) {
-      if (!UpdatesHere(i)) continue;
-      const OptimizerParamCost& cost = tables_.optimizer_costs[i];
-      if (step == 1 && !states_first) AllocateStates(cost);
-      if (cost.step_temp_bytes > 0)
-        ledger_.Release(ledger_.Acquire(cost.step_temp_bytes, Category::kTemporaries));
-    }
-    if (group_temp_bytes > 0)
-      ledger_.Release(ledger_.Acquire(group_temp_bytes, Category::kTemporaries));
-  }
-
-  // Whether this rank's optimizer updates parameter i on the device (ZeRO-1 updates its
-  // partition and receives the others' broadcast in place; offloading steps on the CPU).
-  bool UpdatesHere(size_t i) const {
-    return tables_.trainable[tables_.parameters[i].value] &&
-           tables_.shards.owns_optimizer_state[i] && !OptimizerOffloaded();
+    optimizer_.Step(step);
   }
 
   bool OptimizerOffloaded() const { return config_.parallel.offload != Offload::kNone; }
-
-  void AllocateStates(const OptimizerParamCost& cost) {
-    for (int64_t bytes : cost.state_bytes) ledger_.AcquirePersistent(bytes, Category::kOptimizer);
-    if (cost.step_tensor_bytes > 0)
-      ledger_.AcquirePersistent(cost.step_tensor_bytes, Category::kOptimizer);
-  }
 
   void ZeroGrad(int step) {
     SetPhase(Phase::Kind::kZeroGrad, step, 0);
@@ -725,6 +668,8 @@ class StepSimulator {
   int64_t mb_ = 0;
   BufferLedger ledger_{timeline_, batch_scale_};
   RepetitionReplay repetitions_{graph_, ledger_};  // a rolled loop's repetitions held once
+  OptimizerReplay optimizer_{tables_, OptimizerOffloaded(), ledger_};
+  KeptReplay kept_replay_{kept_, graph_.blocks().size(), ledger_};  // what the arguments keep
   std::vector<int64_t> buffer_of_;
   std::vector<int> uses_left_;
   std::vector<int64_t> grad_of_;
@@ -733,10 +678,6 @@ class StepSimulator {
   std::vector<uint8_t> pending_owned_;       // ... and the engine may add into it in place
   int64_t leaf_grad_ = kNoBuffer;            // the hooked embedding output's .grad
   std::vector<int64_t> until_backward_end_;  // buffers the autograd graph holds to its end
-  // Per block: what its first forward wrote into the arguments; what recomputations wrote
-  // there, with the saved tensors their graph keeps (internal/kept_by_arguments.h).
-  std::vector<std::vector<int64_t>> kept_originals_;
-  std::vector<int64_t> kept_recomputed_;
   std::vector<int> grad_arrivals_;
   HoldLists op_holds_;                     // per op: what its forward saved for its backward
   HoldLists block_holds_;                  // per checkpointed block: what its checkpoint holds
